@@ -1,0 +1,127 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ErrNotFound is returned (wrapped) when an item does not exist.
+var ErrNotFound = errors.New("not found")
+
+// ErrConflict is matched by every *ConflictError, for callers that only need
+// to know that someone else moved first.
+var ErrConflict = errors.New("conflict")
+
+// ErrInvalidItem is matched by every *ItemError.
+var ErrInvalidItem = errors.New("invalid item")
+
+// ErrExists is matched by every *ExistsError.
+var ErrExists = errors.New("already exists")
+
+// TransitionError is returned when the contract does not allow a move. It is
+// decided before anything is written.
+type TransitionError struct {
+	Kind    string // "activity" or "workflow"
+	From    string // the current state
+	To      string // the requested state
+	Allowed string // the states From may move to, "" when From is terminal
+}
+
+func (e *TransitionError) Error() string {
+	switch {
+	case e.From == e.To:
+		return fmt.Sprintf("%s is already %s", e.Kind, e.From)
+	case e.Allowed == "" && isKnown(e.Kind, e.From):
+		return fmt.Sprintf("%s state %s is terminal: it cannot move to %s", e.Kind, e.From, e.To)
+	case e.Allowed == "":
+		return fmt.Sprintf("%s state %q is unknown: it cannot move to %s", e.Kind, e.From, e.To)
+	}
+	return fmt.Sprintf("%s in state %s cannot move to %s (only to %s)", e.Kind, e.From, e.To, e.Allowed)
+}
+
+func isKnown(kind, s string) bool {
+	if kind == "workflow" {
+		return WorkflowState(s).Valid()
+	}
+	return ActivityState(s).Valid()
+}
+
+// ConflictError is returned when a conditional write was refused because the
+// item did not hold what the write required: another participant moved
+// first. It carries what the item actually held at that moment, so the
+// loser knows the winner without another read.
+type ConflictError struct {
+	Kind    string // "activity" or "workflow"
+	ID      string // the item's ID
+	Want    string // what the write required, in words
+	State   string // the state the item held
+	Owner   string // the activity's owner token, if any
+	Attempt int    // the activity's attempt number, if any
+}
+
+func (e *ConflictError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s is %s", e.Kind, e.ID, e.State)
+	if e.Owner != "" {
+		fmt.Fprintf(&b, " (owner %s, attempt %d)", e.Owner, e.Attempt)
+	}
+	if e.Want != "" {
+		fmt.Fprintf(&b, ", wanted %s", e.Want)
+	}
+	return b.String()
+}
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// ItemError is returned when an item read from a table is malformed: an
+// attribute is missing, has the wrong type, or holds a value out of range.
+// Such items come from foreign clients or hand edits; they are reported,
+// never trusted.
+type ItemError struct {
+	Table string // the table the item came from
+	Key   string // the item's key, as far as it could be read
+	Attr  string // the offending attribute
+	Err   string // what is wrong with it
+}
+
+func (e *ItemError) Error() string {
+	key := e.Key
+	if key == "" {
+		key = "(no key)"
+	}
+	return fmt.Sprintf("malformed item %s in table %s: attribute %s: %s", key, e.Table, e.Attr, e.Err)
+}
+
+// Is makes errors.Is(err, ErrInvalidItem) true.
+func (e *ItemError) Is(target error) bool { return target == ErrInvalidItem }
+
+// ExistsError is returned when creating something that already exists: a
+// workflow request that already created an execution.
+type ExistsError struct {
+	What string // what already exists, e.g. "workflow request nightly::1"
+	// WorkflowExecID is the execution the earlier request created.
+	WorkflowExecID string
+}
+
+func (e *ExistsError) Error() string {
+	if e.WorkflowExecID != "" {
+		return fmt.Sprintf("%s already exists: it started %s", e.What, e.WorkflowExecID)
+	}
+	return e.What + " already exists"
+}
+
+// Is makes errors.Is(err, ErrExists) true.
+func (e *ExistsError) Is(target error) bool { return target == ErrExists }
+
+// NotFoundError names the item that does not exist; it matches ErrNotFound.
+type NotFoundError struct {
+	Kind string // "activity", "workflow", …
+	ID   string
+}
+
+func (e *NotFoundError) Error() string { return fmt.Sprintf("%s %s not found", e.Kind, e.ID) }
+
+// Is makes errors.Is(err, ErrNotFound) true.
+func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }

@@ -1,0 +1,115 @@
+package state
+
+import "time"
+
+// The item types mirror seed 000's seven tables. Their attribute names are
+// the seed's; the Store maps the fields to them. A zero time means the
+// attribute is absent (or, for the *_epoch indexes, negative).
+
+// InstallStatus records the installed version of one object (a table).
+type InstallStatus struct {
+	ObjectID    string // object_id, e.g. the table's name without prefix
+	ObjectType  string // object_type, e.g. "table"
+	Version     int    // version
+	Description string // description
+}
+
+// WorkflowRequest records a request to start a workflow. Write-once.
+type WorkflowRequest struct {
+	WorkflowRequestID string    // workflow_request_id, `(workflow_name)::(uuid)`
+	WorkflowName      string    // workflow_name
+	When              time.Time // when, when_epoch
+	Source            string    // source: who or what asked
+	// Manual is true when the Full Logic API made the request, so Lambda
+	// processors leave it alone. False is not written, as the seed asks.
+	Manual bool // manual
+	// WorkflowExecID is the execution the request started (an addition to
+	// the seed, so a repeated request can answer with it).
+	WorkflowExecID string // workflow_exec_id
+}
+
+// ActivityEvent records a requested transition of an activity. Write-once.
+type ActivityEvent struct {
+	ActivityEventID string    // activity_event_id, `(activity_exec_id)::(uuid)`
+	ActivityExecID  string    // activity_exec_id
+	When            time.Time // when
+	Source          string    // source
+	Manual          bool      // manual
+	Transition      string    // transition, e.g. "COMPLETED"
+}
+
+// WorkflowExec is one execution of a workflow.
+type WorkflowExec struct {
+	WorkflowExecID    string        // workflow_exec_id, `(workflow_name)::(uuid)`
+	WorkflowName      string        // workflow_name
+	State             WorkflowState // state
+	WorkflowRequestID string        // workflow_request_id, optional
+	StartTime         time.Time     // start_time, start_time_epoch: when it was queued
+	EndTime           time.Time     // end_time, end_time_epoch: when it settled
+	Source            string        // source: who started it
+	// Definition is the workflow definition the execution runs, as given, so
+	// it can be inspected and rerun.
+	Definition string // definition
+	// Reason says why the workflow is in its state, for people.
+	Reason string // reason
+}
+
+// ActivityKey is the primary key of an activity execution item.
+type ActivityKey struct {
+	ActivityExecID string // activity_exec_id, hash key
+	WorkflowExecID string // workflow_exec_id, range key
+}
+
+// ActivityExec is one execution of an activity.
+type ActivityExec struct {
+	ActivityKey
+	WorkflowName string        // workflow_name
+	ActivityName string        // activity_name
+	State        ActivityState // state
+	// StateTime is when the item entered its state; the state index sorts by
+	// it, so a sweep can ask for items stuck in a state since before a time.
+	StateTime time.Time // state_time, state_time_epoch
+
+	QueuedTime time.Time // queued_time, queued_time_epoch
+	StartTime  time.Time // start_time, start_time_epoch (-1 until started)
+	EndTime    time.Time // end_time, end_time_epoch
+
+	// HeartbeatEnabled is true if the activity must heartbeat while running.
+	HeartbeatEnabled  bool          // heartbeat_enabled
+	HeartbeatTime     time.Time     // heartbeat_time, heartbeat_time_epoch (-1 until the first beat)
+	HeartbeatInterval time.Duration // heartbeat_interval (seconds)
+	HeartbeatTimeout  time.Duration // heartbeat_timeout (seconds)
+
+	// PendingDependencies lists the activity_exec_ids this activity still
+	// waits on. Each is removed exactly once when it completes; the activity
+	// is READY when none remain.
+	PendingDependencies []string // pending_dependencies (string set)
+
+	Owner   string // owner: the token of the wrapper that claimed it
+	Attempt int    // attempt: how many times it was claimed
+	Host    string // host the wrapper runs on
+	PID     int    // pid of the wrapper
+	// LaunchedAs says what the launcher started: a pid, container ID or task
+	// ARN.
+	LaunchedAs string // launched_as
+
+	ExitCode *int   // exit_code of the command, when it exited
+	Signal   string // signal that killed the command, e.g. "SIGKILL"
+	Error    string // error: the tail of the command's stderr, or a launch error
+	// Reason says why the activity is in its state, for people.
+	Reason string // reason
+}
+
+// Dependency records that one activity waits on another. Write-once.
+type Dependency struct {
+	ID                      string // activity_exec_dependency, `(activity_exec_id):(index)`
+	ActivityExecID          string // activity_exec_id: the activity that waits
+	WorkflowExecID          string // workflow_exec_id
+	DependentActivityExecID string // dependent_activity_exec_id: the activity waited on
+}
+
+// WorkflowLambda maps a workflow to the Lambda function that handles it.
+type WorkflowLambda struct {
+	WorkflowName string // workflow_name
+	Lambda       string // lambda
+}

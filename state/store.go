@@ -1,0 +1,170 @@
+// Package state is the contract every Whimbrel participant shares: the items
+// of the seven tables, the activity and workflow states with the legal moves
+// between them, the two time encodings, and the Store through which all of
+// them are read and changed.
+//
+// Whimbrel has no server. Wrappers, launchers, monitors and the operator CLI
+// coordinate only through the Store, whose every state change is one
+// conditional write: a write whose condition fails returns a *ConflictError
+// describing what the item holds instead, so the loser of a race learns the
+// winner without another read. Backends live in subpackages named after
+// their dependency (state/dynamodb); state/storetest is the conformance suite
+// they all pass.
+package state
+
+import (
+	"context"
+	"time"
+)
+
+// Store is the shared state of every workflow. Implementations are safe for
+// concurrent use by many goroutines and many processes.
+type Store interface {
+	// CreateWorkflow writes a new execution: its request (if any), the
+	// workflow item in WorkflowRequested, every activity (Requested) and
+	// every dependency item. Writing the same input again while the workflow
+	// is still REQUESTED is harmless, so a creator that died half-way can be
+	// retried. If the request already started another execution, or the
+	// execution has moved past REQUESTED, it returns an *ExistsError naming
+	// that execution and writes nothing.
+	CreateWorkflow(ctx context.Context, w *NewWorkflow) error
+
+	// GetWorkflow reads a workflow execution (strongly consistent).
+	GetWorkflow(ctx context.Context, workflowExecID string) (*WorkflowExec, error)
+
+	// GetRequest reads a workflow request.
+	GetRequest(ctx context.Context, workflowRequestID, workflowName string) (*WorkflowRequest, error)
+
+	// UpdateWorkflow moves a workflow in one conditional write and returns the
+	// item as written. A refused move returns a *ConflictError.
+	UpdateWorkflow(ctx context.Context, workflowExecID string, c WorkflowChange) (*WorkflowExec, error)
+
+	// Workflows lists executions in a state, newest first, through an index.
+	// Index reads are eventually consistent.
+	Workflows(ctx context.Context, q WorkflowQuery) ([]*WorkflowExec, error)
+
+	// GetActivity reads an activity execution (strongly consistent).
+	GetActivity(ctx context.Context, key ActivityKey) (*ActivityExec, error)
+
+	// Activities reads every activity of a workflow execution (strongly
+	// consistent reads of the items an index lists), ordered by ID.
+	Activities(ctx context.Context, workflowExecID string) ([]*ActivityExec, error)
+
+	// ActivitiesInState lists the keys of activities in a state through an
+	// index, oldest state change first. Index reads are eventually
+	// consistent: read the item before acting on it.
+	ActivitiesInState(ctx context.Context, q ActivityQuery) ([]ActivityRef, error)
+
+	// UpdateActivity changes an activity in one conditional write and returns
+	// the item as written. A refused write returns a *ConflictError carrying
+	// what the item held; a missing item returns ErrNotFound.
+	UpdateActivity(ctx context.Context, key ActivityKey, c ActivityChange) (*ActivityExec, error)
+
+	// Heartbeat records a heartbeat of a RUNNING activity held by owner. It
+	// touches no index key, so it costs one write unit. If the activity is no
+	// longer RUNNING or another owner holds it, it returns a *ConflictError
+	// saying what it holds.
+	Heartbeat(ctx context.Context, key ActivityKey, owner string, at time.Time) error
+
+	// Dependents lists the dependency items of the activities that wait on
+	// activityExecID.
+	Dependents(ctx context.Context, activityExecID string) ([]Dependency, error)
+
+	// ResolveDependency removes upstreamID from the pending dependencies of
+	// the waiting activity, exactly once: a replay removes nothing and
+	// reports resolved=false. Either way it returns the waiting activity as
+	// it now stands, so the caller sees whether anything is still pending.
+	ResolveDependency(ctx context.Context, waiting ActivityKey, upstreamID string) (a *ActivityExec, resolved bool, err error)
+}
+
+// Installer creates what a store needs (tables, indexes) and is a no-op
+// when everything is already there.
+type Installer interface {
+	Install(ctx context.Context, dryRun bool) ([]InstallAction, error)
+}
+
+// InstallAction is one thing Install did, or would do on a dry run.
+type InstallAction struct {
+	Object string // e.g. "table whimbrel_activity_exec"
+	Action string // e.g. "create", "add index state-index", "record version 1"
+}
+
+// NewWorkflow is everything CreateWorkflow writes.
+type NewWorkflow struct {
+	Request      *WorkflowRequest // optional
+	Exec         WorkflowExec     // State must be WorkflowRequested
+	Activities   []ActivityExec   // State must be Requested
+	Dependencies []Dependency
+}
+
+// WorkflowChange is one conditional move of a workflow.
+type WorkflowChange struct {
+	From   []WorkflowState // the workflow must be in one of these
+	To     WorkflowState
+	At     time.Time // when; a settled state records it as end_time (default now)
+	Reason string    // why, for people; empty keeps the old reason
+}
+
+// WorkflowQuery selects workflow executions.
+type WorkflowQuery struct {
+	State WorkflowState
+	Since time.Time // only those started at or after this time (zero: all)
+	Limit int       // at most this many (0: no limit)
+}
+
+// ActivityQuery selects activities by state.
+type ActivityQuery struct {
+	State  ActivityState
+	Before time.Time // only those that entered the state before this time (zero: all)
+	Limit  int       // at most this many (0: no limit)
+}
+
+// ActivityRef is what the state index holds of an activity.
+type ActivityRef struct {
+	ActivityKey
+	StateTime time.Time
+}
+
+// ActivityChange is one conditional write to an activity. The write happens
+// only if the item is in one of From (and, when Owner is set, is held by
+// Owner); then the state becomes To (or stays, when To is empty) and the
+// other fields that are set are recorded. Moving to Queued records the
+// queued time, to Running the start time, to a terminal state the end time.
+type ActivityChange struct {
+	From []ActivityState
+	To   ActivityState // empty: keep the state, only record the fields
+	// Owner fences the write: the item's owner must equal it. A wrapper that
+	// lost its lease can then never overwrite a newer owner's record.
+	Owner string
+	At    time.Time // when (default now)
+
+	// Claim, with To == Running, records the new owner and its settings and
+	// increments the attempt.
+	Claim *Claim
+	// LaunchedAs records what a launcher started (pid, container, task ARN).
+	LaunchedAs string
+	// Exit records how the command ended; with an empty To it also records
+	// the end time (a wrapper finishing on a TIMED_OUT or CANCELLED_RUNNING
+	// item).
+	Exit *Exit
+	// Error records an error text: the stderr tail or a launch error.
+	Error string
+	// Reason records why, for people.
+	Reason string
+}
+
+// Claim is what a wrapper records when it takes an activity.
+type Claim struct {
+	Owner             string // a fresh token, unique to this attempt
+	Host              string
+	PID               int
+	HeartbeatEnabled  bool
+	HeartbeatInterval time.Duration
+	HeartbeatTimeout  time.Duration
+}
+
+// Exit is how a command ended.
+type Exit struct {
+	Code   int    // exit status (128+N when killed by signal N)
+	Signal string // the signal that killed it, if any
+}
