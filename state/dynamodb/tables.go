@@ -1,0 +1,370 @@
+package dynamodb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/whimbrel/whimbrel/state"
+)
+
+// DefaultPrefix is the table prefix seed 000 gives.
+const DefaultPrefix = "whimbrel_"
+
+// The tables, by name without prefix.
+const (
+	TableInstallStatus      = "install_status"
+	TableWorkflowRequest    = "workflow_request"
+	TableActivityEvent      = "activity_event"
+	TableWorkflowExec       = "workflow_exec"
+	TableActivityExec       = "activity_exec"
+	TableActivityDependency = "activity_exec_dependency"
+	TableWorkflowLambda     = "workflow_lambda"
+)
+
+// The indexes. Seed 000 calls them local indexes, but a local index can only
+// be queried within one partition key, and the launcher and monitor must
+// query across workflows, so they are global.
+const (
+	// indexState (activity_exec): state + state_time_epoch, keys only. The
+	// launcher finds READY activities and the monitor RUNNING and QUEUED
+	// ones through it. It projects keys only, and heartbeat_time_epoch is
+	// deliberately no index key, so a heartbeat writes to no index.
+	indexState = "state-index"
+	// indexWorkflow (activity_exec, dependency): the items of one workflow.
+	indexWorkflow = "workflow-index"
+	// indexDependent (dependency): the activities that wait on one activity.
+	indexDependent = "dependent-index"
+	// indexWorkflowState (workflow_exec): state + start_time_epoch.
+	indexWorkflowState = "state-index"
+	// indexWorkflowName (workflow_exec): workflow_name + start_time_epoch.
+	indexWorkflowName = "name-index"
+)
+
+// workflowIndexAttrs are the workflow_exec attributes the workflow indexes
+// carry besides keys: enough to list executions without the definition.
+var workflowIndexAttrs = []string{
+	"workflow_request_id", "start_time", "end_time", "end_time_epoch", "source", "reason",
+}
+
+// schemaVersion is recorded in install_status for every table; raise it when
+// a table gains what an older install lacks.
+const schemaVersion = 1
+
+type attr struct {
+	name string
+	typ  types.ScalarAttributeType
+}
+
+type index struct {
+	name       string
+	hash       attr
+	rng        *attr
+	projection types.ProjectionType
+	include    []string
+}
+
+type tableDef struct {
+	base        string
+	description string
+	hash        attr
+	rng         *attr
+	indexes     []index
+}
+
+func s(name string) attr  { return attr{name, types.ScalarAttributeTypeS} }
+func n(name string) attr  { return attr{name, types.ScalarAttributeTypeN} }
+func ps(name string) *attr { a := s(name); return &a }
+func pn(name string) *attr { a := n(name); return &a }
+
+// tableDefs are the seven tables with the key schemas of DESIGN.md.
+var tableDefs = []tableDef{
+	{base: TableInstallStatus, description: "installed version of each Whimbrel object",
+		hash: s("object_id"), rng: ps("object_type")},
+	{base: TableWorkflowRequest, description: "requests to start a workflow (write-once)",
+		hash: s("workflow_request_id"), rng: ps("workflow_name")},
+	{base: TableActivityEvent, description: "requested activity transitions (write-once)",
+		hash: s("activity_event_id"), rng: ps("activity_exec_id")},
+	{base: TableWorkflowExec, description: "workflow executions",
+		hash: s("workflow_exec_id"), rng: ps("workflow_name"),
+		indexes: []index{
+			{name: indexWorkflowState, hash: s("state"), rng: pn("start_time_epoch"),
+				projection: types.ProjectionTypeInclude, include: workflowIndexAttrs},
+			{name: indexWorkflowName, hash: s("workflow_name"), rng: pn("start_time_epoch"),
+				projection: types.ProjectionTypeInclude, include: append([]string{"state"}, workflowIndexAttrs...)},
+		}},
+	{base: TableActivityExec, description: "activity executions",
+		hash: s("activity_exec_id"), rng: ps("workflow_exec_id"),
+		indexes: []index{
+			{name: indexState, hash: s("state"), rng: pn("state_time_epoch"), projection: types.ProjectionTypeKeysOnly},
+			{name: indexWorkflow, hash: s("workflow_exec_id"), rng: ps("activity_exec_id"), projection: types.ProjectionTypeKeysOnly},
+		}},
+	{base: TableActivityDependency, description: "which activity waits on which (write-once)",
+		hash: s("activity_exec_dependency"), rng: ps("activity_exec_id"),
+		indexes: []index{
+			{name: indexWorkflow, hash: s("workflow_exec_id"), projection: types.ProjectionTypeAll},
+			{name: indexDependent, hash: s("dependent_activity_exec_id"), projection: types.ProjectionTypeAll},
+		}},
+	{base: TableWorkflowLambda, description: "which Lambda function handles which workflow",
+		hash: s("workflow_name")},
+}
+
+func keySchema(hash attr, rng *attr) []types.KeySchemaElement {
+	ks := []types.KeySchemaElement{{AttributeName: aws.String(hash.name), KeyType: types.KeyTypeHash}}
+	if rng != nil {
+		ks = append(ks, types.KeySchemaElement{AttributeName: aws.String(rng.name), KeyType: types.KeyTypeRange})
+	}
+	return ks
+}
+
+func (ix index) gsi() types.GlobalSecondaryIndex {
+	p := &types.Projection{ProjectionType: ix.projection}
+	if len(ix.include) > 0 {
+		p.NonKeyAttributes = ix.include
+	}
+	return types.GlobalSecondaryIndex{
+		IndexName:  aws.String(ix.name),
+		KeySchema:  keySchema(ix.hash, ix.rng),
+		Projection: p,
+	}
+}
+
+// attributeDefinitions lists every key attribute of the table and the
+// indexes given, once each.
+func (t tableDef) attributeDefinitions(indexes []index) []types.AttributeDefinition {
+	var defs []types.AttributeDefinition
+	seen := map[string]bool{}
+	add := func(a *attr) {
+		if a == nil || seen[a.name] {
+			return
+		}
+		seen[a.name] = true
+		defs = append(defs, types.AttributeDefinition{AttributeName: aws.String(a.name), AttributeType: a.typ})
+	}
+	add(&t.hash)
+	add(t.rng)
+	for _, ix := range indexes {
+		add(&ix.hash)
+		add(ix.rng)
+	}
+	return defs
+}
+
+// CreateTableInputs returns the CreateTable requests Install sends for the
+// given prefix. The CloudFormation template is checked against them.
+func CreateTableInputs(prefix string) []*dynamodb.CreateTableInput {
+	var out []*dynamodb.CreateTableInput
+	for _, t := range tableDefs {
+		out = append(out, t.createInput(prefix))
+	}
+	return out
+}
+
+func (t tableDef) createInput(prefix string) *dynamodb.CreateTableInput {
+	in := &dynamodb.CreateTableInput{
+		TableName:            aws.String(prefix + t.base),
+		KeySchema:            keySchema(t.hash, t.rng),
+		AttributeDefinitions: t.attributeDefinitions(t.indexes),
+		BillingMode:          types.BillingModePayPerRequest,
+	}
+	for _, ix := range t.indexes {
+		in.GlobalSecondaryIndexes = append(in.GlobalSecondaryIndexes, ix.gsi())
+	}
+	return in
+}
+
+// tableWait bounds how long Install waits for a table or index to become
+// active. Real DynamoDB takes seconds to minutes for a new index on a large
+// table.
+const tableWait = 10 * time.Minute
+
+// Install creates the missing tables and indexes, waits until they are
+// active, and records each table's version in install_status. It never
+// drops or alters data; a table whose key schema differs from Whimbrel's is
+// reported as an error. On a dry run it only says what it would do. A second
+// run does nothing and returns no actions.
+func (st *Store) Install(ctx context.Context, dryRun bool) ([]state.InstallAction, error) {
+	var actions []state.InstallAction
+	var created []string
+	for _, t := range tableDefs {
+		name := st.prefix + t.base
+		obj := "table " + name
+		out, err := st.api.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+		var nf *types.ResourceNotFoundException
+		switch {
+		case errors.As(err, &nf):
+			actions = append(actions, state.InstallAction{Object: obj, Action: "create"})
+			if dryRun {
+				continue
+			}
+			if _, err := st.api.CreateTable(ctx, t.createInput(st.prefix)); err != nil {
+				var inUse *types.ResourceInUseException
+				if !errors.As(err, &inUse) { // another installer is creating it: just wait
+					return actions, fmt.Errorf("create table %s: %w", name, err)
+				}
+			}
+			created = append(created, name)
+			continue
+		case err != nil:
+			return actions, fmt.Errorf("describe table %s: %w", name, err)
+		}
+		if err := t.checkKeys(out.Table); err != nil {
+			return actions, err
+		}
+		missing := t.missingIndexes(out.Table)
+		for _, ix := range missing {
+			actions = append(actions, state.InstallAction{Object: obj, Action: "add index " + ix.name})
+			if dryRun {
+				continue
+			}
+			// DynamoDB adds one index per UpdateTable call, and refuses a
+			// new one while another is still being built.
+			if _, err := st.api.UpdateTable(ctx, &dynamodb.UpdateTableInput{
+				TableName:            aws.String(name),
+				AttributeDefinitions: t.attributeDefinitions([]index{ix}),
+				GlobalSecondaryIndexUpdates: []types.GlobalSecondaryIndexUpdate{{
+					Create: &types.CreateGlobalSecondaryIndexAction{
+						IndexName: aws.String(ix.name), KeySchema: keySchema(ix.hash, ix.rng),
+						Projection: ix.gsi().Projection,
+					},
+				}},
+			}); err != nil {
+				return actions, fmt.Errorf("add index %s to table %s: %w", ix.name, name, err)
+			}
+			if err := st.waitActive(ctx, name); err != nil {
+				return actions, err
+			}
+		}
+	}
+	for _, name := range created {
+		if err := st.waitActive(ctx, name); err != nil {
+			return actions, err
+		}
+	}
+	for _, t := range tableDefs {
+		act, err := st.recordVersion(ctx, t, dryRun)
+		if err != nil {
+			return actions, err
+		}
+		if act != nil {
+			actions = append(actions, *act)
+		}
+	}
+	return actions, nil
+}
+
+// recordVersion writes the table's install_status item unless it already
+// holds this version or a newer one.
+func (st *Store) recordVersion(ctx context.Context, t tableDef, dryRun bool) (*state.InstallAction, error) {
+	obj := "table " + st.prefix + t.base
+	act := &state.InstallAction{Object: obj, Action: fmt.Sprintf("record version %d", schemaVersion)}
+	key := item{"object_id": avS(t.base), "object_type": avS("table")}
+	out, err := st.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: st.table(TableInstallStatus), Key: key, ConsistentRead: aws.Bool(true),
+	})
+	var nf *types.ResourceNotFoundException
+	switch {
+	case dryRun && errors.As(err, &nf):
+		return act, nil // install_status itself does not exist yet
+	case err != nil:
+		return nil, fmt.Errorf("read install status of %s: %w", t.base, err)
+	}
+	if len(out.Item) > 0 {
+		cur, err := decodeInstallStatus(st.prefix+TableInstallStatus, out.Item)
+		if err != nil {
+			return nil, err
+		}
+		if cur.Version >= schemaVersion {
+			return nil, nil
+		}
+	}
+	if dryRun {
+		return act, nil
+	}
+	status := &state.InstallStatus{ObjectID: t.base, ObjectType: "table", Version: schemaVersion, Description: t.description}
+	_, err = st.api.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:           st.table(TableInstallStatus),
+		Item:                encodeInstallStatus(status),
+		ConditionExpression: aws.String("attribute_not_exists(object_id) OR version < :v"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":v": avInt(schemaVersion),
+		},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return nil, nil // a concurrent installer recorded it
+	}
+	if err != nil {
+		return nil, fmt.Errorf("record install status of %s: %w", t.base, err)
+	}
+	return act, nil
+}
+
+func (st *Store) waitActive(ctx context.Context, name string) error {
+	w := dynamodb.NewTableExistsWaiter(st.api, func(o *dynamodb.TableExistsWaiterOptions) {
+		o.MinDelay = 200 * time.Millisecond
+		o.MaxDelay = 5 * time.Second
+	})
+	deadline := time.Now().Add(tableWait)
+	for {
+		out, err := w.WaitForOutput(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, time.Until(deadline))
+		if err != nil {
+			return fmt.Errorf("wait for table %s to become active: %w", name, err)
+		}
+		busy := false
+		for _, g := range out.Table.GlobalSecondaryIndexes {
+			if g.IndexStatus != types.IndexStatusActive {
+				busy = true
+			}
+		}
+		if !busy {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("wait for the indexes of table %s to become active: gave up after %s", name, tableWait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// checkKeys refuses a table whose key schema is not Whimbrel's: writing to
+// it would fail or, worse, succeed with the wrong meaning.
+func (t tableDef) checkKeys(desc *types.TableDescription) error {
+	want := fmt.Sprint(keyNames(keySchema(t.hash, t.rng)))
+	got := fmt.Sprint(keyNames(desc.KeySchema))
+	if want != got {
+		return fmt.Errorf("table %s exists with key schema %s, but Whimbrel needs %s: choose another --prefix, or move the table aside", aws.ToString(desc.TableName), got, want)
+	}
+	return nil
+}
+
+func keyNames(ks []types.KeySchemaElement) []string {
+	var out []string
+	for _, k := range ks {
+		out = append(out, aws.ToString(k.AttributeName)+" "+string(k.KeyType))
+	}
+	return out
+}
+
+func (t tableDef) missingIndexes(desc *types.TableDescription) []index {
+	have := map[string]bool{}
+	for _, g := range desc.GlobalSecondaryIndexes {
+		have[aws.ToString(g.IndexName)] = true
+	}
+	var missing []index
+	for _, ix := range t.indexes {
+		if !have[ix.name] {
+			missing = append(missing, ix)
+		}
+	}
+	return missing
+}

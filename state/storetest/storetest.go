@@ -1,0 +1,754 @@
+// Package storetest is the conformance suite every state.Store passes. A
+// backend's tests call Run with a Harness; the suite then checks the
+// contract's guarantees against the real backend: one winner per claim, one
+// count per dependency edge, fencing by owner, clear errors on missing and
+// malformed items.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/whimbrel/whimbrel/state"
+)
+
+// Harness is what a backend gives the suite.
+type Harness struct {
+	// New returns an empty store with its schema installed, of this test
+	// alone.
+	New func(t *testing.T) state.Store
+	// PutForeignActivity writes an activity_exec item as a foreign client
+	// might, bypassing the Store's encoding. Values are string (String),
+	// int or float64 (Number), bool (Boolean), []any (List) and []string
+	// (String Set).
+	PutForeignActivity func(t *testing.T, st state.Store, attrs map[string]any)
+}
+
+// Run runs the whole suite.
+func Run(t *testing.T, h Harness) {
+	tests := []struct {
+		name string
+		fn   func(*testing.T, Harness)
+	}{
+		{"CreateAndRead", testCreateAndRead},
+		{"CreateIsIdempotent", testCreateIsIdempotent},
+		{"CreateBeyondOneTransaction", testCreateBeyondOneTransaction},
+		{"ClaimRace", testClaimRace},
+		{"IllegalTransitionsWriteNothing", testIllegalTransitions},
+		{"ReplayedDependencyCountsOnce", testReplayedDependency},
+		{"ConcurrentFanIn", testConcurrentFanIn},
+		{"StaleOwnerIsFenced", testStaleOwner},
+		{"NotFound", testNotFound},
+		{"ForeignItems", testForeignItems},
+		{"StateIndex", testStateIndex},
+		{"WorkflowMoves", testWorkflowMoves},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, h)
+		})
+	}
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+// dag describes a workflow for tests: activity name → names it waits on.
+type dag map[string][]string
+
+// newWorkflow builds everything CreateWorkflow writes for a DAG.
+func newWorkflow(t *testing.T, name string, d dag) *state.NewWorkflow {
+	t.Helper()
+	now := state.Truncate(time.Now())
+	execID := state.NewWorkflowExecID(name)
+	reqID := state.NewWorkflowRequestID(name)
+	w := &state.NewWorkflow{
+		Request: &state.WorkflowRequest{WorkflowRequestID: reqID, WorkflowName: name, When: now,
+			Source: "storetest", Manual: true, WorkflowExecID: execID},
+		Exec: state.WorkflowExec{WorkflowExecID: execID, WorkflowName: name, State: state.WorkflowRequested,
+			WorkflowRequestID: reqID, StartTime: now, Source: "storetest", Definition: `{"name":"` + name + `"}`},
+	}
+	names := make([]string, 0, len(d))
+	for a := range d {
+		names = append(names, a)
+	}
+	sort.Strings(names)
+	for _, a := range names {
+		id := state.ActivityExecIDFor(execID, a)
+		act := state.ActivityExec{
+			ActivityKey:  state.ActivityKey{ActivityExecID: id, WorkflowExecID: execID},
+			WorkflowName: name, ActivityName: a, State: state.Requested, StateTime: now,
+		}
+		for i, up := range d[a] {
+			if _, ok := d[up]; !ok {
+				t.Fatalf("dag: %s waits on unknown %s", a, up)
+			}
+			upID := state.ActivityExecIDFor(execID, up)
+			act.PendingDependencies = append(act.PendingDependencies, upID)
+			w.Dependencies = append(w.Dependencies, state.Dependency{
+				ID: state.DependencyID(id, i), ActivityExecID: id, WorkflowExecID: execID, DependentActivityExecID: upID,
+			})
+		}
+		sort.Strings(act.PendingDependencies)
+		w.Activities = append(w.Activities, act)
+	}
+	return w
+}
+
+func key(w *state.NewWorkflow, activity string) state.ActivityKey {
+	return state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(w.Exec.WorkflowExecID, activity), WorkflowExecID: w.Exec.WorkflowExecID}
+}
+
+// create writes w and moves the workflow to RUNNING.
+func create(t *testing.T, st state.Store, w *state.NewWorkflow) {
+	t.Helper()
+	if err := st.CreateWorkflow(ctx(t), w); err != nil {
+		t.Fatalf("CreateWorkflow: %v", err)
+	}
+	if _, err := st.UpdateWorkflow(ctx(t), w.Exec.WorkflowExecID, state.WorkflowChange{
+		From: []state.WorkflowState{state.WorkflowRequested}, To: state.WorkflowRunning,
+	}); err != nil {
+		t.Fatalf("start workflow: %v", err)
+	}
+}
+
+// move changes an activity's state without fencing, failing the test on error.
+func move(t *testing.T, st state.Store, k state.ActivityKey, from, to state.ActivityState) *state.ActivityExec {
+	t.Helper()
+	a, err := st.UpdateActivity(ctx(t), k, state.ActivityChange{From: []state.ActivityState{from}, To: to})
+	if err != nil {
+		t.Fatalf("move %s %s → %s: %v", k.ActivityExecID, from, to, err)
+	}
+	return a
+}
+
+func claim(owner string) *state.Claim {
+	return &state.Claim{Owner: owner, Host: "host-" + owner, PID: 4242, HeartbeatEnabled: true,
+		HeartbeatInterval: 15 * time.Second, HeartbeatTimeout: time.Minute}
+}
+
+func conflict(t *testing.T, err error) *state.ConflictError {
+	t.Helper()
+	var ce *state.ConflictError
+	if !errors.As(err, &ce) {
+		t.Fatalf("got error %v, want a *state.ConflictError", err)
+	}
+	if !errors.Is(err, state.ErrConflict) {
+		t.Errorf("errors.Is(%v, ErrConflict) = false", err)
+	}
+	return ce
+}
+
+func testCreateAndRead(t *testing.T, h Harness) {
+	st := h.New(t)
+	w := newWorkflow(t, "etl", dag{"extract": nil, "transform": {"extract"}, "load": {"transform", "extract"}})
+	if err := st.CreateWorkflow(ctx(t), w); err != nil {
+		t.Fatalf("CreateWorkflow: %v", err)
+	}
+
+	got, err := st.GetWorkflow(ctx(t), w.Exec.WorkflowExecID)
+	if err != nil {
+		t.Fatalf("GetWorkflow: %v", err)
+	}
+	if fmt.Sprint(*got) != fmt.Sprint(w.Exec) {
+		t.Errorf("GetWorkflow:\n got %+v\nwant %+v", *got, w.Exec)
+	}
+	if !got.StartTime.Equal(w.Exec.StartTime) {
+		t.Errorf("start time round trip: got %v, want %v", got.StartTime, w.Exec.StartTime)
+	}
+
+	req, err := st.GetRequest(ctx(t), w.Request.WorkflowRequestID, w.Request.WorkflowName)
+	if err != nil {
+		t.Fatalf("GetRequest: %v", err)
+	}
+	if fmt.Sprint(*req) != fmt.Sprint(*w.Request) {
+		t.Errorf("GetRequest:\n got %+v\nwant %+v", *req, *w.Request)
+	}
+
+	acts, err := st.Activities(ctx(t), w.Exec.WorkflowExecID)
+	if err != nil {
+		t.Fatalf("Activities: %v", err)
+	}
+	if len(acts) != 3 {
+		t.Fatalf("Activities: got %d, want 3", len(acts))
+	}
+	byName := map[string]*state.ActivityExec{}
+	for _, a := range acts {
+		byName[a.ActivityName] = a
+	}
+	for _, want := range w.Activities {
+		a := byName[want.ActivityName]
+		if a == nil {
+			t.Fatalf("activity %s missing", want.ActivityName)
+		}
+		if a.State != state.Requested || a.ActivityExecID != want.ActivityExecID || !a.StateTime.Equal(want.StateTime) ||
+			strings.Join(a.PendingDependencies, ",") != strings.Join(want.PendingDependencies, ",") ||
+			!a.StartTime.IsZero() || !a.HeartbeatTime.IsZero() {
+			t.Errorf("activity %s:\n got %+v\nwant %+v", want.ActivityName, *a, want)
+		}
+	}
+
+	deps, err := st.Dependents(ctx(t), key(w, "extract").ActivityExecID)
+	if err != nil {
+		t.Fatalf("Dependents: %v", err)
+	}
+	var waiting []string
+	for _, d := range deps {
+		waiting = append(waiting, d.ActivityExecID)
+	}
+	sort.Strings(waiting)
+	want := []string{key(w, "load").ActivityExecID, key(w, "transform").ActivityExecID}
+	sort.Strings(want)
+	if strings.Join(waiting, ",") != strings.Join(want, ",") {
+		t.Errorf("Dependents(extract) = %v, want %v", waiting, want)
+	}
+}
+
+func testCreateIsIdempotent(t *testing.T, h Harness) {
+	st := h.New(t)
+	w := newWorkflow(t, "idem", dag{"a": nil, "b": {"a"}})
+	for i := 0; i < 2; i++ {
+		if err := st.CreateWorkflow(ctx(t), w); err != nil {
+			t.Fatalf("CreateWorkflow #%d while REQUESTED: %v", i+1, err)
+		}
+	}
+
+	// The same request for another execution answers with the first one.
+	other := newWorkflow(t, "idem", dag{"a": nil})
+	other.Request.WorkflowRequestID = w.Request.WorkflowRequestID
+	err := st.CreateWorkflow(ctx(t), other)
+	var ee *state.ExistsError
+	if !errors.As(err, &ee) || !errors.Is(err, state.ErrExists) {
+		t.Fatalf("same request, other execution: got %v, want an *ExistsError", err)
+	}
+	if ee.WorkflowExecID != w.Exec.WorkflowExecID {
+		t.Errorf("ExistsError names %s, want %s", ee.WorkflowExecID, w.Exec.WorkflowExecID)
+	}
+	if _, err := st.GetWorkflow(ctx(t), other.Exec.WorkflowExecID); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("the refused execution was written: GetWorkflow = %v", err)
+	}
+
+	// Once running, writing it again is refused and changes nothing.
+	if _, err := st.UpdateWorkflow(ctx(t), w.Exec.WorkflowExecID, state.WorkflowChange{
+		From: []state.WorkflowState{state.WorkflowRequested}, To: state.WorkflowRunning,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	move(t, st, key(w, "a"), state.Requested, state.Queued)
+	if err := st.CreateWorkflow(ctx(t), w); !errors.Is(err, state.ErrExists) {
+		t.Fatalf("CreateWorkflow after RUNNING: got %v, want ErrExists", err)
+	}
+	a, err := st.GetActivity(ctx(t), key(w, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.State != state.Queued {
+		t.Errorf("activity a is %s after a refused re-create, want QUEUED", a.State)
+	}
+}
+
+func testCreateBeyondOneTransaction(t *testing.T, h Harness) {
+	st := h.New(t)
+	// 150 activities in a chain: 150 + 149 items, more than one transaction.
+	d := dag{}
+	for i := 0; i < 150; i++ {
+		name := fmt.Sprintf("step-%03d", i)
+		if i == 0 {
+			d[name] = nil
+		} else {
+			d[name] = []string{fmt.Sprintf("step-%03d", i-1)}
+		}
+	}
+	w := newWorkflow(t, "long", d)
+	// A first attempt that wrote only part (as a crashed creator would)...
+	partial := *w
+	partial.Activities = w.Activities[:40]
+	partial.Dependencies = w.Dependencies[:10]
+	if err := st.CreateWorkflow(ctx(t), &partial); err != nil {
+		t.Fatalf("partial CreateWorkflow: %v", err)
+	}
+	// ...is completed by the retry.
+	if err := st.CreateWorkflow(ctx(t), w); err != nil {
+		t.Fatalf("CreateWorkflow: %v", err)
+	}
+	acts, err := st.Activities(ctx(t), w.Exec.WorkflowExecID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(acts) != 150 {
+		t.Errorf("Activities: got %d, want 150", len(acts))
+	}
+	deps, err := st.Dependents(ctx(t), key(w, "step-148").ActivityExecID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(deps) != 1 || deps[0].ActivityExecID != key(w, "step-149").ActivityExecID {
+		t.Errorf("Dependents(step-148) = %+v, want step-149", deps)
+	}
+}
+
+func testClaimRace(t *testing.T, h Harness) {
+	st := h.New(t)
+	w := newWorkflow(t, "race", dag{"only": nil})
+	create(t, st, w)
+	k := key(w, "only")
+	move(t, st, k, state.Requested, state.Queued)
+
+	const racers = 32
+	var wg sync.WaitGroup
+	errs := make([]error, racers)
+	start := make(chan struct{})
+	for i := 0; i < racers; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			<-start
+			_, errs[i] = st.UpdateActivity(ctx(t), k, state.ActivityChange{
+				From:  []state.ActivityState{state.Queued, state.Ready, state.Preparing},
+				To:    state.Running,
+				Claim: claim(fmt.Sprintf("owner-%02d", i)),
+			})
+		}(i)
+	}
+	close(start)
+	wg.Wait()
+
+	winner := -1
+	for i, err := range errs {
+		if err == nil {
+			if winner >= 0 {
+				t.Fatalf("owners %d and %d both claimed the activity", winner, i)
+			}
+			winner = i
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("nobody claimed the activity: %v", errs[0])
+	}
+	wantOwner := fmt.Sprintf("owner-%02d", winner)
+	for i, err := range errs {
+		if i == winner {
+			continue
+		}
+		ce := conflict(t, err)
+		if ce.State != string(state.Running) || ce.Owner != wantOwner || ce.Attempt != 1 {
+			t.Errorf("loser %d sees state %s owner %s attempt %d, want RUNNING %s 1", i, ce.State, ce.Owner, ce.Attempt, wantOwner)
+		}
+	}
+	a, err := st.GetActivity(ctx(t), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Owner != wantOwner || a.Attempt != 1 || a.State != state.Running || a.StartTime.IsZero() ||
+		a.Host != "host-"+wantOwner || a.PID != 4242 || !a.HeartbeatEnabled ||
+		a.HeartbeatInterval != 15*time.Second || a.HeartbeatTimeout != time.Minute {
+		t.Errorf("claimed item: %+v", *a)
+	}
+}
+
+func testIllegalTransitions(t *testing.T, h Harness) {
+	st := h.New(t)
+	w := newWorkflow(t, "illegal", dag{"a": nil})
+	create(t, st, w)
+	k := key(w, "a")
+	tests := []struct {
+		from, to state.ActivityState
+	}{
+		{state.Requested, state.Running},
+		{state.Requested, state.Completed},
+		{state.Requested, state.TimedOut},
+		{state.Completed, state.Running},
+	}
+	for _, tc := range tests {
+		_, err := st.UpdateActivity(ctx(t), k, state.ActivityChange{From: []state.ActivityState{tc.from}, To: tc.to})
+		var te *state.TransitionError
+		if !errors.As(err, &te) {
+			t.Errorf("%s → %s: got %v, want a *TransitionError", tc.from, tc.to, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), string(tc.from)) || !strings.Contains(err.Error(), string(tc.to)) {
+			t.Errorf("%s → %s: error %q does not name both states", tc.from, tc.to, err)
+		}
+	}
+	a, err := st.GetActivity(ctx(t), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.State != state.Requested {
+		t.Errorf("state after refused moves: %s, want REQUESTED", a.State)
+	}
+	// A legal move from a state the item is not in is a conflict.
+	_, err = st.UpdateActivity(ctx(t), k, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Queued})
+	if ce := conflict(t, err); ce.State != string(state.Requested) {
+		t.Errorf("conflict names state %s, want REQUESTED", ce.State)
+	}
+}
+
+func testReplayedDependency(t *testing.T, h Harness) {
+	st := h.New(t)
+	w := newWorkflow(t, "replay", dag{"a": nil, "b": nil, "c": {"a", "b"}})
+	create(t, st, w)
+	c, a := key(w, "c"), key(w, "a")
+
+	got, resolved, err := st.ResolveDependency(ctx(t), c, a.ActivityExecID)
+	if err != nil || !resolved {
+		t.Fatalf("first ResolveDependency: resolved=%v err=%v", resolved, err)
+	}
+	if want := []string{key(w, "b").ActivityExecID}; strings.Join(got.PendingDependencies, ",") != want[0] {
+		t.Errorf("pending after first: %v, want %v", got.PendingDependencies, want)
+	}
+	for i := 0; i < 3; i++ {
+		got, resolved, err = st.ResolveDependency(ctx(t), c, a.ActivityExecID)
+		if err != nil || resolved {
+			t.Fatalf("replay %d: resolved=%v err=%v, want false, nil", i, resolved, err)
+		}
+		if len(got.PendingDependencies) != 1 {
+			t.Errorf("replay %d: pending %v, want one left", i, got.PendingDependencies)
+		}
+	}
+	got, resolved, err = st.ResolveDependency(ctx(t), c, key(w, "b").ActivityExecID)
+	if err != nil || !resolved || len(got.PendingDependencies) != 0 {
+		t.Fatalf("last edge: resolved=%v pending=%v err=%v", resolved, got.PendingDependencies, err)
+	}
+	// Replaying the last edge keeps it empty.
+	got, resolved, err = st.ResolveDependency(ctx(t), c, key(w, "b").ActivityExecID)
+	if err != nil || resolved || len(got.PendingDependencies) != 0 {
+		t.Fatalf("replay of last edge: resolved=%v pending=%v err=%v", resolved, got.PendingDependencies, err)
+	}
+}
+
+func testConcurrentFanIn(t *testing.T, h Harness) {
+	st := h.New(t)
+	d := dag{"join": nil}
+	var ups []string
+	for i := 0; i < 16; i++ {
+		up := fmt.Sprintf("up-%02d", i)
+		d[up] = nil
+		ups = append(ups, up)
+	}
+	d["join"] = ups
+	w := newWorkflow(t, "fanin", d)
+	create(t, st, w)
+	join := key(w, "join")
+
+	// Every upstream edge is resolved twice, concurrently; each counts once,
+	// and exactly one resolver sees the set become empty.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	counted, sawEmpty := 0, 0
+	for _, up := range ups {
+		for rep := 0; rep < 2; rep++ {
+			wg.Add(1)
+			go func(upID string) {
+				defer wg.Done()
+				a, resolved, err := st.ResolveDependency(ctx(t), join, upID)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if resolved {
+					counted++
+					if len(a.PendingDependencies) == 0 {
+						sawEmpty++
+					}
+				}
+			}(key(w, up).ActivityExecID)
+		}
+	}
+	wg.Wait()
+	if counted != len(ups) || sawEmpty != 1 {
+		t.Errorf("counted %d edges (want %d), %d resolvers saw it empty (want 1)", counted, len(ups), sawEmpty)
+	}
+}
+
+func testStaleOwner(t *testing.T, h Harness) {
+	st := h.New(t)
+	w := newWorkflow(t, "fence", dag{"a": nil, "b": nil})
+	create(t, st, w)
+	k := key(w, "a")
+	move(t, st, k, state.Requested, state.Queued)
+	if _, err := st.UpdateActivity(ctx(t), k, state.ActivityChange{
+		From: []state.ActivityState{state.Queued}, To: state.Running, Claim: claim("current"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	beat := state.Truncate(time.Now())
+	if err := st.Heartbeat(ctx(t), k, "current", beat); err != nil {
+		t.Fatalf("Heartbeat by the owner: %v", err)
+	}
+	a, err := st.GetActivity(ctx(t), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.HeartbeatTime.Equal(beat) {
+		t.Errorf("heartbeat time %v, want %v", a.HeartbeatTime, beat)
+	}
+
+	// Another owner can neither heartbeat nor finish.
+	ce := conflict(t, st.Heartbeat(ctx(t), k, "stale", time.Now()))
+	if ce.Owner != "current" || ce.State != string(state.Running) {
+		t.Errorf("stale heartbeat conflict: %+v", ce)
+	}
+	_, err = st.UpdateActivity(ctx(t), k, state.ActivityChange{
+		From: []state.ActivityState{state.Running}, To: state.Completed, Owner: "stale", Exit: &state.Exit{Code: 0},
+	})
+	if ce := conflict(t, err); ce.Owner != "current" {
+		t.Errorf("stale finish conflict names owner %q, want current", ce.Owner)
+	}
+
+	// After the monitor times it out, even the owner cannot heartbeat or
+	// change the state, but may record how the command ended.
+	if _, err := st.UpdateActivity(ctx(t), k, state.ActivityChange{
+		From: []state.ActivityState{state.Running}, To: state.TimedOut, Reason: "no heartbeat",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ce = conflict(t, st.Heartbeat(ctx(t), k, "current", time.Now()))
+	if ce.State != string(state.TimedOut) {
+		t.Errorf("heartbeat after timeout sees %s, want TIMED_OUT", ce.State)
+	}
+	_, err = st.UpdateActivity(ctx(t), k, state.ActivityChange{
+		From: []state.ActivityState{state.Running}, To: state.Completed, Owner: "current",
+	})
+	conflict(t, err)
+	code := 0
+	a, err = st.UpdateActivity(ctx(t), k, state.ActivityChange{
+		From: []state.ActivityState{state.TimedOut, state.CancelledRunning}, Owner: "current",
+		Exit: &state.Exit{Code: code}, Error: "tail",
+	})
+	if err != nil {
+		t.Fatalf("record exit on TIMED_OUT: %v", err)
+	}
+	if a.State != state.TimedOut || a.ExitCode == nil || *a.ExitCode != 0 || a.Error != "tail" || a.EndTime.IsZero() {
+		t.Errorf("after recording the exit: %+v", *a)
+	}
+
+	// A finish by the owner of a running activity records everything.
+	kb := key(w, "b")
+	move(t, st, kb, state.Requested, state.Queued)
+	if _, err := st.UpdateActivity(ctx(t), kb, state.ActivityChange{
+		From: []state.ActivityState{state.Queued}, To: state.Running, Claim: claim("b-owner"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := st.UpdateActivity(ctx(t), kb, state.ActivityChange{
+		From: []state.ActivityState{state.Running}, To: state.Failed, Owner: "b-owner",
+		Exit: &state.Exit{Code: 137, Signal: "SIGKILL"}, Error: "oom", Reason: "exit status 137",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.State != state.Failed || *b.ExitCode != 137 || b.Signal != "SIGKILL" || b.Reason != "exit status 137" || b.EndTime.IsZero() {
+		t.Errorf("after finishing: %+v", *b)
+	}
+}
+
+func testNotFound(t *testing.T, h Harness) {
+	st := h.New(t)
+	missing := state.ActivityKey{ActivityExecID: state.ActivityExecIDFor("x::1", "ghost"), WorkflowExecID: state.NewWorkflowExecID("x")}
+	checks := map[string]error{}
+	_, checks["GetActivity"] = st.GetActivity(ctx(t), missing)
+	_, checks["UpdateActivity"] = st.UpdateActivity(ctx(t), missing, state.ActivityChange{
+		From: []state.ActivityState{state.Ready}, To: state.Queued})
+	checks["Heartbeat"] = st.Heartbeat(ctx(t), missing, "o", time.Now())
+	_, _, checks["ResolveDependency"] = st.ResolveDependency(ctx(t), missing, "up")
+	_, checks["GetWorkflow"] = st.GetWorkflow(ctx(t), missing.WorkflowExecID)
+	_, checks["UpdateWorkflow"] = st.UpdateWorkflow(ctx(t), missing.WorkflowExecID, state.WorkflowChange{
+		From: []state.WorkflowState{state.WorkflowRunning}, To: state.WorkflowFailed})
+	_, checks["GetRequest"] = st.GetRequest(ctx(t), "x::nope", "x")
+	for op, err := range checks {
+		if !errors.Is(err, state.ErrNotFound) {
+			t.Errorf("%s on a missing item: got %v, want ErrNotFound", op, err)
+		}
+	}
+	acts, err := st.Activities(ctx(t), missing.WorkflowExecID)
+	if err != nil || len(acts) != 0 {
+		t.Errorf("Activities of a missing workflow: %v, %v; want none", acts, err)
+	}
+	if _, err := st.GetWorkflow(ctx(t), "not-an-id"); err == nil || errors.Is(err, state.ErrNotFound) {
+		t.Errorf("GetWorkflow(not-an-id): got %v, want an error about the ID", err)
+	}
+}
+
+func testForeignItems(t *testing.T, h Harness) {
+	if h.PutForeignActivity == nil {
+		t.Fatal("the harness must provide PutForeignActivity")
+	}
+	st := h.New(t)
+	wf := state.NewWorkflowExecID("foreign")
+	base := func(name string) map[string]any {
+		return map[string]any{
+			"activity_exec_id": state.ActivityExecIDFor(wf, name),
+			"workflow_exec_id": wf,
+			"state":            "RUNNING",
+		}
+	}
+	tests := []struct {
+		name     string
+		edit     func(map[string]any)
+		wantAttr string // "" means the item must decode
+	}{
+		{"minimal", func(map[string]any) {}, ""},
+		{"seed list times only", func(m map[string]any) {
+			m["start_time"] = []any{2026, 11, 21, 8, 30, 15.25}
+		}, ""},
+		{"missing state", func(m map[string]any) { delete(m, "state") }, "state"},
+		{"activity name is a number", func(m map[string]any) { m["activity_name"] = 3 }, "activity_name"},
+		{"unknown state", func(m map[string]any) { m["state"] = "SLEEPING" }, "state"},
+		{"attempt is a string", func(m map[string]any) { m["attempt"] = "one" }, "attempt"},
+		{"attempt is fractional", func(m map[string]any) { m["attempt"] = 1.5 }, "attempt"},
+		{"heartbeat epoch is a string", func(m map[string]any) { m["heartbeat_time_epoch"] = "yesterday" }, "heartbeat_time_epoch"},
+		{"start time list too short", func(m map[string]any) { m["start_time"] = []any{2026, 11} }, "start_time"},
+		{"start time month 13", func(m map[string]any) { m["start_time"] = []any{2026, 13, 1, 0, 0, 0} }, "start_time"},
+		{"start time element is a string", func(m map[string]any) { m["start_time"] = []any{2026, "11", 1, 0, 0, 0} }, "start_time"},
+		{"pending dependencies not a set", func(m map[string]any) { m["pending_dependencies"] = "a" }, "pending_dependencies"},
+		{"heartbeat enabled is a string", func(m map[string]any) { m["heartbeat_enabled"] = "yes" }, "heartbeat_enabled"},
+		{"huge heartbeat timeout", func(m map[string]any) { m["heartbeat_timeout"] = 1e12 }, "heartbeat_timeout"},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := base(fmt.Sprintf("act-%d", i))
+			tc.edit(m)
+			h.PutForeignActivity(t, st, m)
+			k := state.ActivityKey{ActivityExecID: m["activity_exec_id"].(string), WorkflowExecID: wf}
+			a, err := st.GetActivity(ctx(t), k)
+			if tc.wantAttr == "" {
+				if err != nil {
+					t.Fatalf("GetActivity: %v", err)
+				}
+				if a.ActivityName != fmt.Sprintf("act-%d", i) {
+					t.Errorf("activity name %q, want it read from the ID", a.ActivityName)
+				}
+				if _, ok := m["start_time"]; ok && a.StartTime.IsZero() {
+					t.Errorf("start time from the seed's list was not read")
+				}
+				return
+			}
+			var ie *state.ItemError
+			if !errors.As(err, &ie) || !errors.Is(err, state.ErrInvalidItem) {
+				t.Fatalf("GetActivity: got %v, want an *ItemError", err)
+			}
+			if ie.Attr != tc.wantAttr || !strings.Contains(err.Error(), tc.wantAttr) || !strings.Contains(err.Error(), k.ActivityExecID) {
+				t.Errorf("error %q should name attribute %s and the item", err, tc.wantAttr)
+			}
+			// A conditional write on such an item reports it too, never panics.
+			if err := st.Heartbeat(ctx(t), k, "nobody", time.Now()); err == nil {
+				t.Errorf("Heartbeat on a malformed item succeeded")
+			}
+		})
+	}
+	// The listing of the workflow reports the malformed items instead of
+	// dropping them silently.
+	if _, err := st.Activities(ctx(t), wf); !errors.Is(err, state.ErrInvalidItem) {
+		t.Errorf("Activities over malformed items: got %v, want ErrInvalidItem", err)
+	}
+}
+
+func testStateIndex(t *testing.T, h Harness) {
+	st := h.New(t)
+	w := newWorkflow(t, "index", dag{"a": nil, "b": nil, "c": nil, "d": {"a"}})
+	create(t, st, w)
+	before := time.Now()
+	time.Sleep(5 * time.Millisecond)
+	for _, n := range []string{"a", "b", "c"} {
+		move(t, st, key(w, n), state.Requested, state.Ready)
+	}
+	move(t, st, key(w, "c"), state.Ready, state.Queued)
+
+	// The index is eventually consistent: poll, bounded.
+	want := []string{key(w, "a").ActivityExecID, key(w, "b").ActivityExecID}
+	sort.Strings(want)
+	var got []string
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		refs, err := st.ActivitiesInState(ctx(t), state.ActivityQuery{State: state.Ready})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = got[:0]
+		for _, r := range refs {
+			if r.WorkflowExecID != w.Exec.WorkflowExecID || r.StateTime.Before(before) {
+				t.Errorf("ref %+v: wrong workflow or state time", r)
+			}
+			got = append(got, r.ActivityExecID)
+		}
+		sort.Strings(got)
+		if strings.Join(got, ",") == strings.Join(want, ",") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("READY activities: %v, want %v", got, want)
+	}
+	refs, err := st.ActivitiesInState(ctx(t), state.ActivityQuery{State: state.Ready, Limit: 1})
+	if err != nil || len(refs) != 1 {
+		t.Errorf("with Limit 1: %d refs, %v", len(refs), err)
+	}
+	refs, err = st.ActivitiesInState(ctx(t), state.ActivityQuery{State: state.Ready, Before: before})
+	if err != nil || len(refs) != 0 {
+		t.Errorf("READY before the moves: %+v, %v; want none", refs, err)
+	}
+}
+
+func testWorkflowMoves(t *testing.T, h Harness) {
+	st := h.New(t)
+	w1 := newWorkflow(t, "moves", dag{"a": nil})
+	create(t, st, w1)
+	time.Sleep(5 * time.Millisecond)
+	w2 := newWorkflow(t, "moves", dag{"a": nil})
+	create(t, st, w2)
+
+	_, err := st.UpdateWorkflow(ctx(t), w1.Exec.WorkflowExecID, state.WorkflowChange{
+		From: []state.WorkflowState{state.WorkflowRunning}, To: state.WorkflowRequested})
+	var te *state.TransitionError
+	if !errors.As(err, &te) {
+		t.Errorf("RUNNING → REQUESTED: got %v, want a *TransitionError", err)
+	}
+	done, err := st.UpdateWorkflow(ctx(t), w1.Exec.WorkflowExecID, state.WorkflowChange{
+		From: []state.WorkflowState{state.WorkflowRunning}, To: state.WorkflowFailed, Reason: "activity a FAILED"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done.State != state.WorkflowFailed || done.EndTime.IsZero() || done.Reason != "activity a FAILED" {
+		t.Errorf("settled workflow: %+v", *done)
+	}
+	_, err = st.UpdateWorkflow(ctx(t), w1.Exec.WorkflowExecID, state.WorkflowChange{
+		From: []state.WorkflowState{state.WorkflowRunning}, To: state.WorkflowCompleted})
+	if ce := conflict(t, err); ce.State != string(state.WorkflowFailed) {
+		t.Errorf("second settle conflict names %s, want FAILED", ce.State)
+	}
+
+	var running []*state.WorkflowExec
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		running, err = st.Workflows(ctx(t), state.WorkflowQuery{State: state.WorkflowRunning})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(running) == 1 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(running) != 1 || running[0].WorkflowExecID != w2.Exec.WorkflowExecID {
+		t.Errorf("RUNNING workflows: %+v, want only %s", running, w2.Exec.WorkflowExecID)
+	}
+	failed, err := st.Workflows(ctx(t), state.WorkflowQuery{State: state.WorkflowFailed, Since: w1.Exec.StartTime})
+	if err != nil || len(failed) != 1 || failed[0].Reason != "activity a FAILED" {
+		t.Errorf("FAILED workflows since its start: %+v, %v", failed, err)
+	}
+}
