@@ -1,0 +1,37 @@
+// Command whimbrel is Whimbrel's operator CLI: it installs the tables and,
+// as the project grows, starts, inspects, cancels and reruns workflows.
+package main
+
+import (
+	"github.com/alecthomas/kong"
+
+	"github.com/whimbrel/whimbrel/internal/cli"
+)
+
+const description = `Whimbrel runs workflows of containerised or local activities with no central
+server: every participant coordinates through conditional writes to DynamoDB.
+
+Examples:
+  whimbrel install                      create the tables (region and credentials
+                                        from the AWS SDK's default chain)
+  whimbrel install --dry-run            say what install would create
+  WHIMBREL_TABLE_PREFIX=dev_ whimbrel install
+  AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000 whimbrel install`
+
+// Globals are the flags every command takes.
+type Globals struct {
+	cli.LogFlags
+	Version kong.VersionFlag `name:"version" help:"Print the version and exit."`
+}
+
+// CLI is the whole grammar of whimbrel.
+type CLI struct {
+	Globals
+
+	Install InstallCmd `cmd:"" help:"Create Whimbrel's tables and indexes (a no-op when they exist)."`
+}
+
+func main() {
+	var c CLI
+	cli.Main("whimbrel", description, &c, &c.Globals)
+}

@@ -1,0 +1,140 @@
+// Package cli holds what Whimbrel's four binaries share on the command
+// line: choosing the store from flags or the environment, building the
+// logger, the version, and running a kong CLI to an exit code.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/alecthomas/kong"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/state/dynamodb"
+)
+
+// Version is set at build time with -ldflags '-X …/internal/cli.Version=…'.
+var Version = "dev"
+
+// Exit codes of the operator commands.
+const (
+	ExitOK      = 0
+	ExitFailure = 1 // the command ran and failed
+	ExitUsage   = 2 // the command line was wrong
+)
+
+// StoreFlags choose the store every binary talks to.
+type StoreFlags struct {
+	Store  string `name:"store" env:"WHIMBREL_STORE" default:"dynamodb" help:"Where the state lives: 'dynamodb' (region, credentials and endpoint from the AWS SDK's default chain, e.g. AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB)."`
+	Prefix string `name:"prefix" env:"WHIMBREL_TABLE_PREFIX" default:"whimbrel_" help:"Prefix of every table name."`
+}
+
+// Store is what a command gets from Open: the state, and the means to
+// install its tables.
+type Store interface {
+	state.Store
+	state.Installer
+}
+
+// Open connects to the chosen store.
+func (f StoreFlags) Open(ctx context.Context, log hclog.Logger) (Store, error) {
+	if err := checkPrefix(f.Prefix); err != nil {
+		return nil, err
+	}
+	switch {
+	case f.Store == "dynamodb":
+		return dynamodb.Open(ctx, dynamodb.Options{Prefix: f.Prefix, Logger: log.Named("dynamodb")})
+	}
+	return nil, &UsageError{Msg: fmt.Sprintf("store %q is not one Whimbrel knows: set WHIMBREL_STORE (or --store) to 'dynamodb'", f.Store)}
+}
+
+func checkPrefix(p string) error {
+	for _, r := range p {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return &UsageError{Msg: fmt.Sprintf("table prefix %q may hold only letters, digits, '_', '-' and '.' (DynamoDB's rule for table names)", p)}
+		}
+	}
+	if len(p) > 200 {
+		return &UsageError{Msg: fmt.Sprintf("table prefix %q is too long: keep it under 200 characters", p)}
+	}
+	return nil
+}
+
+// LogFlags configure the logger. Logs go to stderr.
+type LogFlags struct {
+	LogLevel  string `name:"log-level" env:"WHIMBREL_LOG_LEVEL" default:"info" enum:"trace,debug,info,warn,error" help:"Least severe log level shown: ${enum}."`
+	LogFormat string `name:"log-format" env:"WHIMBREL_LOG_FORMAT" default:"text" enum:"text,json" help:"Log format: text for people, json for CloudWatch and friends."`
+}
+
+// Logger builds the one logger of a binary.
+func (f LogFlags) Logger(name string, w io.Writer) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{
+		Name:       name,
+		Level:      hclog.LevelFromString(f.LogLevel),
+		Output:     w,
+		JSONFormat: f.LogFormat == "json",
+	})
+}
+
+// UsageError is a mistake on the command line or in the environment; the
+// binaries exit with ExitUsage for it.
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return e.Msg }
+
+// Run parses args into the grammar cli, runs the selected command and
+// returns the exit code. Errors are printed on stderr as "NAME: error: …".
+// Bindings are passed to the commands' Run methods.
+func Run(name, description string, cli any, args []string, stdout, stderr io.Writer, bindings ...any) int {
+	exit := -1
+	parser, err := kong.New(cli,
+		kong.Name(name),
+		kong.Description(description),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(code int) { exit = code }),
+		kong.UsageOnError(),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+		kong.Vars{"version": Version},
+		kong.Bind(bindings...),
+	)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: error: %v\n", name, err)
+		return ExitFailure
+	}
+	kctx, err := parser.Parse(args)
+	if exit >= 0 { // --help or --version
+		return exit
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: error: %v\n", name, err)
+		var pe *kong.ParseError
+		if errors.As(err, &pe) {
+			fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", name)
+		}
+		return ExitUsage
+	}
+	kctx.Stdout, kctx.Stderr = stdout, stderr
+	if err := kctx.Run(bindings...); err != nil {
+		var ce interface{ ExitCode() int }
+		var ue *UsageError
+		fmt.Fprintf(stderr, "%s: error: %s\n", name, strings.TrimSpace(err.Error()))
+		switch {
+		case errors.As(err, &ue):
+			return ExitUsage
+		case errors.As(err, &ce):
+			return ce.ExitCode()
+		}
+		return ExitFailure
+	}
+	return ExitOK
+}
+
+// Main runs a binary's CLI with the process's arguments and streams.
+func Main(name, description string, cli any, bindings ...any) {
+	os.Exit(Run(name, description, cli, os.Args[1:], os.Stdout, os.Stderr, bindings...))
+}
