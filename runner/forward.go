@@ -1,0 +1,60 @@
+//go:build linux
+
+package runner
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// relayed reports whether the forwarder passes sig on to the child. It
+// passes on everything except signals that concern the wrapper itself:
+//
+//   - SIGCHLD reports the wrapper's own children; waiting handles it.
+//   - SIGURG is sent by the Go runtime to its own threads for preemption.
+//   - SIGPIPE comes from the wrapper's own writes, such as stderr
+//     passthrough to a closed pipe. It is caught so that it cannot kill the
+//     wrapper, but it says nothing to the child.
+//   - SIGPROF is the wrapper's own profiling timer.
+//   - SIGTTIN and SIGTTOU are sent when the wrapper's process group touches
+//     a terminal from the background; relaying them would suspend a child
+//     that did nothing.
+//
+// SIGWINCH is relayed on purpose: the child has its own process group, so it
+// is never the terminal's foreground group and would not otherwise learn of a
+// resize. SIGTSTP and SIGCONT are relayed too, so job control suspends and
+// resumes the child while the wrapper keeps running.
+func relayed(sig syscall.Signal) bool {
+	switch sig {
+	case unix.SIGCHLD, unix.SIGURG, unix.SIGPIPE, unix.SIGPROF, unix.SIGTTIN, unix.SIGTTOU:
+		return false
+	}
+	return true
+}
+
+// forward relays signals caught by Start until quit. It keeps running after
+// the child exits so that a late SIGTERM cannot kill the wrapper before it
+// has reported the child's status.
+func (p *Process) forward(sigs chan os.Signal) {
+	defer p.bg.Done()
+	defer signal.Stop(sigs)
+	for {
+		select {
+		case <-p.quit:
+			return
+		case sig := <-sigs:
+			s, ok := sig.(syscall.Signal)
+			if !ok || !relayed(s) {
+				continue
+			}
+			if err := p.Signal(s); err != nil {
+				p.log.Debug("signal not relayed", "signal", s, "error", err)
+				continue
+			}
+			p.log.Debug("relayed signal", "signal", s, "pid", p.pid)
+		}
+	}
+}

@@ -1,0 +1,354 @@
+//go:build linux
+
+// Package runner supervises the command that whimbrel-run wraps. It starts
+// the command in its own process group with the wrapper's stdin and stdout,
+// passes stderr through while keeping its tail for the run record, relays
+// signals to the group, stops it with SIGTERM then SIGKILL, reaps orphaned
+// descendants when the wrapper is PID 1 or a subreaper, and reports how the
+// command ended in the shell's exit status convention.
+//
+// The package is Linux only: reaping relies on PR_SET_CHILD_SUBREAPER and on
+// the wait semantics of Linux.
+package runner
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
+)
+
+// Defaults for the zero values of Config.
+const (
+	// DefaultStderrTailSize is how many trailing bytes of stderr are kept.
+	DefaultStderrTailSize = 4096
+	// DefaultKillGrace is how long Stop waits after SIGTERM before SIGKILL.
+	DefaultKillGrace = 30 * time.Second
+	// DefaultDrainTimeout is how long Wait keeps copying stderr after the
+	// child exits. Descendants that inherited stderr can hold the pipe open
+	// indefinitely, so the copy cannot simply run to end of file.
+	DefaultDrainTimeout = 2 * time.Second
+)
+
+// Internal timings, named so their purpose is plain.
+const (
+	// killWait bounds how long Stop waits after SIGKILL. A killed process
+	// only survives this long when it is stuck in uninterruptible sleep.
+	killWait = 5 * time.Second
+	// reapInterval is the fallback reaping tick. SIGCHLD is the real
+	// trigger, but a periodic pass guarantees that no zombie lingers even if
+	// a notification is ever missed.
+	reapInterval = time.Second
+	// signalBuffer sizes the forwarding channel so that a burst of signals,
+	// including those arriving before the forwarder runs, is not dropped.
+	signalBuffer = 32
+)
+
+// Config describes the command to run and how to supervise it.
+type Config struct {
+	// Args is the command and its arguments. A name without a slash is
+	// looked up in the wrapper's PATH, as exec.Command does.
+	Args []string
+	// Env is the child's environment; nil inherits the wrapper's.
+	Env []string
+	// Dir is the child's working directory; empty means the wrapper's.
+	Dir string
+
+	// Stdin and Stdout are handed to the child as they are, without any
+	// copying; nil means the wrapper's own os.Stdin and os.Stdout.
+	Stdin, Stdout *os.File
+	// Stderr receives the child's stderr unchanged; nil means os.Stderr.
+	Stderr io.Writer
+	// StderrTailSize is how many trailing bytes of stderr Result keeps;
+	// zero or less means DefaultStderrTailSize.
+	StderrTailSize int
+	// DrainTimeout bounds stderr copying after the child exits; zero or
+	// less means DefaultDrainTimeout.
+	DrainTimeout time.Duration
+
+	// KillGrace is how long Stop waits between SIGTERM and SIGKILL; zero or
+	// less means DefaultKillGrace.
+	KillGrace time.Duration
+
+	// ForwardSignals relays every signal the wrapper receives to the
+	// child's process group until Close, except SIGCHLD, SIGURG, SIGPIPE,
+	// SIGPROF, SIGTTIN and SIGTTOU, which concern the wrapper itself. The
+	// wrapper then no longer dies of SIGTERM or SIGINT; it outlives the
+	// child and can report its status.
+	ForwardSignals bool
+
+	// Reap makes the wrapper a child subreaper and reaps every descendant
+	// that is reparented to it, until Close. Reaping is also on whenever the
+	// wrapper is PID 1. While it is on the runner waits for any child of
+	// the process, so nothing else in the process may start and wait for
+	// children of its own, and at most one Process may be running.
+	Reap bool
+
+	// Logger receives diagnostics; nil discards them.
+	Logger hclog.Logger
+}
+
+// Process is a running child. All its methods are safe for concurrent use.
+// Close must be called to release the goroutines and signal handlers it owns.
+type Process struct {
+	pid       int
+	grace     time.Duration
+	drain     time.Duration
+	log       hclog.Logger
+	stderr    *os.File // read end of the stderr pipe, owned by pump
+	stderrOut io.Writer
+	tail      *tail
+
+	// mu serialises signalling against reaping. Once the child is reaped its
+	// ID can be reused, so a signal must never be sent after that point;
+	// holding mu across both the kill and the reap guarantees it.
+	mu         sync.Mutex
+	reaped     bool
+	status     unix.WaitStatus
+	waitErr    error
+	stopped    bool
+	stopReason string
+
+	exited chan struct{} // closed once the child is reaped
+	done   chan struct{} // closed once result is final
+	result Result
+
+	stopOnce  sync.Once
+	stopErr   error
+	closeOnce sync.Once
+	closeErr  error
+
+	// quit ends the goroutines that outlive the child (reaper, forwarder);
+	// bg tracks them so Close can wait. The waiter and pump end by
+	// themselves when the child exits and are awaited through done.
+	quit chan struct{}
+	bg   sync.WaitGroup
+}
+
+// Start starts the command described by cfg. Errors that stop the command
+// from running are *StartError; any other error is a wrapper failure. Use
+// ExitCode to turn either into an exit status.
+func Start(cfg Config) (*Process, error) {
+	if len(cfg.Args) == 0 {
+		return nil, fmt.Errorf("start: %w", ErrNoCommand)
+	}
+	path := cfg.Args[0]
+	// Names with a slash are left to execve, so that a relative path is
+	// resolved against Dir and its errors classify the failure.
+	if !strings.Contains(path, "/") {
+		lp, err := exec.LookPath(path)
+		if err != nil {
+			return nil, startError(path, err)
+		}
+		path = lp
+	}
+	// A missing Dir would otherwise surface from exec as ENOENT and be
+	// mistaken for a missing command.
+	if cfg.Dir != "" {
+		if _, err := os.Stat(cfg.Dir); err != nil {
+			return nil, fmt.Errorf("check working directory: %w", err)
+		}
+	}
+
+	reaping := cfg.Reap || os.Getpid() == 1
+	p := &Process{
+		grace:     orDefault(cfg.KillGrace, DefaultKillGrace),
+		drain:     orDefault(cfg.DrainTimeout, DefaultDrainTimeout),
+		log:       cfg.Logger,
+		stderrOut: cfg.Stderr,
+		tail:      newTail(orDefault(cfg.StderrTailSize, DefaultStderrTailSize)),
+		exited:    make(chan struct{}),
+		done:      make(chan struct{}),
+		quit:      make(chan struct{}),
+	}
+	if p.log == nil {
+		p.log = hclog.NewNullLogger()
+	}
+	if p.stderrOut == nil {
+		p.stderrOut = os.Stderr
+	}
+	stdin, stdout := cfg.Stdin, cfg.Stdout
+	if stdin == nil {
+		stdin = os.Stdin
+	}
+	if stdout == nil {
+		stdout = os.Stdout
+	}
+
+	if cfg.Reap {
+		// Orphaned descendants are reparented to the nearest subreaper, so
+		// this is what lets a wrapper that is not PID 1 reap them.
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			return nil, fmt.Errorf("become child subreaper: %w", err)
+		}
+	}
+
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("create stderr pipe: %w", err)
+	}
+	p.stderr = r
+
+	// Signals are caught before the fork, because a SIGTERM landing between
+	// the fork and the forwarder would otherwise kill the wrapper and leave
+	// the child unsupervised. Signals caught early wait in the buffer.
+	var sigs chan os.Signal
+	if cfg.ForwardSignals {
+		sigs = make(chan os.Signal, signalBuffer)
+		signal.Notify(sigs)
+	}
+
+	// os.StartProcess rather than exec.Cmd: every stdio is an *os.File, and
+	// the runner does its own waiting, so exec.Cmd would add nothing but
+	// bookkeeping that expects its own Wait to be called.
+	proc, err := os.StartProcess(path, cfg.Args, &os.ProcAttr{
+		Dir:   cfg.Dir,
+		Env:   cfg.Env,
+		Files: []*os.File{stdin, stdout, w},
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	})
+	w.Close() // The child has its copy; ours would keep the pipe from EOF.
+	if err != nil {
+		r.Close()
+		if sigs != nil {
+			signal.Stop(sigs)
+		}
+		return nil, startError(path, err)
+	}
+	p.pid = proc.Pid
+	// The runner waits with raw wait calls, so the os.Process handle (and
+	// the pidfd it may hold) is not needed.
+	_ = proc.Release()
+	p.log.Debug("started child", "pid", p.pid, "path", path, "reaping", reaping)
+
+	go p.pump()
+	if reaping {
+		p.bg.Add(1)
+		go p.reap()
+	} else {
+		go p.waitChild()
+	}
+	if sigs != nil {
+		p.bg.Add(1)
+		go p.forward(sigs)
+	}
+	return p, nil
+}
+
+// Pid returns the child's process ID, which is also its process group ID.
+func (p *Process) Pid() int { return p.pid }
+
+// Done is closed once the child has exited and Wait's Result is final.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Wait blocks until the child has exited and its stderr has been drained.
+// The error is ErrLostChild when the status could not be collected; the
+// Result then reports ExitWrapperError.
+func (p *Process) Wait() (Result, error) {
+	<-p.done
+	return p.result, p.waitErr
+}
+
+// StderrTail returns a copy of the stderr tail captured so far.
+func (p *Process) StderrTail() []byte { return p.tail.bytes() }
+
+// Signal sends sig to the child's whole process group. It returns ErrExited
+// once the child has been reaped.
+func (p *Process) Signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.signalLocked(sig)
+}
+
+func (p *Process) signalLocked(sig syscall.Signal) error {
+	if p.reaped {
+		return fmt.Errorf("signal %v: %w", sig, ErrExited)
+	}
+	if err := unix.Kill(-p.pid, sig); err != nil {
+		return fmt.Errorf("signal process group %d with %v: %w", p.pid, sig, err)
+	}
+	return nil
+}
+
+// Stop ends the child: SIGTERM to its process group, then SIGKILL if it is
+// still running after KillGrace. It returns once the child has exited, or
+// with ErrStopTimeout if it survives SIGKILL for a few seconds. Only the first
+// call acts and records reason; later and concurrent calls wait for it and
+// return its result. Stop after the child has exited does nothing.
+func (p *Process) Stop(reason string) error {
+	p.stopOnce.Do(func() { p.stopErr = p.stop(reason) })
+	return p.stopErr
+}
+
+func (p *Process) stop(reason string) error {
+	p.mu.Lock()
+	if p.reaped {
+		p.mu.Unlock()
+		return nil
+	}
+	p.stopped, p.stopReason = true, reason
+	err := p.signalLocked(unix.SIGTERM)
+	p.mu.Unlock()
+	p.log.Info("stopping child", "pid", p.pid, "reason", reason, "grace", p.grace)
+	if err != nil {
+		// The group may already be gone with only the zombie leader left;
+		// the wait below settles it either way.
+		p.log.Debug("SIGTERM failed", "error", err)
+	}
+
+	if waitFor(p.exited, p.grace) {
+		return nil
+	}
+	p.log.Warn("child outlived grace period, killing", "pid", p.pid)
+	if err := p.Signal(unix.SIGKILL); err != nil {
+		p.log.Debug("SIGKILL failed", "error", err)
+	}
+	if waitFor(p.exited, killWait) {
+		return nil
+	}
+	return fmt.Errorf("stop child %d: %w", p.pid, ErrStopTimeout)
+}
+
+// Close stops the child if it is still running, waits for its Result, and
+// then ends signal forwarding and reaping. Descendants orphaned after Close
+// are no longer reaped. Close is idempotent. If the child survives SIGKILL,
+// Close returns ErrStopTimeout and the goroutine waiting for the child stays
+// until the child exits; in reaping mode nothing will reap it any more.
+func (p *Process) Close() error {
+	p.closeOnce.Do(func() {
+		p.closeErr = p.Stop("runner closed")
+		if p.closeErr == nil {
+			<-p.done // Bounded: the child has exited and draining is timed.
+		}
+		close(p.quit)
+		p.bg.Wait()
+	})
+	return p.closeErr
+}
+
+// waitFor reports whether ch closed within d.
+func waitFor(ch <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+func orDefault[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
