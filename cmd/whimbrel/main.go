@@ -33,5 +33,5 @@ type CLI struct {
 
 func main() {
 	var c CLI
-	cli.Main("whimbrel", description, &c, &c.Globals)
+	cli.Main(cli.Program{Name: "whimbrel", Description: description}, &c, &c.Globals)
 }

@@ -87,24 +87,50 @@ type UsageError struct{ Msg string }
 
 func (e *UsageError) Error() string { return e.Msg }
 
+// Program names a binary and the exit codes of its own failures.
+type Program struct {
+	Name        string
+	Description string
+	UsageExit   int // for a wrong command line (default ExitUsage)
+	FailureExit int // for a command that failed (default ExitFailure)
+}
+
+// ExitError makes a command exit with Code. With an empty Msg nothing is
+// printed: the command has said what there was to say.
+type ExitError struct {
+	Code int
+	Msg  string
+}
+
+func (e *ExitError) Error() string { return e.Msg }
+
+// ExitCode returns the status to exit with.
+func (e *ExitError) ExitCode() int { return e.Code }
+
 // Run parses args into the grammar cli, runs the selected command and
 // returns the exit code. Errors are printed on stderr as "NAME: error: …".
 // Bindings are passed to the commands' Run methods.
-func Run(name, description string, cli any, args []string, stdout, stderr io.Writer, bindings ...any) int {
+func Run(prog Program, cli any, args []string, stdout, stderr io.Writer, bindings ...any) int {
+	if prog.UsageExit == 0 {
+		prog.UsageExit = ExitUsage
+	}
+	if prog.FailureExit == 0 {
+		prog.FailureExit = ExitFailure
+	}
+	name := prog.Name
 	exit := -1
 	parser, err := kong.New(cli,
 		kong.Name(name),
-		kong.Description(description),
+		kong.Description(prog.Description),
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(code int) { exit = code }),
-		kong.UsageOnError(),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
 		kong.Vars{"version": Version},
 		kong.Bind(bindings...),
 	)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: error: %v\n", name, err)
-		return ExitFailure
+		return prog.FailureExit
 	}
 	kctx, err := parser.Parse(args)
 	if exit >= 0 { // --help or --version
@@ -112,29 +138,28 @@ func Run(name, description string, cli any, args []string, stdout, stderr io.Wri
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: error: %v\n", name, err)
-		var pe *kong.ParseError
-		if errors.As(err, &pe) {
-			fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", name)
-		}
-		return ExitUsage
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", name)
+		return prog.UsageExit
 	}
 	kctx.Stdout, kctx.Stderr = stdout, stderr
 	if err := kctx.Run(bindings...); err != nil {
 		var ce interface{ ExitCode() int }
 		var ue *UsageError
-		fmt.Fprintf(stderr, "%s: error: %s\n", name, strings.TrimSpace(err.Error()))
+		if msg := strings.TrimSpace(err.Error()); msg != "" {
+			fmt.Fprintf(stderr, "%s: error: %s\n", name, msg)
+		}
 		switch {
 		case errors.As(err, &ue):
-			return ExitUsage
+			return prog.UsageExit
 		case errors.As(err, &ce):
 			return ce.ExitCode()
 		}
-		return ExitFailure
+		return prog.FailureExit
 	}
 	return ExitOK
 }
 
 // Main runs a binary's CLI with the process's arguments and streams.
-func Main(name, description string, cli any, bindings ...any) {
-	os.Exit(Run(name, description, cli, os.Args[1:], os.Stdout, os.Stderr, bindings...))
+func Main(prog Program, cli any, bindings ...any) {
+	os.Exit(Run(prog, cli, os.Args[1:], os.Stdout, os.Stderr, bindings...))
 }

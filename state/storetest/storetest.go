@@ -57,17 +57,17 @@ func Run(t *testing.T, h Harness) {
 	}
 }
 
-func ctx(t *testing.T) context.Context {
+func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return c
 }
 
-// dag describes a workflow for tests: activity name → names it waits on.
-type dag map[string][]string
+// DAG describes a workflow for tests: activity name → names it waits on.
+type DAG map[string][]string
 
-// newWorkflow builds everything CreateWorkflow writes for a DAG.
-func newWorkflow(t *testing.T, name string, d dag) *state.NewWorkflow {
+// NewWorkflow builds everything CreateWorkflow writes for a DAG.
+func NewWorkflow(t testing.TB, name string, d DAG) *state.NewWorkflow {
 	t.Helper()
 	now := state.Truncate(time.Now())
 	execID := state.NewWorkflowExecID(name)
@@ -105,12 +105,13 @@ func newWorkflow(t *testing.T, name string, d dag) *state.NewWorkflow {
 	return w
 }
 
-func key(w *state.NewWorkflow, activity string) state.ActivityKey {
+// Key is the key of the named activity of w.
+func Key(w *state.NewWorkflow, activity string) state.ActivityKey {
 	return state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(w.Exec.WorkflowExecID, activity), WorkflowExecID: w.Exec.WorkflowExecID}
 }
 
-// create writes w and moves the workflow to RUNNING.
-func create(t *testing.T, st state.Store, w *state.NewWorkflow) {
+// Create writes w and moves the workflow to RUNNING.
+func Create(t testing.TB, st state.Store, w *state.NewWorkflow) {
 	t.Helper()
 	if err := st.CreateWorkflow(ctx(t), w); err != nil {
 		t.Fatalf("CreateWorkflow: %v", err)
@@ -151,7 +152,7 @@ func conflict(t *testing.T, err error) *state.ConflictError {
 
 func testCreateAndRead(t *testing.T, h Harness) {
 	st := h.New(t)
-	w := newWorkflow(t, "etl", dag{"extract": nil, "transform": {"extract"}, "load": {"transform", "extract"}})
+	w := NewWorkflow(t, "etl", DAG{"extract": nil, "transform": {"extract"}, "load": {"transform", "extract"}})
 	if err := st.CreateWorkflow(ctx(t), w); err != nil {
 		t.Fatalf("CreateWorkflow: %v", err)
 	}
@@ -198,7 +199,7 @@ func testCreateAndRead(t *testing.T, h Harness) {
 		}
 	}
 
-	deps, err := st.Dependents(ctx(t), key(w, "extract").ActivityExecID)
+	deps, err := st.Dependents(ctx(t), Key(w, "extract").ActivityExecID)
 	if err != nil {
 		t.Fatalf("Dependents: %v", err)
 	}
@@ -207,7 +208,7 @@ func testCreateAndRead(t *testing.T, h Harness) {
 		waiting = append(waiting, d.ActivityExecID)
 	}
 	sort.Strings(waiting)
-	want := []string{key(w, "load").ActivityExecID, key(w, "transform").ActivityExecID}
+	want := []string{Key(w, "load").ActivityExecID, Key(w, "transform").ActivityExecID}
 	sort.Strings(want)
 	if strings.Join(waiting, ",") != strings.Join(want, ",") {
 		t.Errorf("Dependents(extract) = %v, want %v", waiting, want)
@@ -216,7 +217,7 @@ func testCreateAndRead(t *testing.T, h Harness) {
 
 func testCreateIsIdempotent(t *testing.T, h Harness) {
 	st := h.New(t)
-	w := newWorkflow(t, "idem", dag{"a": nil, "b": {"a"}})
+	w := NewWorkflow(t, "idem", DAG{"a": nil, "b": {"a"}})
 	for i := 0; i < 2; i++ {
 		if err := st.CreateWorkflow(ctx(t), w); err != nil {
 			t.Fatalf("CreateWorkflow #%d while REQUESTED: %v", i+1, err)
@@ -224,7 +225,7 @@ func testCreateIsIdempotent(t *testing.T, h Harness) {
 	}
 
 	// The same request for another execution answers with the first one.
-	other := newWorkflow(t, "idem", dag{"a": nil})
+	other := NewWorkflow(t, "idem", DAG{"a": nil})
 	other.Request.WorkflowRequestID = w.Request.WorkflowRequestID
 	err := st.CreateWorkflow(ctx(t), other)
 	var ee *state.ExistsError
@@ -244,11 +245,11 @@ func testCreateIsIdempotent(t *testing.T, h Harness) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	move(t, st, key(w, "a"), state.Requested, state.Queued)
+	move(t, st, Key(w, "a"), state.Requested, state.Queued)
 	if err := st.CreateWorkflow(ctx(t), w); !errors.Is(err, state.ErrExists) {
 		t.Fatalf("CreateWorkflow after RUNNING: got %v, want ErrExists", err)
 	}
-	a, err := st.GetActivity(ctx(t), key(w, "a"))
+	a, err := st.GetActivity(ctx(t), Key(w, "a"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +261,7 @@ func testCreateIsIdempotent(t *testing.T, h Harness) {
 func testCreateBeyondOneTransaction(t *testing.T, h Harness) {
 	st := h.New(t)
 	// 150 activities in a chain: 150 + 149 items, more than one transaction.
-	d := dag{}
+	d := DAG{}
 	for i := 0; i < 150; i++ {
 		name := fmt.Sprintf("step-%03d", i)
 		if i == 0 {
@@ -269,7 +270,7 @@ func testCreateBeyondOneTransaction(t *testing.T, h Harness) {
 			d[name] = []string{fmt.Sprintf("step-%03d", i-1)}
 		}
 	}
-	w := newWorkflow(t, "long", d)
+	w := NewWorkflow(t, "long", d)
 	// A first attempt that wrote only part (as a crashed creator would)...
 	partial := *w
 	partial.Activities = w.Activities[:40]
@@ -288,20 +289,20 @@ func testCreateBeyondOneTransaction(t *testing.T, h Harness) {
 	if len(acts) != 150 {
 		t.Errorf("Activities: got %d, want 150", len(acts))
 	}
-	deps, err := st.Dependents(ctx(t), key(w, "step-148").ActivityExecID)
+	deps, err := st.Dependents(ctx(t), Key(w, "step-148").ActivityExecID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(deps) != 1 || deps[0].ActivityExecID != key(w, "step-149").ActivityExecID {
+	if len(deps) != 1 || deps[0].ActivityExecID != Key(w, "step-149").ActivityExecID {
 		t.Errorf("Dependents(step-148) = %+v, want step-149", deps)
 	}
 }
 
 func testClaimRace(t *testing.T, h Harness) {
 	st := h.New(t)
-	w := newWorkflow(t, "race", dag{"only": nil})
-	create(t, st, w)
-	k := key(w, "only")
+	w := NewWorkflow(t, "race", DAG{"only": nil})
+	Create(t, st, w)
+	k := Key(w, "only")
 	move(t, st, k, state.Requested, state.Queued)
 
 	const racers = 32
@@ -358,9 +359,9 @@ func testClaimRace(t *testing.T, h Harness) {
 
 func testIllegalTransitions(t *testing.T, h Harness) {
 	st := h.New(t)
-	w := newWorkflow(t, "illegal", dag{"a": nil})
-	create(t, st, w)
-	k := key(w, "a")
+	w := NewWorkflow(t, "illegal", DAG{"a": nil})
+	Create(t, st, w)
+	k := Key(w, "a")
 	tests := []struct {
 		from, to state.ActivityState
 	}{
@@ -396,15 +397,15 @@ func testIllegalTransitions(t *testing.T, h Harness) {
 
 func testReplayedDependency(t *testing.T, h Harness) {
 	st := h.New(t)
-	w := newWorkflow(t, "replay", dag{"a": nil, "b": nil, "c": {"a", "b"}})
-	create(t, st, w)
-	c, a := key(w, "c"), key(w, "a")
+	w := NewWorkflow(t, "replay", DAG{"a": nil, "b": nil, "c": {"a", "b"}})
+	Create(t, st, w)
+	c, a := Key(w, "c"), Key(w, "a")
 
 	got, resolved, err := st.ResolveDependency(ctx(t), c, a.ActivityExecID)
 	if err != nil || !resolved {
 		t.Fatalf("first ResolveDependency: resolved=%v err=%v", resolved, err)
 	}
-	if want := []string{key(w, "b").ActivityExecID}; strings.Join(got.PendingDependencies, ",") != want[0] {
+	if want := []string{Key(w, "b").ActivityExecID}; strings.Join(got.PendingDependencies, ",") != want[0] {
 		t.Errorf("pending after first: %v, want %v", got.PendingDependencies, want)
 	}
 	for i := 0; i < 3; i++ {
@@ -416,12 +417,12 @@ func testReplayedDependency(t *testing.T, h Harness) {
 			t.Errorf("replay %d: pending %v, want one left", i, got.PendingDependencies)
 		}
 	}
-	got, resolved, err = st.ResolveDependency(ctx(t), c, key(w, "b").ActivityExecID)
+	got, resolved, err = st.ResolveDependency(ctx(t), c, Key(w, "b").ActivityExecID)
 	if err != nil || !resolved || len(got.PendingDependencies) != 0 {
 		t.Fatalf("last edge: resolved=%v pending=%v err=%v", resolved, got.PendingDependencies, err)
 	}
 	// Replaying the last edge keeps it empty.
-	got, resolved, err = st.ResolveDependency(ctx(t), c, key(w, "b").ActivityExecID)
+	got, resolved, err = st.ResolveDependency(ctx(t), c, Key(w, "b").ActivityExecID)
 	if err != nil || resolved || len(got.PendingDependencies) != 0 {
 		t.Fatalf("replay of last edge: resolved=%v pending=%v err=%v", resolved, got.PendingDependencies, err)
 	}
@@ -429,7 +430,7 @@ func testReplayedDependency(t *testing.T, h Harness) {
 
 func testConcurrentFanIn(t *testing.T, h Harness) {
 	st := h.New(t)
-	d := dag{"join": nil}
+	d := DAG{"join": nil}
 	var ups []string
 	for i := 0; i < 16; i++ {
 		up := fmt.Sprintf("up-%02d", i)
@@ -437,9 +438,9 @@ func testConcurrentFanIn(t *testing.T, h Harness) {
 		ups = append(ups, up)
 	}
 	d["join"] = ups
-	w := newWorkflow(t, "fanin", d)
-	create(t, st, w)
-	join := key(w, "join")
+	w := NewWorkflow(t, "fanin", d)
+	Create(t, st, w)
+	join := Key(w, "join")
 
 	// Every upstream edge is resolved twice, concurrently; each counts once,
 	// and exactly one resolver sees the set become empty.
@@ -464,7 +465,7 @@ func testConcurrentFanIn(t *testing.T, h Harness) {
 						sawEmpty++
 					}
 				}
-			}(key(w, up).ActivityExecID)
+			}(Key(w, up).ActivityExecID)
 		}
 	}
 	wg.Wait()
@@ -475,9 +476,9 @@ func testConcurrentFanIn(t *testing.T, h Harness) {
 
 func testStaleOwner(t *testing.T, h Harness) {
 	st := h.New(t)
-	w := newWorkflow(t, "fence", dag{"a": nil, "b": nil})
-	create(t, st, w)
-	k := key(w, "a")
+	w := NewWorkflow(t, "fence", DAG{"a": nil, "b": nil})
+	Create(t, st, w)
+	k := Key(w, "a")
 	move(t, st, k, state.Requested, state.Queued)
 	if _, err := st.UpdateActivity(ctx(t), k, state.ActivityChange{
 		From: []state.ActivityState{state.Queued}, To: state.Running, Claim: claim("current"),
@@ -537,7 +538,7 @@ func testStaleOwner(t *testing.T, h Harness) {
 	}
 
 	// A finish by the owner of a running activity records everything.
-	kb := key(w, "b")
+	kb := Key(w, "b")
 	move(t, st, kb, state.Requested, state.Queued)
 	if _, err := st.UpdateActivity(ctx(t), kb, state.ActivityChange{
 		From: []state.ActivityState{state.Queued}, To: state.Running, Claim: claim("b-owner"),
@@ -659,17 +660,17 @@ func testForeignItems(t *testing.T, h Harness) {
 
 func testStateIndex(t *testing.T, h Harness) {
 	st := h.New(t)
-	w := newWorkflow(t, "index", dag{"a": nil, "b": nil, "c": nil, "d": {"a"}})
-	create(t, st, w)
+	w := NewWorkflow(t, "index", DAG{"a": nil, "b": nil, "c": nil, "d": {"a"}})
+	Create(t, st, w)
 	before := time.Now()
 	time.Sleep(5 * time.Millisecond)
 	for _, n := range []string{"a", "b", "c"} {
-		move(t, st, key(w, n), state.Requested, state.Ready)
+		move(t, st, Key(w, n), state.Requested, state.Ready)
 	}
-	move(t, st, key(w, "c"), state.Ready, state.Queued)
+	move(t, st, Key(w, "c"), state.Ready, state.Queued)
 
 	// The index is eventually consistent: poll, bounded.
-	want := []string{key(w, "a").ActivityExecID, key(w, "b").ActivityExecID}
+	want := []string{Key(w, "a").ActivityExecID, Key(w, "b").ActivityExecID}
 	sort.Strings(want)
 	var got []string
 	deadline := time.Now().Add(10 * time.Second)
@@ -706,11 +707,11 @@ func testStateIndex(t *testing.T, h Harness) {
 
 func testWorkflowMoves(t *testing.T, h Harness) {
 	st := h.New(t)
-	w1 := newWorkflow(t, "moves", dag{"a": nil})
-	create(t, st, w1)
+	w1 := NewWorkflow(t, "moves", DAG{"a": nil})
+	Create(t, st, w1)
 	time.Sleep(5 * time.Millisecond)
-	w2 := newWorkflow(t, "moves", dag{"a": nil})
-	create(t, st, w2)
+	w2 := NewWorkflow(t, "moves", DAG{"a": nil})
+	Create(t, st, w2)
 
 	_, err := st.UpdateWorkflow(ctx(t), w1.Exec.WorkflowExecID, state.WorkflowChange{
 		From: []state.WorkflowState{state.WorkflowRunning}, To: state.WorkflowRequested})

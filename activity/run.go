@@ -1,0 +1,420 @@
+// Package activity runs one activity under the client contract, as
+// whimbrel-run does: it claims the activity (→ RUNNING), runs its command,
+// keeps the lease alive with heartbeats, stops the command when the
+// activity is cancelled, timed out or its lease is lost, records how the
+// command ended, and advances the workflow.
+package activity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/google/uuid"
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
+
+	"github.com/whimbrel/whimbrel/heartbeat"
+	"github.com/whimbrel/whimbrel/internal/fault"
+	"github.com/whimbrel/whimbrel/runner"
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/workflow"
+)
+
+// Exit codes of the wrapper's own outcomes. Otherwise it exits with the
+// command's status, or 128+N when the command died of signal N.
+const (
+	// ExitClaimRefused: the activity could not be claimed (another
+	// participant holds it, it is in a state that cannot start, or its
+	// workflow is not RUNNING). The command was not started.
+	ExitClaimRefused = 122
+	// ExitNotRecorded: the command ran, but its outcome could not be
+	// written to the store within the record timeout. The outcome is in
+	// the wrapper's log.
+	ExitNotRecorded = 123
+	// ExitTimeout: the command ran longer than --timeout and was stopped,
+	// as timeout(1) reports it.
+	ExitTimeout = 124
+	// ExitWrapperError: the wrapper failed before the command started
+	// (a usage error, an unreachable store).
+	ExitWrapperError = runner.ExitWrapperError
+	// ExitCannotExecute: the command exists but could not be executed.
+	ExitCannotExecute = runner.ExitCannotExecute
+	// ExitNotFound: the command was not found.
+	ExitNotFound = runner.ExitNotFound
+)
+
+// Defaults of Config.
+const (
+	DefaultKillGrace     = 30 * time.Second // ECS's default stop timeout
+	DefaultRecordTimeout = 5 * time.Minute
+	// claimTimeout bounds the retries of the claim through passing store
+	// errors; nothing has started yet, so giving up is cheap.
+	claimTimeout = time.Minute
+)
+
+// Config describes one run of an activity.
+type Config struct {
+	Key     state.ActivityKey
+	Command []string
+
+	// Heartbeat enables heartbeats; Interval and Timeout default to the
+	// heartbeat package's.
+	Heartbeat         bool
+	HeartbeatInterval time.Duration
+	HeartbeatTimeout  time.Duration
+	// KeepRunningOnLeaseLoss lets the command run to its end when the
+	// activity is timed out or the lease is lost, instead of stopping it.
+	// The state is not changed either way. Cancellation always stops it.
+	KeepRunningOnLeaseLoss bool
+
+	KillGrace     time.Duration // between SIGTERM and SIGKILL (default DefaultKillGrace)
+	Timeout       time.Duration // the command's longest run (0: none)
+	RecordTimeout time.Duration // how long the final writes retry (default DefaultRecordTimeout)
+	Subreaper     bool          // reap orphans even when not PID 1
+
+	// Stdin and Stdout are handed to the command; nil means the wrapper's.
+	Stdin, Stdout *os.File
+	// Stderr receives the command's stderr; nil means the wrapper's.
+	Stderr *os.File
+	Logger hclog.Logger
+}
+
+// Run runs the activity to its end and returns the wrapper's exit status.
+func Run(ctx context.Context, st state.Store, cfg Config) int {
+	if cfg.KillGrace == 0 {
+		cfg.KillGrace = DefaultKillGrace
+	}
+	if cfg.RecordTimeout == 0 {
+		cfg.RecordTimeout = DefaultRecordTimeout
+	}
+	if cfg.Heartbeat {
+		if cfg.HeartbeatInterval == 0 {
+			cfg.HeartbeatInterval = heartbeat.DefaultInterval
+		}
+		if cfg.HeartbeatTimeout == 0 {
+			cfg.HeartbeatTimeout = heartbeat.DefaultTimeout
+		}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	r := &run{st: st, cfg: cfg, log: cfg.Logger.With("activity_exec_id", cfg.Key.ActivityExecID),
+		owner: uuid.NewString()}
+	return r.run(ctx)
+}
+
+type run struct {
+	st    state.Store
+	cfg   Config
+	log   hclog.Logger
+	owner string
+
+	mu         sync.Mutex
+	stopReason string // why the wrapper stopped the command, if it did
+	timedOut   bool   // --timeout expired
+}
+
+func (r *run) run(ctx context.Context) int {
+	claimed, code := r.claim(ctx)
+	if claimed == nil {
+		return code
+	}
+	r.log.Info("claimed", "owner", r.owner, "attempt", claimed.Attempt)
+
+	p, err := runner.Start(runner.Config{
+		Args:           r.cfg.Command,
+		Stdin:          r.cfg.Stdin,
+		Stdout:         r.cfg.Stdout,
+		Stderr:         stderrWriter(r.cfg.Stderr),
+		KillGrace:      r.cfg.KillGrace,
+		ForwardSignals: true,
+		Reap:           r.cfg.Subreaper,
+		Logger:         r.log.Named("runner"),
+	})
+	if err != nil {
+		code := runner.ExitCode(err)
+		r.log.Error("command did not start", "error", err)
+		return r.finish(&state.Exit{Code: code}, err.Error(), fmt.Sprintf("command did not start: %v", err), code)
+	}
+	res := r.supervise(ctx, p, claimed.StartTime)
+
+	exit := &state.Exit{Code: res.ExitStatus()}
+	if res.Signal != 0 {
+		exit.Signal = signalName(res.Signal)
+	}
+	code = exit.Code
+	r.mu.Lock()
+	stopReason, timedOut := r.stopReason, r.timedOut
+	r.mu.Unlock()
+	if timedOut {
+		code = ExitTimeout
+	}
+	reason := describeExit(exit)
+	if stopReason != "" {
+		reason = stopReason + "; " + reason
+	}
+	return r.finish(exit, string(res.StderrTail), reason, code)
+}
+
+// claim checks that the workflow runs and moves the activity to RUNNING in
+// one conditional write. It returns the claimed item, or nil and the exit
+// status.
+func (r *run) claim(ctx context.Context) (*state.ActivityExec, int) {
+	var claimed *state.ActivityExec
+	var refused error
+	host, _ := os.Hostname()
+	op := func() error {
+		wf, err := r.st.GetWorkflow(ctx, r.cfg.Key.WorkflowExecID)
+		if err != nil {
+			if errors.Is(err, state.ErrNotFound) || errors.Is(err, state.ErrInvalidItem) {
+				refused = err
+				return backoff.Permanent(err)
+			}
+			return err
+		}
+		if wf.State != state.WorkflowRunning {
+			refused = fmt.Errorf("workflow %s is %s, not RUNNING", wf.WorkflowExecID, wf.State)
+			return backoff.Permanent(refused)
+		}
+		claimed, err = r.st.UpdateActivity(ctx, r.cfg.Key, state.ActivityChange{
+			From: []state.ActivityState{state.Queued, state.Ready, state.Preparing},
+			To:   state.Running,
+			Claim: &state.Claim{
+				Owner: r.owner, Host: host, PID: os.Getpid(),
+				HeartbeatEnabled:  r.cfg.Heartbeat,
+				HeartbeatInterval: r.cfg.HeartbeatInterval,
+				HeartbeatTimeout:  r.cfg.HeartbeatTimeout,
+			},
+		})
+		var ce *state.ConflictError
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &ce) && ce.Owner == r.owner:
+			// An earlier attempt whose answer was lost did land.
+			claimed, err = r.st.GetActivity(ctx, r.cfg.Key)
+			return err
+		case errors.Is(err, state.ErrConflict), errors.Is(err, state.ErrNotFound), errors.Is(err, state.ErrInvalidItem):
+			refused = err
+			return backoff.Permanent(err)
+		}
+		r.log.Warn("claim failed; retrying", "error", err)
+		return err
+	}
+	b := backoff.NewExponentialBackOff(backoff.WithInitialInterval(100*time.Millisecond), backoff.WithMaxElapsedTime(claimTimeout))
+	err := backoff.Retry(op, backoff.WithContext(b, ctx))
+	switch {
+	case refused != nil:
+		r.log.Error("not starting the command: the activity cannot be claimed", "error", refused)
+		return nil, ExitClaimRefused
+	case err != nil:
+		r.log.Error("not starting the command: the store is unreachable", "error", err)
+		return nil, ExitWrapperError
+	}
+	return claimed, 0
+}
+
+// supervise waits for the command, stopping it when the lease is lost, the
+// activity is cancelled, --timeout passes, or the wrapper is told to stop.
+// Every goroutine it starts ends before it returns.
+func (r *run) supervise(ctx context.Context, p *runner.Process, since time.Time) runner.Result {
+	sctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+		if err := p.Close(); err != nil {
+			r.log.Error("closing the command", "error", err)
+		}
+	}()
+
+	if r.cfg.Heartbeat {
+		pump, err := heartbeat.New(r.st, heartbeat.Config{
+			Key: r.cfg.Key, Owner: r.owner, Interval: r.cfg.HeartbeatInterval,
+			Timeout: r.cfg.HeartbeatTimeout, Since: since, Logger: r.log.Named("heartbeat"),
+		})
+		if err != nil { // the CLI checks the settings first; this is a defect
+			r.stop(p, "heartbeat settings refused: "+err.Error())
+		} else {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := pump.Run(sctx)
+				var lost *heartbeat.LostError
+				if !errors.As(err, &lost) {
+					return
+				}
+				if lost.State != state.CancelledRunning && r.cfg.KeepRunningOnLeaseLoss {
+					r.log.Warn("lease lost; letting the command finish as asked", "reason", lost.Reason)
+					return
+				}
+				r.log.Warn("lease lost; stopping the command", "reason", lost.Reason)
+				r.stop(p, lost.Reason)
+			}()
+		}
+	}
+
+	if r.cfg.Timeout > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTimer(r.cfg.Timeout)
+			defer t.Stop()
+			select {
+			case <-sctx.Done():
+			case <-t.C:
+				r.mu.Lock()
+				r.timedOut = true
+				r.mu.Unlock()
+				r.log.Warn("stopping the command: it ran longer than --timeout", "timeout", r.cfg.Timeout)
+				r.stop(p, fmt.Sprintf("ran longer than --timeout %s", r.cfg.Timeout))
+			}
+		}()
+	}
+
+	// The runner relays SIGTERM and SIGINT to the command; if the command
+	// ignores them, it is killed after the grace, as docker stop does.
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM, syscall.SIGINT)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer signal.Stop(term)
+		select {
+		case <-sctx.Done():
+			return
+		case sig := <-term:
+			r.log.Info("relayed signal to the command", "signal", sig)
+			t := time.NewTimer(r.cfg.KillGrace)
+			defer t.Stop()
+			select {
+			case <-sctx.Done():
+			case <-p.Done():
+			case <-t.C:
+				r.log.Warn("command outlived the kill grace; killing it", "grace", r.cfg.KillGrace)
+				_ = p.Signal(syscall.SIGKILL)
+			}
+		}
+	}()
+
+	res, err := p.Wait()
+	if err != nil {
+		r.log.Error("lost the command's exit status", "error", err)
+	}
+	return res
+}
+
+// stop stops the command once, recording the first reason.
+func (r *run) stop(p *runner.Process, reason string) {
+	r.mu.Lock()
+	if r.stopReason == "" {
+		r.stopReason = reason
+	}
+	r.mu.Unlock()
+	go func() { _ = p.Stop(reason) }() // Stop blocks for the grace; the command's exit ends supervise
+}
+
+// finish records the outcome with fresh, bounded retries, then advances
+// the workflow. It returns code, or ExitNotRecorded if nothing could be
+// written.
+func (r *run) finish(exit *state.Exit, stderrTail, reason string, code int) int {
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.RecordTimeout)
+	defer cancel()
+	r.mu.Lock()
+	stopped := r.stopReason != ""
+	r.mu.Unlock()
+	to := state.Failed
+	if exit.Code == 0 && !stopped {
+		to = state.Completed
+	}
+	tail := strings.ToValidUTF8(stderrTail, "\uFFFD")
+
+	var final *state.ActivityExec
+	op := func() error {
+		a, err := r.st.UpdateActivity(ctx, r.cfg.Key, state.ActivityChange{
+			From: []state.ActivityState{state.Running}, To: to, Owner: r.owner,
+			Exit: exit, Error: tail, Reason: reason,
+		})
+		var ce *state.ConflictError
+		switch {
+		case err == nil:
+			final = a
+			return nil
+		case errors.As(err, &ce) && ce.Owner == r.owner && ce.State == string(to):
+			// An earlier attempt whose answer was lost did land.
+			final, err = r.st.GetActivity(ctx, r.cfg.Key)
+			return err
+		case errors.As(err, &ce) && ce.Owner == r.owner &&
+			(ce.State == string(state.CancelledRunning) || ce.State == string(state.TimedOut)):
+			// The state is final; record how the command ended beside it.
+			final, err = r.st.UpdateActivity(ctx, r.cfg.Key, state.ActivityChange{
+				From: []state.ActivityState{state.ActivityState(ce.State)}, Owner: r.owner,
+				Exit: exit, Error: tail, Reason: reason,
+			})
+			if errors.Is(err, state.ErrConflict) {
+				return backoff.Permanent(err)
+			}
+			return err
+		case errors.Is(err, state.ErrConflict), errors.Is(err, state.ErrNotFound), errors.Is(err, state.ErrInvalidItem):
+			return backoff.Permanent(err)
+		}
+		r.log.Warn("recording the outcome failed; retrying", "error", err)
+		return err
+	}
+	b := backoff.NewExponentialBackOff(backoff.WithInitialInterval(200*time.Millisecond), backoff.WithMaxElapsedTime(0))
+	if err := backoff.Retry(op, backoff.WithContext(b, ctx)); err != nil {
+		var ce *state.ConflictError
+		if errors.As(err, &ce) {
+			// Someone else holds the activity now; its record is theirs.
+			r.log.Error("outcome not recorded: the activity is no longer ours", "error", err,
+				"exit_code", exit.Code, "reason", reason)
+			return code
+		}
+		r.log.Error("OUTCOME NOT RECORDED: the store stayed unreachable", "error", err,
+			"state", to, "exit_code", exit.Code, "signal", exit.Signal, "reason", reason, "stderr_tail", tail)
+		return ExitNotRecorded
+	}
+	r.log.Info("recorded", "state", final.State, "exit_code", exit.Code, "reason", reason)
+	fault.Point(fault.AfterFinish)
+
+	res, err := workflow.Advance(ctx, r.st, final, r.log.Named("advance"))
+	if err != nil {
+		// The outcome is recorded; the monitor finishes the advance.
+		r.log.Warn("advancing the workflow failed; the monitor will finish it", "error", err)
+	} else if res.Settled != "" {
+		r.log.Info("workflow settled", "workflow_exec_id", final.WorkflowExecID, "state", res.Settled)
+	}
+	return code
+}
+
+func describeExit(e *state.Exit) string {
+	if e.Signal != "" {
+		return fmt.Sprintf("killed by %s (exit status %d)", e.Signal, e.Code)
+	}
+	return fmt.Sprintf("exit status %d", e.Code)
+}
+
+func signalName(s syscall.Signal) string {
+	if name := unix.SignalName(s); name != "" {
+		return name
+	}
+	return fmt.Sprintf("signal %d", int(s))
+}
+
+// stderrWriter avoids handing the runner a typed nil, which it would take
+// for a writer.
+func stderrWriter(f *os.File) io.Writer {
+	if f == nil {
+		return nil
+	}
+	return f
+}

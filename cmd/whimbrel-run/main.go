@@ -1,0 +1,146 @@
+// Command whimbrel-run wraps one activity's command: as a Docker
+// ENTRYPOINT, in an ECS task, or under local supervision. See package
+// activity for what it does.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/whimbrel/whimbrel/activity"
+	"github.com/whimbrel/whimbrel/heartbeat"
+	"github.com/whimbrel/whimbrel/internal/cli"
+	"github.com/whimbrel/whimbrel/state"
+)
+
+const description = `Run one Whimbrel activity: claim it (→ RUNNING), run CMD, heartbeat while it
+runs, stop CMD if the activity is cancelled or its lease is lost, record
+COMPLETED or FAILED from CMD's exit status, and ready the activities that wait
+on it. stdin, stdout and stderr pass through untouched; signals are relayed to
+CMD's process group; as PID 1 it reaps orphans. Logs go to stderr.
+
+Identity comes from flags or the environment (a launcher sets the variables):
+WHIMBREL_ACTIVITY_EXEC_ID, WHIMBREL_WORKFLOW_EXEC_ID, and optionally
+WHIMBREL_ACTIVITY_NAME and WHIMBREL_WORKFLOW_NAME, which must then match the IDs.
+
+Exit status:
+  CMD's own         CMD exited (COMPLETED if 0, else FAILED)
+  128+N             CMD was killed by signal N
+  122               the activity could not be claimed; CMD was not started
+  123               CMD ran, but its outcome could not be recorded (see the log)
+  124               CMD ran longer than --timeout and was stopped
+  125               whimbrel-run itself failed (bad usage, store unreachable)
+  126               CMD could not be executed
+  127               CMD was not found
+
+Examples:
+  ENTRYPOINT ["whimbrel-run", "--"]           in a Dockerfile; CMD is the image's command
+  whimbrel-run --timeout 2h -- ./etl.sh nightly
+  whimbrel-run --heartbeat-interval 5s --heartbeat-timeout 30s -- python job.py`
+
+// CLI is the whole grammar of whimbrel-run.
+type CLI struct {
+	cli.LogFlags
+	cli.StoreFlags
+	Version kong.VersionFlag `name:"version" help:"Print the version and exit."`
+
+	ActivityExecID string `name:"activity-exec-id" env:"WHIMBREL_ACTIVITY_EXEC_ID" placeholder:"NAME::UUID" help:"The activity execution to run."`
+	ActivityName   string `name:"activity-name" env:"WHIMBREL_ACTIVITY_NAME" help:"The activity's name (checked against the ID)."`
+	WorkflowExecID string `name:"workflow-exec-id" env:"WHIMBREL_WORKFLOW_EXEC_ID" placeholder:"NAME::UUID" help:"The workflow execution it belongs to."`
+	WorkflowName   string `name:"workflow-name" env:"WHIMBREL_WORKFLOW_NAME" help:"The workflow's name (checked against the ID)."`
+
+	HeartbeatInterval      time.Duration `name:"heartbeat-interval" default:"15s" help:"Time between heartbeats."`
+	HeartbeatTimeout       time.Duration `name:"heartbeat-timeout" default:"60s" help:"Without a landed heartbeat for this long the lease is lost and CMD is stopped; the monitor times the activity out after it. At least twice the interval."`
+	NoHeartbeat            bool          `name:"no-heartbeat" help:"Do not heartbeat (the monitor then never times the activity out, and cancellation is not noticed)."`
+	KeepRunningOnLeaseLoss bool          `name:"keep-running-on-lease-loss" help:"When the activity is timed out or the lease is lost, let CMD run to its end instead of stopping it. The state is not changed. Cancellation still stops CMD."`
+	KillGrace              time.Duration `name:"kill-grace" default:"30s" help:"Time between SIGTERM and SIGKILL when CMD is stopped."`
+	Timeout                time.Duration `name:"timeout" default:"0s" help:"Stop CMD and record FAILED if it runs longer than this (0: no limit)."`
+	RecordTimeout          time.Duration `name:"record-timeout" default:"5m" help:"How long to retry recording the outcome through store errors."`
+	Subreaper              bool          `name:"subreaper" help:"Reap orphaned descendants even when not PID 1 (PR_SET_CHILD_SUBREAPER)."`
+
+	Command []string `arg:"" passthrough:"" name:"cmd" help:"The command to run, after --."`
+}
+
+func main() {
+	var c CLI
+	cli.Main(cli.Program{Name: "whimbrel-run", Description: description,
+		UsageExit: activity.ExitWrapperError, FailureExit: activity.ExitWrapperError}, &c)
+}
+
+// Run checks the command line, then runs the activity.
+func (c *CLI) Run(k *kong.Context) error {
+	key, err := c.identity()
+	if err != nil {
+		return err
+	}
+	if len(c.Command) > 0 && c.Command[0] == "--" {
+		c.Command = c.Command[1:]
+	}
+	if len(c.Command) == 0 {
+		return &cli.UsageError{Msg: "no command to run: give it after --, as in: whimbrel-run -- CMD [ARGS...]"}
+	}
+	if !c.NoHeartbeat {
+		if _, err := heartbeat.New(nil, heartbeat.Config{Owner: "check", Interval: c.HeartbeatInterval, Timeout: c.HeartbeatTimeout}); err != nil {
+			return &cli.UsageError{Msg: err.Error()}
+		}
+	}
+	for name, d := range map[string]time.Duration{"--kill-grace": c.KillGrace, "--timeout": c.Timeout, "--record-timeout": c.RecordTimeout} {
+		if d < 0 {
+			return &cli.UsageError{Msg: fmt.Sprintf("%s %s is negative", name, d)}
+		}
+	}
+	log := c.Logger("whimbrel-run", k.Stderr)
+	ctx := context.Background()
+	st, err := c.Open(ctx, log)
+	if err != nil {
+		return err
+	}
+	code := activity.Run(ctx, st, activity.Config{
+		Key:                    key,
+		Command:                c.Command,
+		Heartbeat:              !c.NoHeartbeat,
+		HeartbeatInterval:      c.HeartbeatInterval,
+		HeartbeatTimeout:       c.HeartbeatTimeout,
+		KeepRunningOnLeaseLoss: c.KeepRunningOnLeaseLoss,
+		KillGrace:              c.KillGrace,
+		Timeout:                c.Timeout,
+		RecordTimeout:          c.RecordTimeout,
+		Subreaper:              c.Subreaper,
+		Stdin:                  os.Stdin,
+		Stdout:                 os.Stdout,
+		Stderr:                 os.Stderr,
+		Logger:                 log,
+	})
+	if code != 0 {
+		return &cli.ExitError{Code: code}
+	}
+	return nil
+}
+
+// identity reads and checks the activity's identity.
+func (c *CLI) identity() (state.ActivityKey, error) {
+	check := func(id, idFlag, idEnv, name, nameEnv, kind string) error {
+		if id == "" {
+			return &cli.UsageError{Msg: fmt.Sprintf("no %s execution ID: set %s or --%s", kind, idEnv, idFlag)}
+		}
+		got, _, err := state.SplitID(id)
+		if err != nil {
+			return &cli.UsageError{Msg: fmt.Sprintf("%s (from %s or --%s) is malformed: %v", idEnv, idEnv, idFlag, err)}
+		}
+		if name != "" && name != got {
+			return &cli.UsageError{Msg: fmt.Sprintf("%s %q does not match the %s name %q in %s", nameEnv, name, kind, got, idEnv)}
+		}
+		return nil
+	}
+	if err := check(c.ActivityExecID, "activity-exec-id", "WHIMBREL_ACTIVITY_EXEC_ID", c.ActivityName, "WHIMBREL_ACTIVITY_NAME", "activity"); err != nil {
+		return state.ActivityKey{}, err
+	}
+	if err := check(c.WorkflowExecID, "workflow-exec-id", "WHIMBREL_WORKFLOW_EXEC_ID", c.WorkflowName, "WHIMBREL_WORKFLOW_NAME", "workflow"); err != nil {
+		return state.ActivityKey{}, err
+	}
+	return state.ActivityKey{ActivityExecID: c.ActivityExecID, WorkflowExecID: c.WorkflowExecID}, nil
+}

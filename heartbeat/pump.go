@@ -1,0 +1,203 @@
+// Package heartbeat keeps a claimed activity's lease alive: a Pump writes
+// a heartbeat every interval, fenced by the claim's owner token, and
+// reports when the lease is lost — the activity was cancelled, timed out,
+// taken by another owner, or no heartbeat has landed for a whole timeout.
+// The wrapper then stops its command.
+package heartbeat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/whimbrel/whimbrel/state"
+)
+
+// Defaults, from DESIGN.md: both DynamoDB lock clients beat every 15 s and
+// give up after 4 missed beats.
+const (
+	DefaultInterval = 15 * time.Second
+	DefaultTimeout  = 60 * time.Second
+	// MinTimeoutFactor is how many intervals a timeout must span at least,
+	// so that one slow beat never loses the lease.
+	MinTimeoutFactor = 2
+)
+
+// Store lists what the pump needs of a state.Store.
+type Store interface {
+	Heartbeat(ctx context.Context, key state.ActivityKey, owner string, at time.Time) error
+	GetActivity(ctx context.Context, key state.ActivityKey) (*state.ActivityExec, error)
+}
+
+// Config configures a Pump.
+type Config struct {
+	Key      state.ActivityKey
+	Owner    string        // the claim's owner token
+	Interval time.Duration // between beats (default DefaultInterval)
+	Timeout  time.Duration // without a landed beat, the lease is lost (default DefaultTimeout)
+	// Since is when the lease was last known good: the claim (default now).
+	Since  time.Time
+	Logger hclog.Logger
+}
+
+// Pump writes heartbeats until its context ends or the lease is lost.
+type Pump struct {
+	st  Store
+	cfg Config
+	log hclog.Logger
+	now func() time.Time
+}
+
+// New returns a Pump, refusing a timeout shorter than MinTimeoutFactor
+// intervals.
+func New(st Store, cfg Config) (*Pump, error) {
+	if cfg.Interval == 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Interval < 0 || cfg.Timeout < 0 {
+		return nil, fmt.Errorf("heartbeat interval %s and timeout %s must be positive", cfg.Interval, cfg.Timeout)
+	}
+	if cfg.Timeout < MinTimeoutFactor*cfg.Interval {
+		return nil, fmt.Errorf("heartbeat timeout %s is under %d× the interval %s: one late beat would lose the lease; raise the timeout or lower the interval",
+			cfg.Timeout, MinTimeoutFactor, cfg.Interval)
+	}
+	if cfg.Owner == "" {
+		return nil, errors.New("heartbeat: no owner token")
+	}
+	if cfg.Since.IsZero() {
+		cfg.Since = time.Now()
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	return &Pump{st: st, cfg: cfg, log: log.With("activity_exec_id", cfg.Key.ActivityExecID), now: time.Now}, nil
+}
+
+// LostError says why the lease is lost.
+type LostError struct {
+	// State is what the activity holds, when it is known: CANCELLED_RUNNING,
+	// TIMED_OUT, or another state someone else moved it to.
+	State state.ActivityState
+	// Expired is true when no heartbeat landed for a whole timeout (the
+	// store could not be reached); State is then unknown.
+	Expired bool
+	Reason  string
+}
+
+func (e *LostError) Error() string { return "lease lost: " + e.Reason }
+
+// Run beats every interval until ctx ends (it then returns nil) or the lease
+// is lost (it returns a *LostError). A beat that fails for a passing reason
+// is retried with backoff; one whose outcome is unknown is checked by
+// reading the item before anything is concluded.
+func (p *Pump) Run(ctx context.Context) error {
+	last := p.cfg.Since
+	t := time.NewTicker(p.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		at, err := p.beat(ctx, last)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		last = at
+	}
+}
+
+// beat lands one heartbeat, retrying until the lease would expire.
+func (p *Pump) beat(ctx context.Context, last time.Time) (time.Time, error) {
+	var landed time.Time
+	var lost *LostError
+	deadline := last.Add(p.cfg.Timeout)
+	b := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(min(p.cfg.Interval/10, time.Second)),
+		backoff.WithMaxInterval(p.cfg.Interval),
+		backoff.WithMaxElapsedTime(0), // the lease deadline bounds it instead
+	)
+	op := func() error {
+		at := p.now()
+		// Each attempt gets at most one interval: a write that hangs must
+		// not outlive the lease.
+		actx, cancel := context.WithTimeout(ctx, p.cfg.Interval)
+		err := p.st.Heartbeat(actx, p.cfg.Key, p.cfg.Owner, at)
+		cancel()
+		if err == nil {
+			landed = at
+			return nil
+		}
+		if l := p.lostBy(err); l != nil {
+			lost = l
+			return backoff.Permanent(l)
+		}
+		// The outcome is unknown (a timeout, a dropped connection): the
+		// write may have landed. Read before concluding anything.
+		rctx, cancel := context.WithTimeout(ctx, p.cfg.Interval)
+		a, rerr := p.st.GetActivity(rctx, p.cfg.Key)
+		cancel()
+		if rerr == nil {
+			if a.State != state.Running || a.Owner != p.cfg.Owner {
+				lost = p.lostTo(a.State, a.Owner)
+				return backoff.Permanent(lost)
+			}
+			if !a.HeartbeatTime.Before(state.Truncate(at)) {
+				landed = at
+				return nil
+			}
+		}
+		if p.now().After(deadline) {
+			lost = &LostError{Expired: true, Reason: fmt.Sprintf("no heartbeat landed for %s: %v", p.now().Sub(last).Round(time.Millisecond), err)}
+			return backoff.Permanent(lost)
+		}
+		p.log.Warn("heartbeat failed; retrying", "error", err)
+		return err
+	}
+	err := backoff.Retry(op, backoff.WithContext(b, ctx))
+	if lost != nil {
+		return time.Time{}, lost
+	}
+	if err != nil {
+		return time.Time{}, err // the context ended
+	}
+	return landed, nil
+}
+
+// lostBy interprets a refused heartbeat.
+func (p *Pump) lostBy(err error) *LostError {
+	var ce *state.ConflictError
+	switch {
+	case errors.As(err, &ce):
+		return p.lostTo(state.ActivityState(ce.State), ce.Owner)
+	case errors.Is(err, state.ErrNotFound):
+		return &LostError{Reason: "the activity item is gone"}
+	case errors.Is(err, state.ErrInvalidItem):
+		return &LostError{Reason: err.Error()}
+	}
+	return nil
+}
+
+func (p *Pump) lostTo(s state.ActivityState, owner string) *LostError {
+	switch {
+	case s == state.CancelledRunning:
+		return &LostError{State: s, Reason: "the activity was cancelled"}
+	case s == state.TimedOut:
+		return &LostError{State: s, Reason: "the monitor timed the activity out"}
+	case owner != p.cfg.Owner:
+		return &LostError{State: s, Reason: fmt.Sprintf("the activity is %s, held by %s", s, owner)}
+	}
+	return &LostError{State: s, Reason: fmt.Sprintf("the activity is %s", s)}
+}

@@ -1,0 +1,170 @@
+package heartbeat_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/whimbrel/whimbrel/heartbeat"
+	"github.com/whimbrel/whimbrel/internal/dynamotest"
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/state/dynamodb"
+	"github.com/whimbrel/whimbrel/state/storetest"
+)
+
+func TestNewRefusesUnsafeSettings(t *testing.T) {
+	tests := []struct {
+		interval, timeout time.Duration
+		ok                bool
+	}{
+		{15 * time.Second, time.Minute, true},
+		{time.Second, 2 * time.Second, true},
+		{time.Second, 1999 * time.Millisecond, false},
+		{-time.Second, time.Minute, false},
+	}
+	for _, tc := range tests {
+		_, err := heartbeat.New(nil, heartbeat.Config{Owner: "o", Interval: tc.interval, Timeout: tc.timeout})
+		if (err == nil) != tc.ok {
+			t.Errorf("interval %s timeout %s: err %v, want ok=%v", tc.interval, tc.timeout, err, tc.ok)
+		}
+	}
+}
+
+// claimed returns a store with one RUNNING activity held by "me".
+func claimed(t *testing.T, st state.Store) state.ActivityKey {
+	t.Helper()
+	w := storetest.NewWorkflow(t, "beat", storetest.DAG{"a": nil})
+	storetest.Create(t, st, w)
+	k := storetest.Key(w, "a")
+	ctx := context.Background()
+	if _, err := st.UpdateActivity(ctx, k, state.ActivityChange{From: []state.ActivityState{state.Requested}, To: state.Ready}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.UpdateActivity(ctx, k, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running,
+		Claim: &state.Claim{Owner: "me", HeartbeatEnabled: true}}); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func runPump(t *testing.T, st heartbeat.Store, k state.ActivityKey, ctx context.Context) <-chan error {
+	t.Helper()
+	p, err := heartbeat.New(st, heartbeat.Config{Key: k, Owner: "me", Interval: 50 * time.Millisecond, Timeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	return done
+}
+
+func waitErr(t *testing.T, done <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(20 * time.Second):
+		t.Fatal("the pump did not return")
+	}
+	return nil
+}
+
+func TestBeatsUntilStopped(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	k := claimed(t, st)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := runPump(t, st, k, ctx)
+	time.Sleep(300 * time.Millisecond)
+	a, err := st.GetActivity(context.Background(), k)
+	if err != nil || a.HeartbeatTime.IsZero() || time.Since(a.HeartbeatTime) > 200*time.Millisecond {
+		t.Errorf("no recent heartbeat: %v, %v", a.HeartbeatTime, err)
+	}
+	cancel()
+	if err := waitErr(t, done); err != nil {
+		t.Errorf("Run after cancel = %v, want nil", err)
+	}
+}
+
+func TestLostWhenCancelledOrTimedOut(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	for _, to := range []state.ActivityState{state.CancelledRunning, state.TimedOut} {
+		k := claimed(t, st)
+		done := runPump(t, st, k, context.Background())
+		time.Sleep(100 * time.Millisecond)
+		if _, err := st.UpdateActivity(context.Background(), k, state.ActivityChange{
+			From: []state.ActivityState{state.Running}, To: to}); err != nil {
+			t.Fatal(err)
+		}
+		var lost *heartbeat.LostError
+		if err := waitErr(t, done); !errors.As(err, &lost) || lost.State != to || lost.Expired {
+			t.Errorf("after %s: Run = %v, want a LostError naming it", to, err)
+		}
+	}
+}
+
+// TestLostWhenCutOff runs the pump through a proxy and cuts it: the lease
+// is lost once no beat has landed for the timeout, not before.
+func TestLostWhenCutOff(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	k := claimed(t, st)
+	proxy := dynamotest.NewProxy(t)
+	cutOff := dynamodb.New(awsdynamodb.New(awsdynamodb.Options{
+		Region: dynamotest.Region, BaseEndpoint: aws.String(proxy.Endpoint), RetryMaxAttempts: 1,
+		Credentials:                     credentials.NewStaticCredentialsProvider(dynamotest.AccessKey, dynamotest.SecretKey, ""),
+		DisableValidateResponseChecksum: true,
+	}), dynamodb.Options{Prefix: st.Prefix()})
+	done := runPump(t, cutOff, k, context.Background())
+	time.Sleep(200 * time.Millisecond)
+	proxy.Cut()
+	cut := time.Now()
+	err := waitErr(t, done)
+	var lost *heartbeat.LostError
+	if !errors.As(err, &lost) || !lost.Expired || !strings.Contains(err.Error(), "no heartbeat landed") {
+		t.Fatalf("Run = %v, want an expired lease", err)
+	}
+	if d := time.Since(cut); d < 250*time.Millisecond {
+		t.Errorf("lease lost %s after the cut; the last beat was at most 50ms before it, the timeout is 500ms", d)
+	}
+}
+
+// flaky fails every other heartbeat after letting it land, as a write whose
+// answer is lost would.
+type flaky struct {
+	heartbeat.Store
+	n atomic.Int64
+}
+
+func (f *flaky) Heartbeat(ctx context.Context, k state.ActivityKey, owner string, at time.Time) error {
+	err := f.Store.Heartbeat(ctx, k, owner, at)
+	if err == nil && f.n.Add(1)%2 == 0 {
+		return errors.New("connection reset by peer")
+	}
+	return err
+}
+
+// TestUnknownOutcomeIsReadBack: a beat whose answer is lost but which
+// landed counts as landed; the lease is never declared lost.
+func TestUnknownOutcomeIsReadBack(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	k := claimed(t, st)
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	f := &flaky{Store: st}
+	if err := waitErr(t, runPump(t, f, k, ctx)); err != nil {
+		t.Errorf("Run = %v, want nil: every beat landed", err)
+	}
+	if f.n.Load() < 6 {
+		t.Errorf("only %d beats in 1.5 s at 50 ms", f.n.Load())
+	}
+}

@@ -1,0 +1,102 @@
+package dynamotest
+
+import (
+	"io"
+	"net"
+	"net/url"
+	"sync"
+	"testing"
+)
+
+// Proxy forwards TCP connections to the emulator until Cut, which closes
+// every connection and refuses new ones: a participant behind it loses the
+// store as in a network partition.
+type Proxy struct {
+	// Endpoint is the proxy's URL, to use in place of the emulator's.
+	Endpoint string
+
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	cut    bool
+	wg     sync.WaitGroup
+}
+
+// NewProxy starts a proxy to the emulator; it is closed when the test ends.
+func NewProxy(t testing.TB) *Proxy {
+	t.Helper()
+	u, err := url.Parse(Endpoint(t))
+	if err != nil {
+		t.Fatalf("parse emulator endpoint: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("proxy listen: %v", err)
+	}
+	p := &Proxy{Endpoint: "http://" + ln.Addr().String(), ln: ln, target: u.Host, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.Cut)
+	return p
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return // closed by Cut
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		if !p.track(c, up) {
+			return
+		}
+		p.wg.Add(2)
+		go p.pipe(c, up)
+		go p.pipe(up, c)
+	}
+}
+
+func (p *Proxy) track(cs ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cut {
+		for _, c := range cs {
+			c.Close()
+		}
+		return false
+	}
+	for _, c := range cs {
+		p.conns[c] = struct{}{}
+	}
+	return true
+}
+
+func (p *Proxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
+	_, _ = io.Copy(dst, src)
+	dst.Close()
+	src.Close()
+}
+
+// Cut closes the listener and every connection, and waits for the proxy's
+// goroutines. It is idempotent.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	if p.cut {
+		p.mu.Unlock()
+		return
+	}
+	p.cut = true
+	p.ln.Close()
+	for c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}

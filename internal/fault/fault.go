@@ -1,0 +1,19 @@
+// Package fault lets tests kill a participant at a chosen point between two
+// writes, to prove that what it leaves behind can be finished by repeating
+// the step. Points only fire in binaries built with the whimbrel_fault tag
+// and run with WHIMBREL_FAULT naming the point; release builds compile
+// Point to nothing.
+package fault
+
+// Env names the variable that selects the point to die at.
+const Env = "WHIMBREL_FAULT"
+
+// ExitCode is the status a process exits with when it dies at a point.
+const ExitCode = 99
+
+// Points the code declares.
+const (
+	// AfterFinish: the wrapper recorded the activity's end but has not
+	// advanced the workflow.
+	AfterFinish = "after-finish"
+)

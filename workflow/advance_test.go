@@ -1,0 +1,187 @@
+package workflow_test
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/whimbrel/whimbrel/internal/dynamotest"
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/state/dynamodb"
+	"github.com/whimbrel/whimbrel/state/storetest"
+	"github.com/whimbrel/whimbrel/workflow"
+)
+
+func bg(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// end runs an activity through the contract to the given terminal state.
+func end(t *testing.T, st state.Store, k state.ActivityKey, to state.ActivityState) *state.ActivityExec {
+	t.Helper()
+	a, err := st.GetActivity(bg(t), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.State == state.Requested {
+		if a, err = st.UpdateActivity(bg(t), k, state.ActivityChange{From: []state.ActivityState{state.Requested}, To: state.Ready}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a, err = st.UpdateActivity(bg(t), k, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running,
+		Claim: &state.Claim{Owner: "o"}}); err != nil {
+		t.Fatal(err)
+	}
+	if a, err = st.UpdateActivity(bg(t), k, state.ActivityChange{From: []state.ActivityState{state.Running}, To: to, Owner: "o"}); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func states(t *testing.T, st state.Store, w *state.NewWorkflow) map[string]state.ActivityState {
+	t.Helper()
+	acts, err := st.Activities(bg(t), w.Exec.WorkflowExecID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]state.ActivityState{}
+	for _, a := range acts {
+		out[a.ActivityName] = a.State
+	}
+	return out
+}
+
+// TestDiamondReadiesOnce races the advances of B and C many times: D is
+// readied by exactly one of them, every time.
+func TestDiamondReadiesOnce(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	for round := 0; round < 50; round++ {
+		w := storetest.NewWorkflow(t, "diamond", storetest.DAG{"a": nil, "b": {"a"}, "c": {"a"}, "d": {"b", "c"}})
+		storetest.Create(t, st, w)
+		a := end(t, st, storetest.Key(w, "a"), state.Completed)
+		if res, err := workflow.Advance(bg(t), st, a, nil); err != nil || len(res.Readied) != 2 {
+			t.Fatalf("advance after a: %+v, %v", res, err)
+		}
+		b := end(t, st, storetest.Key(w, "b"), state.Completed)
+		c := end(t, st, storetest.Key(w, "c"), state.Completed)
+
+		var wg sync.WaitGroup
+		results := make([]workflow.Result, 4)
+		for i, x := range []*state.ActivityExec{b, c, b, c} { // each advance also replayed
+			wg.Add(1)
+			go func(i int, x *state.ActivityExec) {
+				defer wg.Done()
+				var err error
+				if results[i], err = workflow.Advance(bg(t), st, x, nil); err != nil {
+					t.Error(err)
+				}
+			}(i, x)
+		}
+		wg.Wait()
+		readied := 0
+		for _, r := range results {
+			readied += len(r.Readied)
+		}
+		if got := states(t, st, w)["d"]; got != state.Ready || readied != 1 {
+			t.Fatalf("round %d: d is %s, readied %d times; want READY once", round, got, readied)
+		}
+	}
+}
+
+func TestFailureCancelsEverythingDownstream(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	w := storetest.NewWorkflow(t, "chain", storetest.DAG{
+		"a": nil, "b": {"a"}, "c": {"b"}, "d": {"b", "e"}, "e": nil, "f": {"e"},
+	})
+	storetest.Create(t, st, w)
+	e := end(t, st, storetest.Key(w, "e"), state.Completed)
+	if _, err := workflow.Advance(bg(t), st, e, nil); err != nil {
+		t.Fatal(err)
+	}
+	f := end(t, st, storetest.Key(w, "f"), state.Completed)
+	if _, err := workflow.Advance(bg(t), st, f, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	a := end(t, st, storetest.Key(w, "a"), state.TimedOut)
+	res, err := workflow.Advance(bg(t), st, a, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cancelled []string
+	for _, id := range res.Cancelled {
+		name, _, _ := state.SplitID(id)
+		cancelled = append(cancelled, name)
+	}
+	sort.Strings(cancelled)
+	if strings.Join(cancelled, ",") != "b,c,d" || res.Settled != state.WorkflowFailed {
+		t.Errorf("advance cancelled %v and settled %q; want b,c,d and FAILED", cancelled, res.Settled)
+	}
+	want := map[string]state.ActivityState{"a": state.TimedOut, "b": state.Cancelled, "c": state.Cancelled,
+		"d": state.Cancelled, "e": state.Completed, "f": state.Completed}
+	got := states(t, st, w)
+	for n, s := range want {
+		if got[n] != s {
+			t.Errorf("%s is %s, want %s", n, got[n], s)
+		}
+	}
+	d, err := st.GetActivity(bg(t), storetest.Key(w, "d"))
+	if err != nil || !strings.Contains(d.Reason, "upstream b::") {
+		t.Errorf("d's reason %q should name the upstream that ended (%v)", d.Reason, err)
+	}
+	wf, err := st.GetWorkflow(bg(t), w.Exec.WorkflowExecID)
+	if err != nil || wf.State != state.WorkflowFailed || wf.Reason != "a TIMED_OUT" {
+		t.Errorf("workflow %+v (%v), want FAILED because of a", wf, err)
+	}
+
+	// Repeating the advance changes nothing and reports nothing new.
+	res, err = workflow.Advance(bg(t), st, a, nil)
+	if err != nil || len(res.Cancelled) != 0 || res.Settled != "" {
+		t.Errorf("repeated advance: %+v, %v", res, err)
+	}
+}
+
+func TestSettle(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	tests := []struct {
+		name  string
+		ends  map[string]state.ActivityState
+		want  state.WorkflowState
+		cause string
+	}{
+		{"all completed", map[string]state.ActivityState{"x": state.Completed, "y": state.Completed}, state.WorkflowCompleted, "every activity completed"},
+		{"one failed", map[string]state.ActivityState{"x": state.Completed, "y": state.Failed}, state.WorkflowFailed, "y FAILED"},
+		{"one still running", map[string]state.ActivityState{"x": state.Completed}, "", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := storetest.NewWorkflow(t, "settle", storetest.DAG{"x": nil, "y": nil})
+			storetest.Create(t, st, w)
+			for n, s := range tc.ends {
+				end(t, st, storetest.Key(w, n), s)
+			}
+			got, err := workflow.Settle(bg(t), st, w.Exec.WorkflowExecID, nil)
+			if err != nil || got != tc.want {
+				t.Fatalf("Settle = %q, %v; want %q", got, err, tc.want)
+			}
+			wf, err := st.GetWorkflow(bg(t), w.Exec.WorkflowExecID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.want != "" && (wf.State != tc.want || wf.Reason != tc.cause) {
+				t.Errorf("workflow %s %q, want %s %q", wf.State, wf.Reason, tc.want, tc.cause)
+			}
+			if again, err := workflow.Settle(bg(t), st, w.Exec.WorkflowExecID, nil); err != nil || again != "" {
+				t.Errorf("second Settle = %q, %v; want nothing", again, err)
+			}
+		})
+	}
+}
