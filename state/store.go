@@ -130,13 +130,21 @@ type ActivityRef struct {
 // Owner); then the state becomes To (or stays, when To is empty) and the
 // other fields that are set are recorded. Moving to Queued records the
 // queued time, to Running the start time, to a terminal state the end time.
+//
+// The contract's preconditions are part of the condition: a move from
+// REQUESTED to READY or QUEUED requires that nothing is pending, and a move
+// to RUNNING requires a Claim with an owner.
 type ActivityChange struct {
 	From []ActivityState
 	To   ActivityState // empty: keep the state, only record the fields
 	// Owner fences the write: the item's owner must equal it. A wrapper that
 	// lost its lease can then never overwrite a newer owner's record.
 	Owner string
-	At    time.Time // when (default now)
+	// HeartbeatSeen, when set, makes the write conditional on the last
+	// heartbeat still being the one the caller saw (the zero time: none
+	// yet), so a heartbeat landing in between wins over a timeout.
+	HeartbeatSeen *time.Time
+	At            time.Time // when (default now)
 
 	// Claim, with To == Running, records the new owner and its settings and
 	// increments the attempt.

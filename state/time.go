@@ -47,13 +47,12 @@ func (l TimeList) Time() (time.Time, error) {
 	if math.IsNaN(s) || s < 0 || s >= 61 {
 		return time.Time{}, fmt.Errorf("second %v is not from 0 to 60.999", s)
 	}
-	ms := int64(math.Round(s * 1000))
-	t := time.Date(parts[0], time.Month(parts[1]), parts[2], parts[3], parts[4], 0, 0, time.UTC).
-		Add(time.Duration(ms) * time.Millisecond)
-	if t.Day() != parts[2] && ms < 60000 {
+	if d := time.Date(parts[0], time.Month(parts[1]), parts[2], 0, 0, 0, 0, time.UTC); d.Day() != parts[2] {
 		return time.Time{}, fmt.Errorf("day %d does not exist in %04d-%02d", parts[2], parts[0], parts[1])
 	}
-	return t, nil
+	ms := int64(math.Round(s * 1000))
+	return time.Date(parts[0], time.Month(parts[1]), parts[2], parts[3], parts[4], 0, 0, time.UTC).
+		Add(time.Duration(ms) * time.Millisecond), nil
 }
 
 // FormatEpoch writes t as epoch seconds with millisecond precision, the way

@@ -43,6 +43,7 @@ func TestTimeListRejects(t *testing.T) {
 		{state.TimeList{2026, 13, 1, 0, 0, 0}, "month 13"},
 		{state.TimeList{2026, 0, 1, 0, 0, 0}, "month 0"},
 		{state.TimeList{2026, 2, 30, 0, 0, 0}, "day 30 does not exist"},
+		{state.TimeList{2026, 2, 30, 0, 0, 60.5}, "day 30 does not exist"},
 		{state.TimeList{2026, 1, 1, 24, 0, 0}, "hour 24"},
 		{state.TimeList{2026, 1, 1.5, 0, 0, 0}, "day 1.5"},
 		{state.TimeList{2026, 1, 1, 0, 0, -1}, "second -1"},

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -152,15 +153,19 @@ func reportOne(cc *types.ConsumedCapacity) []types.ConsumedCapacity {
 // CreateWorkflow implements state.Store. The items go in transactions of at
 // most maxTransactItems; the first carries the request and the workflow item
 // with the conditions that make a repeated request answer with the first
-// execution. Later items are put only if absent, so a retry after a partial
+// execution, and every later one a check that the workflow is still
+// REQUESTED, so nothing is added to a workflow that has moved on. Activity
+// and dependency items are put only if absent, so a retry after a partial
 // write completes it without touching what exists.
 func (st *Store) CreateWorkflow(ctx context.Context, w *state.NewWorkflow) error {
 	if err := checkNewWorkflow(w); err != nil {
 		return fmt.Errorf("create workflow %s: %w", w.Exec.WorkflowExecID, err)
 	}
-	var writes []types.TransactWriteItem
+	requested := map[string]types.AttributeValue{":r": avS(string(state.WorkflowRequested))}
+	stateName := map[string]string{"#s": "state"}
+	var head []types.TransactWriteItem // guarded: their failure means "exists"
 	if w.Request != nil {
-		writes = append(writes, types.TransactWriteItem{Put: &types.Put{
+		head = append(head, types.TransactWriteItem{Put: &types.Put{
 			TableName:           st.table(TableWorkflowRequest),
 			Item:                encodeRequest(w.Request),
 			ConditionExpression: aws.String("attribute_not_exists(workflow_request_id) OR workflow_exec_id = :e"),
@@ -170,36 +175,49 @@ func (st *Store) CreateWorkflow(ctx context.Context, w *state.NewWorkflow) error
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		}})
 	}
-	writes = append(writes, types.TransactWriteItem{Put: &types.Put{
+	head = append(head, types.TransactWriteItem{Put: &types.Put{
 		TableName:                           st.table(TableWorkflowExec),
 		Item:                                encodeWorkflow(&w.Exec),
 		ConditionExpression:                 aws.String("attribute_not_exists(workflow_exec_id) OR #s = :r"),
-		ExpressionAttributeNames:            map[string]string{"#s": "state"},
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":r": avS(string(state.WorkflowRequested))},
+		ExpressionAttributeNames:            stateName,
+		ExpressionAttributeValues:           requested,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}})
-	head := len(writes) // the writes whose failure means "exists"
+	stillRequested := types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+		TableName:                           st.table(TableWorkflowExec),
+		Key:                                 item{"workflow_exec_id": avS(w.Exec.WorkflowExecID), "workflow_name": avS(w.Exec.WorkflowName)},
+		ConditionExpression:                 aws.String("#s = :r"),
+		ExpressionAttributeNames:            stateName,
+		ExpressionAttributeValues:           requested,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}}
+
+	var rest []types.TransactWriteItem
 	for i := range w.Activities {
-		writes = append(writes, types.TransactWriteItem{Put: &types.Put{
+		rest = append(rest, types.TransactWriteItem{Put: &types.Put{
 			TableName:           st.table(TableActivityExec),
 			Item:                encodeActivity(&w.Activities[i]),
 			ConditionExpression: aws.String("attribute_not_exists(activity_exec_id)"),
 		}})
 	}
 	for i := range w.Dependencies {
-		writes = append(writes, types.TransactWriteItem{Put: &types.Put{
+		rest = append(rest, types.TransactWriteItem{Put: &types.Put{
 			TableName:           st.table(TableActivityDependency),
 			Item:                encodeDependency(&w.Dependencies[i]),
 			ConditionExpression: aws.String("attribute_not_exists(activity_exec_dependency)"),
 		}})
 	}
-	for start := 0; start < len(writes); start += maxTransactItems {
-		end := min(start+maxTransactItems, len(writes))
-		guarded := 0
-		if start == 0 {
-			guarded = head
-		}
-		if err := st.transact(ctx, w, writes[start:end], guarded); err != nil {
+
+	chunk := append(head, rest[:min(maxTransactItems-len(head), len(rest))]...)
+	rest = rest[len(chunk)-len(head):]
+	if err := st.transact(ctx, w, chunk, len(head)); err != nil {
+		return fmt.Errorf("create workflow %s: %w", w.Exec.WorkflowExecID, err)
+	}
+	for len(rest) > 0 {
+		n := min(maxTransactItems-1, len(rest))
+		chunk := append([]types.TransactWriteItem{stillRequested}, rest[:n]...)
+		rest = rest[n:]
+		if err := st.transact(ctx, w, chunk, 1); err != nil {
 			return fmt.Errorf("create workflow %s: %w", w.Exec.WorkflowExecID, err)
 		}
 	}
@@ -209,14 +227,12 @@ func (st *Store) CreateWorkflow(ctx context.Context, w *state.NewWorkflow) error
 // maxTransactItems is DynamoDB's limit of items in one transaction.
 const maxTransactItems = 100
 
-// transact writes one chunk. The first guarded writes must succeed or the
-// workflow exists already; any other write whose condition fails exists
-// already from an earlier attempt and is dropped before trying again.
+// transact writes one chunk. The first guarded writes must succeed, or the
+// workflow exists already (or has moved on); any other write whose
+// condition fails exists already from an earlier attempt and is dropped
+// before trying again.
 func (st *Store) transact(ctx context.Context, w *state.NewWorkflow, writes []types.TransactWriteItem, guarded int) error {
 	op := func() error {
-		if len(writes) == 0 {
-			return nil
-		}
 		out, err := st.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
 			TransactItems:          writes,
 			ReturnConsumedCapacity: st.returnCapacity(),
@@ -226,67 +242,111 @@ func (st *Store) transact(ctx context.Context, w *state.NewWorkflow, writes []ty
 			return nil
 		}
 		var tc *types.TransactionCanceledException
-		if !errors.As(err, &tc) {
-			return err // the SDK has retried what is retryable
+		if !errors.As(err, &tc) || len(tc.CancellationReasons) != len(writes) {
+			return backoff.Permanent(err) // the SDK has retried what is retryable
 		}
 		var keep []types.TransactWriteItem
-		conflict := false
+		contention := false
 		for i, r := range tc.CancellationReasons {
-			code := aws.ToString(r.Code)
-			if code == "ConditionalCheckFailed" {
+			switch code := aws.ToString(r.Code); code {
+			case "", "None":
+			case "ConditionalCheckFailed":
 				if i < guarded {
 					return backoff.Permanent(st.existsError(w, r.Item))
 				}
-				continue // already written
+				continue // written by an earlier attempt
+			case "TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded":
+				contention = true
+			default:
+				return backoff.Permanent(fmt.Errorf("item %d of the transaction: %s: %s", i, code, aws.ToString(r.Message)))
 			}
-			if code == "TransactionConflict" {
-				conflict = true
-			}
-			if i < len(writes) {
-				keep = append(keep, writes[i])
-			}
+			keep = append(keep, writes[i])
 		}
-		if len(tc.CancellationReasons) != len(writes) {
-			return err
-		}
-		writes, guarded = keep, 0
-		if conflict {
-			return fmt.Errorf("transaction conflict: %w", err)
+		writes = keep
+		if contention {
+			return fmt.Errorf("transaction cancelled by contention: %w", err)
 		}
 		return errors.New("some items exist already; writing the rest")
 	}
 	b := backoff.WithContext(backoff.WithMaxRetries(backoff.NewExponentialBackOff(
 		backoff.WithInitialInterval(10*time.Millisecond)), 10), ctx)
-	return backoff.Retry(op, b)
+	return backoff.RetryNotify(op, b, func(err error, wait time.Duration) {
+		st.log.Debug("retrying a workflow's transaction", "error", err, "wait", wait)
+	})
 }
 
 func (st *Store) existsError(w *state.NewWorkflow, old item) error {
-	e := &state.ExistsError{What: "workflow execution " + w.Exec.WorkflowExecID, WorkflowExecID: w.Exec.WorkflowExecID}
-	if w.Request != nil {
-		e.What = "workflow request " + w.Request.WorkflowRequestID
-		if v, ok := old["workflow_exec_id"].(*types.AttributeValueMemberS); ok {
-			e.WorkflowExecID = v.Value
+	// Workflow items have a state; request items do not.
+	if s, ok := old["state"].(*types.AttributeValueMemberS); ok || w.Request == nil {
+		what := "workflow execution " + w.Exec.WorkflowExecID
+		if ok {
+			what += " (" + s.Value + ")"
 		}
+		return &state.ExistsError{What: what, WorkflowExecID: w.Exec.WorkflowExecID}
+	}
+	e := &state.ExistsError{What: "workflow request " + w.Request.WorkflowRequestID}
+	if v, ok := old["workflow_exec_id"].(*types.AttributeValueMemberS); ok {
+		e.WorkflowExecID = v.Value // a foreign request may not say which execution it started
 	}
 	return e
 }
 
+// checkNewWorkflow refuses input that would write a workflow the contract
+// cannot run: wrong states, items of another workflow, duplicate keys,
+// dependency items that disagree with the pending sets.
 func checkNewWorkflow(w *state.NewWorkflow) error {
-	if w.Exec.State != state.WorkflowRequested {
-		return fmt.Errorf("a new workflow must be %s, not %s", state.WorkflowRequested, w.Exec.State)
-	}
-	if w.Exec.WorkflowExecID == "" || w.Exec.WorkflowName == "" {
+	ex := &w.Exec
+	switch {
+	case ex.State != state.WorkflowRequested:
+		return fmt.Errorf("a new workflow must be %s, not %s", state.WorkflowRequested, ex.State)
+	case ex.WorkflowExecID == "" || ex.WorkflowName == "":
 		return errors.New("a new workflow needs an ID and a name")
-	}
-	if w.Request != nil && w.Request.WorkflowExecID != w.Exec.WorkflowExecID {
+	case ex.StartTime.IsZero():
+		return errors.New("a new workflow needs a start time: the state index sorts by it")
+	case w.Request != nil && w.Request.WorkflowExecID != ex.WorkflowExecID:
 		return errors.New("the request must name the execution it starts")
 	}
+	if _, err := state.WorkflowNameOf(ex.WorkflowExecID); err != nil {
+		return err
+	}
+	upstreams := map[string][]string{} // waiting activity → what it waits on, from the dependency items
+	acts := map[string]bool{}
 	for _, a := range w.Activities {
-		if a.State != state.Requested {
+		switch {
+		case a.State != state.Requested:
 			return fmt.Errorf("activity %s: a new activity must be %s, not %s", a.ActivityExecID, state.Requested, a.State)
+		case a.ActivityExecID == "" || a.WorkflowExecID != ex.WorkflowExecID:
+			return fmt.Errorf("activity %q: it must have an ID and belong to workflow %s", a.ActivityExecID, ex.WorkflowExecID)
+		case a.StateTime.IsZero():
+			return fmt.Errorf("activity %s: a new activity needs a state time: the state index sorts by it", a.ActivityExecID)
+		case acts[a.ActivityExecID]:
+			return fmt.Errorf("activity %s appears twice", a.ActivityExecID)
 		}
-		if a.WorkflowExecID != w.Exec.WorkflowExecID || a.ActivityExecID == "" {
-			return fmt.Errorf("activity %q: it must belong to workflow %s", a.ActivityExecID, w.Exec.WorkflowExecID)
+		acts[a.ActivityExecID] = true
+	}
+	deps := map[string]bool{}
+	for _, d := range w.Dependencies {
+		switch {
+		case d.ID == "" || d.DependentActivityExecID == "":
+			return fmt.Errorf("dependency %q: it needs an ID and the activity waited on", d.ID)
+		case d.WorkflowExecID != ex.WorkflowExecID || !acts[d.ActivityExecID]:
+			return fmt.Errorf("dependency %s: its waiting activity %q must be an activity of workflow %s", d.ID, d.ActivityExecID, ex.WorkflowExecID)
+		case deps[d.ID]:
+			return fmt.Errorf("dependency %s appears twice", d.ID)
+		}
+		deps[d.ID] = true
+		upstreams[d.ActivityExecID] = append(upstreams[d.ActivityExecID], d.DependentActivityExecID)
+	}
+	for _, a := range w.Activities {
+		want := slices.Clone(upstreams[a.ActivityExecID])
+		slices.Sort(want)
+		got := slices.Clone(a.PendingDependencies)
+		slices.Sort(got)
+		if len(slices.Compact(slices.Clone(got))) != len(got) {
+			return fmt.Errorf("activity %s: its pending dependencies repeat an activity", a.ActivityExecID)
+		}
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("activity %s: its pending dependencies %v differ from its dependency items %v", a.ActivityExecID, got, want)
 		}
 	}
 	return nil
@@ -377,7 +437,7 @@ func (st *Store) UpdateWorkflow(ctx context.Context, id string, c state.Workflow
 				return nil, &state.NotFoundError{Kind: "workflow", ID: id}
 			}
 			old, derr := decodeWorkflow(st.prefix+TableWorkflowExec, ccf.Item)
-			if derr != nil {
+			if derr != nil && !old.State.Valid() {
 				return nil, derr
 			}
 			return nil, &state.ConflictError{Kind: "workflow", ID: id, State: string(old.State),
@@ -386,7 +446,12 @@ func (st *Store) UpdateWorkflow(ctx context.Context, id string, c state.Workflow
 		return nil, fmt.Errorf("update workflow %s: %w", id, err)
 	}
 	st.report("UpdateWorkflow", reportOne(out.ConsumedCapacity)...)
-	return decodeWorkflow(st.prefix+TableWorkflowExec, out.Attributes)
+	w, err := decodeWorkflow(st.prefix+TableWorkflowExec, out.Attributes)
+	if err != nil && w.State.Valid() {
+		st.log.Warn("a workflow the store wrote has a malformed attribute", "error", err)
+		return w, nil // the write landed
+	}
+	return w, err
 }
 
 // Workflows implements state.Store.
@@ -526,10 +591,22 @@ func (st *Store) UpdateActivity(ctx context.Context, key state.ActivityKey, c st
 		ReturnConsumedCapacity:              st.returnCapacity(),
 	})
 	if err != nil {
-		return nil, st.activityError(key, want(c.From, c.Owner), err)
+		return nil, st.activityError(key, describeCondition(c), err)
 	}
 	st.report("UpdateActivity", reportOne(out.ConsumedCapacity)...)
-	return decodeActivity(st.prefix+TableActivityExec, out.Attributes)
+	return st.written(out.Attributes)
+}
+
+// written decodes an activity a write returned. The write has landed, so an
+// attribute the write did not need being malformed must not turn it into a
+// failure: it is logged, and the item returned as far as it could be read.
+func (st *Store) written(m item) (*state.ActivityExec, error) {
+	a, err := decodeActivity(st.prefix+TableActivityExec, m)
+	if err != nil && a.State.Valid() && a.ActivityExecID != "" {
+		st.log.Warn("an activity the store wrote has a malformed attribute", "error", err)
+		return a, nil
+	}
+	return a, err
 }
 
 // activityUpdate builds the condition and update of an ActivityChange,
@@ -548,6 +625,9 @@ func activityUpdate(c state.ActivityChange) (expression.Expression, error) {
 	if c.Claim != nil && c.To != state.Running {
 		return expression.Expression{}, fmt.Errorf("a claim moves to %s, not to %q", state.Running, c.To)
 	}
+	if c.To == state.Running && (c.Claim == nil || c.Claim.Owner == "") {
+		return expression.Expression{}, errors.New("a move to RUNNING needs a claim with an owner token, which fences the later writes")
+	}
 	at := c.At
 	if at.IsZero() {
 		at = time.Now()
@@ -559,6 +639,19 @@ func activityUpdate(c state.ActivityChange) (expression.Expression, error) {
 	cond := inStates(froms)
 	if c.Owner != "" {
 		cond = cond.And(expression.Name("owner").Equal(expression.Value(avS(c.Owner))))
+	}
+	if (c.To == state.Ready || c.To == state.Queued) && slices.Contains(c.From, state.Requested) {
+		// READY means every activity it waits on completed; QUEUED from
+		// REQUESTED is for activities that wait on nothing.
+		cond = cond.And(expression.AttributeNotExists(expression.Name("pending_dependencies")))
+	}
+	if c.HeartbeatSeen != nil {
+		hb := expression.Name("heartbeat_time_epoch")
+		if c.HeartbeatSeen.IsZero() {
+			cond = cond.And(expression.Or(expression.AttributeNotExists(hb), hb.LessThan(expression.Value(avInt(0)))))
+		} else {
+			cond = cond.And(hb.Equal(expression.Value(avN(state.FormatEpoch(*c.HeartbeatSeen)))))
+		}
 	}
 	var upd expression.UpdateBuilder
 	empty := true
@@ -654,12 +747,26 @@ func (st *Store) activityError(key state.ActivityKey, want string, err error) er
 	if len(ccf.Item) == 0 {
 		return &state.NotFoundError{Kind: "activity", ID: key.ActivityExecID}
 	}
+	// Only the state, owner and attempt matter here; another malformed
+	// attribute must not hide who won.
 	old, derr := decodeActivity(st.prefix+TableActivityExec, ccf.Item)
-	if derr != nil {
+	if derr != nil && !old.State.Valid() {
 		return derr
 	}
 	return &state.ConflictError{Kind: "activity", ID: key.ActivityExecID, Want: want,
 		State: string(old.State), Owner: old.Owner, Attempt: old.Attempt}
+}
+
+// describeCondition says in words what an ActivityChange requires.
+func describeCondition(c state.ActivityChange) string {
+	w := want(c.From, c.Owner)
+	if (c.To == state.Ready || c.To == state.Queued) && slices.Contains(c.From, state.Requested) {
+		w += " with nothing pending"
+	}
+	if c.HeartbeatSeen != nil {
+		w += " with its last heartbeat unchanged"
+	}
+	return w
 }
 
 func want(from []state.ActivityState, owner string) string {
@@ -725,11 +832,11 @@ func (st *Store) ResolveDependency(ctx context.Context, waiting state.ActivityKe
 		if len(ccf.Item) == 0 {
 			return nil, false, &state.NotFoundError{Kind: "activity", ID: waiting.ActivityExecID}
 		}
-		a, err := decodeActivity(st.prefix+TableActivityExec, ccf.Item)
+		a, err := st.written(ccf.Item)
 		return a, false, err
 	}
 	st.report("ResolveDependency", reportOne(out.ConsumedCapacity)...)
-	a, err := decodeActivity(st.prefix+TableActivityExec, out.Attributes)
+	a, err := st.written(out.Attributes)
 	return a, true, err
 }
 

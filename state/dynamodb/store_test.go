@@ -2,6 +2,7 @@ package dynamodb_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -84,29 +85,40 @@ func (c *capacityLog) take() []dynamodb.Capacity {
 }
 
 // TestHeartbeatCostsOneWriteUnit checks the budget of DESIGN.md: a heartbeat
-// touches no index and costs exactly one write unit, even on an item that
-// carries everything a running activity records.
+// touches no index and costs exactly one write unit, even on the largest
+// item a running activity can have: names of the longest length, an ECS task
+// ARN, a long host name, a reason.
 func TestHeartbeatCostsOneWriteUnit(t *testing.T) {
 	t.Parallel()
 	var log capacityLog
 	st := dynamotest.NewStore(t, dynamodb.Options{Capacity: log.record})
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 
-	execID := state.NewWorkflowExecID("cost")
-	k := state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(execID, "work"), WorkflowExecID: execID}
+	long := func(c string) string { return strings.Repeat(c, state.MaxNameLength) }
+	wfName, actName, upName := long("w"), long("a"), long("u")
+	execID := state.NewWorkflowExecID(wfName)
+	k := state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(execID, actName), WorkflowExecID: execID}
+	up := state.ActivityExecIDFor(execID, upName)
 	now := time.Now()
 	if err := st.CreateWorkflow(ctx, &state.NewWorkflow{
-		Exec: state.WorkflowExec{WorkflowExecID: execID, WorkflowName: "cost", State: state.WorkflowRequested, StartTime: now},
-		Activities: []state.ActivityExec{{ActivityKey: k, WorkflowName: "cost", ActivityName: "work",
-			State: state.Requested, StateTime: now, PendingDependencies: []string{state.ActivityExecIDFor(execID, "earlier")}}},
+		Exec: state.WorkflowExec{WorkflowExecID: execID, WorkflowName: wfName, State: state.WorkflowRequested, StartTime: now},
+		Activities: []state.ActivityExec{
+			{ActivityKey: k, WorkflowName: wfName, ActivityName: actName, State: state.Requested, StateTime: now, PendingDependencies: []string{up}},
+			{ActivityKey: state.ActivityKey{ActivityExecID: up, WorkflowExecID: execID}, WorkflowName: wfName, ActivityName: upName, State: state.Requested, StateTime: now},
+		},
+		Dependencies: []state.Dependency{{ID: state.DependencyID(k.ActivityExecID, 0), ActivityExecID: k.ActivityExecID, WorkflowExecID: execID, DependentActivityExecID: up}},
 	}); err != nil {
 		t.Fatal(err)
 	}
+	if _, _, err := st.ResolveDependency(ctx, k, up); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []state.ActivityChange{
-		{From: []state.ActivityState{state.Requested}, To: state.Ready},
-		{From: []state.ActivityState{state.Ready}, To: state.Queued, LaunchedAs: "arn:aws:ecs:eu-west-1:123456789012:task/cluster/0123456789abcdef0123456789abcdef"},
+		{From: []state.ActivityState{state.Requested}, To: state.Ready, Reason: "every activity it waits on completed"},
+		{From: []state.ActivityState{state.Ready}, To: state.Queued, LaunchedAs: "arn:aws:ecs:eu-west-1:123456789012:task/whimbrel-production-cluster/0123456789abcdef0123456789abcdef"},
 		{From: []state.ActivityState{state.Queued}, To: state.Running, Claim: &state.Claim{
-			Owner: "3f1d5c1e-8a59-4c7c-9d1e-3a3b9f0c2d11", Host: "ip-10-0-12-34.eu-west-1.compute.internal", PID: 1,
+			Owner: "3f1d5c1e-8a59-4c7c-9d1e-3a3b9f0c2d11", Host: "ip-10-0-12-34.eu-west-1.compute.internal", PID: 4194304,
 			HeartbeatEnabled: true, HeartbeatInterval: 15 * time.Second, HeartbeatTimeout: time.Minute}},
 	} {
 		if _, err := st.UpdateActivity(ctx, k, c); err != nil {
@@ -129,6 +141,95 @@ func TestHeartbeatCostsOneWriteUnit(t *testing.T) {
 			t.Errorf("heartbeat consumed %+v, want exactly 1 write unit on the table and none on any index", c)
 		}
 	}
+	// A state change does touch the state index: the test can see indexes.
+	if _, err := st.UpdateActivity(ctx, k, state.ActivityChange{
+		From: []state.ActivityState{state.Running}, To: state.Completed, Owner: "3f1d5c1e-8a59-4c7c-9d1e-3a3b9f0c2d11"}); err != nil {
+		t.Fatal(err)
+	}
+	if c := log.take(); len(c) != 1 || c[0].Indexes["state-index"] == 0 {
+		t.Errorf("a state change consumed %+v; want some on state-index", c)
+	}
+}
+
+// hookedAPI calls after once, right after the first transaction lands; the
+// error it returns is the call's answer.
+type hookedAPI struct {
+	dynamodb.API
+	once  sync.Once
+	after func() error
+}
+
+func (m *hookedAPI) TransactWriteItems(ctx context.Context, in *awsdynamodb.TransactWriteItemsInput, opts ...func(*awsdynamodb.Options)) (*awsdynamodb.TransactWriteItemsOutput, error) {
+	out, err := m.API.TransactWriteItems(ctx, in, opts...)
+	if err == nil {
+		m.once.Do(func() { err = m.after() })
+	}
+	return out, err
+}
+
+func wideWorkflow(t *testing.T, name string, n int) *state.NewWorkflow {
+	d := storetest.DAG{"root": nil}
+	for i := 0; i < n; i++ {
+		d[fmt.Sprintf("step-%03d", i)] = []string{"root"}
+	}
+	return storetest.NewWorkflow(t, name, d)
+}
+
+// TestCreateResumesAfterACrash: a creator dies after its first transaction;
+// the same call repeated writes the rest.
+func TestCreateResumesAfterACrash(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w := wideWorkflow(t, "crash", 120) // 121 activities and 120 dependency items: 3 transactions
+	crashing := dynamodb.New(&hookedAPI{API: dynamotest.Client(t), after: func() error {
+		return errors.New("connection reset: the creator died")
+	}}, dynamodb.Options{Prefix: st.Prefix()})
+	if err := crashing.CreateWorkflow(ctx, w); err == nil {
+		t.Fatal("the crash was not reported")
+	}
+	if acts, err := st.Activities(ctx, w.Exec.WorkflowExecID); err != nil || len(acts) != 98 {
+		t.Fatalf("after the crash: %d activities (%v), want the first transaction's 98", len(acts), err)
+	}
+	if err := st.CreateWorkflow(ctx, w); err != nil {
+		t.Fatalf("repeat: %v", err)
+	}
+	acts, err := st.Activities(ctx, w.Exec.WorkflowExecID)
+	if err != nil || len(acts) != 121 {
+		t.Fatalf("after the repeat: %d activities (%v), want 121", len(acts), err)
+	}
+	deps, err := st.Dependents(ctx, storetest.Key(w, "root").ActivityExecID)
+	if err != nil || len(deps) != 120 {
+		t.Errorf("root has %d dependents (%v), want 120", len(deps), err)
+	}
+}
+
+// TestCreateStopsWhenTheWorkflowMovesOn: a workflow that leaves REQUESTED
+// between two transactions gets no more items.
+func TestCreateStopsWhenTheWorkflowMovesOn(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w := wideWorkflow(t, "moved", 149) // 150 activities
+	api := &hookedAPI{API: dynamotest.Client(t), after: func() error {
+		_, err := st.UpdateWorkflow(ctx, w.Exec.WorkflowExecID, state.WorkflowChange{
+			From: []state.WorkflowState{state.WorkflowRequested}, To: state.WorkflowFailed, Reason: "gave up"})
+		return err
+	}}
+	creator := dynamodb.New(api, dynamodb.Options{Prefix: st.Prefix()})
+	err := creator.CreateWorkflow(ctx, w)
+	if !errors.Is(err, state.ErrExists) || !strings.Contains(err.Error(), "FAILED") {
+		t.Fatalf("got %v, want ErrExists naming the FAILED workflow", err)
+	}
+	acts, err := st.Activities(ctx, w.Exec.WorkflowExecID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(acts) != 98 { // the first transaction: request, workflow and 98 activities
+		t.Errorf("%d activities written, want only the first transaction's 98", len(acts))
+	}
 }
 
 func TestInstall(t *testing.T) {
@@ -136,7 +237,8 @@ func TestInstall(t *testing.T) {
 	client := dynamotest.Client(t)
 	prefix := dynamotest.Prefix(t)
 	st := dynamodb.New(client, dynamodb.Options{Prefix: prefix})
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 
 	// A dry run says what it would do and creates nothing.
 	plan, err := st.Install(ctx, true)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -216,6 +217,10 @@ func (st *Store) Install(ctx context.Context, dryRun bool) ([]state.InstallActio
 		if err := t.checkKeys(out.Table); err != nil {
 			return actions, err
 		}
+		if !dryRun && !active(out.Table) {
+			// Another installer, or one that died, left it being built.
+			created = append(created, name)
+		}
 		missing := t.missingIndexes(out.Table)
 		for _, ix := range missing {
 			actions = append(actions, state.InstallAction{Object: obj, Action: "add index " + ix.name})
@@ -339,20 +344,52 @@ func (st *Store) waitActive(ctx context.Context, name string) error {
 // checkKeys refuses a table whose key schema is not Whimbrel's: writing to
 // it would fail or, worse, succeed with the wrong meaning.
 func (t tableDef) checkKeys(desc *types.TableDescription) error {
-	want := fmt.Sprint(keyNames(keySchema(t.hash, t.rng)))
-	got := fmt.Sprint(keyNames(desc.KeySchema))
-	if want != got {
-		return fmt.Errorf("table %s exists with key schema %s, but Whimbrel needs %s: choose another --prefix, or move the table aside", aws.ToString(desc.TableName), got, want)
+	name := aws.ToString(desc.TableName)
+	have := map[string]string{}
+	for _, d := range desc.AttributeDefinitions {
+		have[aws.ToString(d.AttributeName)] = string(d.AttributeType)
+	}
+	want := map[string]string{}
+	for _, d := range t.attributeDefinitions(t.indexes) {
+		want[aws.ToString(d.AttributeName)] = string(d.AttributeType)
+	}
+	if got, need := describeKeys(desc.KeySchema, have), describeKeys(keySchema(t.hash, t.rng), want); got != need {
+		return fmt.Errorf("table %s exists with key schema %s, but Whimbrel needs %s: choose another --prefix, or move the table aside", name, got, need)
+	}
+	for _, g := range desc.GlobalSecondaryIndexes {
+		for _, ix := range t.indexes {
+			if aws.ToString(g.IndexName) != ix.name {
+				continue
+			}
+			if got, need := describeKeys(g.KeySchema, have), describeKeys(keySchema(ix.hash, ix.rng), want); got != need {
+				return fmt.Errorf("index %s of table %s has key schema %s, but Whimbrel needs %s: delete the index and run install again", ix.name, name, got, need)
+			}
+		}
 	}
 	return nil
 }
 
-func keyNames(ks []types.KeySchemaElement) []string {
+// describeKeys writes a key schema with its attribute types, for messages.
+func describeKeys(ks []types.KeySchemaElement, attrTypes map[string]string) string {
 	var out []string
 	for _, k := range ks {
-		out = append(out, aws.ToString(k.AttributeName)+" "+string(k.KeyType))
+		n := aws.ToString(k.AttributeName)
+		out = append(out, fmt.Sprintf("%s %s (%s)", n, k.KeyType, attrTypes[n]))
 	}
-	return out
+	return strings.Join(out, ", ")
+}
+
+// active reports whether a table and all its indexes are ACTIVE.
+func active(desc *types.TableDescription) bool {
+	if desc.TableStatus != types.TableStatusActive {
+		return false
+	}
+	for _, g := range desc.GlobalSecondaryIndexes {
+		if g.IndexStatus != types.IndexStatusActive {
+			return false
+		}
+	}
+	return true
 }
 
 func (t tableDef) missingIndexes(desc *types.TableDescription) []index {

@@ -48,6 +48,10 @@ func Run(t *testing.T, h Harness) {
 		{"ForeignItems", testForeignItems},
 		{"StateIndex", testStateIndex},
 		{"WorkflowMoves", testWorkflowMoves},
+		{"Preconditions", testPreconditions},
+		{"TimeoutLosesToANewHeartbeat", testHeartbeatSeen},
+		{"LandedWriteOnMalformedItem", testLandedWriteOnMalformedItem},
+		{"CreateRefusesBadInput", testCreateRefusesBadInput},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -271,10 +275,11 @@ func testCreateBeyondOneTransaction(t *testing.T, h Harness) {
 		}
 	}
 	w := NewWorkflow(t, "long", d)
-	// A first attempt that wrote only part (as a crashed creator would)...
+	// A first attempt that wrote only a consistent part (as a creator that
+	// crashed after one transaction would)...
 	partial := *w
-	partial.Activities = w.Activities[:40]
-	partial.Dependencies = w.Dependencies[:10]
+	partial.Activities = w.Activities[:60]
+	partial.Dependencies = w.Dependencies[:59]
 	if err := st.CreateWorkflow(ctx(t), &partial); err != nil {
 		t.Fatalf("partial CreateWorkflow: %v", err)
 	}
@@ -289,12 +294,14 @@ func testCreateBeyondOneTransaction(t *testing.T, h Harness) {
 	if len(acts) != 150 {
 		t.Errorf("Activities: got %d, want 150", len(acts))
 	}
-	deps, err := st.Dependents(ctx(t), Key(w, "step-148").ActivityExecID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(deps) != 1 || deps[0].ActivityExecID != Key(w, "step-149").ActivityExecID {
-		t.Errorf("Dependents(step-148) = %+v, want step-149", deps)
+	for i := 0; i < 149; i++ {
+		deps, err := st.Dependents(ctx(t), Key(w, fmt.Sprintf("step-%03d", i)).ActivityExecID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next := Key(w, fmt.Sprintf("step-%03d", i+1)).ActivityExecID; len(deps) != 1 || deps[0].ActivityExecID != next {
+			t.Errorf("Dependents(step-%03d) = %+v, want step-%03d", i, deps, i+1)
+		}
 	}
 }
 
@@ -751,5 +758,118 @@ func testWorkflowMoves(t *testing.T, h Harness) {
 	failed, err := st.Workflows(ctx(t), state.WorkflowQuery{State: state.WorkflowFailed, Since: w1.Exec.StartTime})
 	if err != nil || len(failed) != 1 || failed[0].Reason != "activity a FAILED" {
 		t.Errorf("FAILED workflows since its start: %+v, %v", failed, err)
+	}
+}
+
+func testPreconditions(t *testing.T, h Harness) {
+	st := h.New(t)
+	w := NewWorkflow(t, "pre", DAG{"a": nil, "b": {"a"}})
+	Create(t, st, w)
+	b := Key(w, "b")
+	for _, to := range []state.ActivityState{state.Ready, state.Queued} {
+		_, err := st.UpdateActivity(ctx(t), b, state.ActivityChange{From: []state.ActivityState{state.Requested}, To: to})
+		if ce := conflict(t, err); ce.State != string(state.Requested) || !strings.Contains(err.Error(), "nothing pending") {
+			t.Errorf("REQUESTED → %s with a pending dependency: %v; want a conflict saying something is pending", to, err)
+		}
+	}
+	a := Key(w, "a")
+	move(t, st, a, state.Requested, state.Queued)
+	for _, c := range []*state.Claim{nil, {Owner: ""}} {
+		_, err := st.UpdateActivity(ctx(t), a, state.ActivityChange{From: []state.ActivityState{state.Queued}, To: state.Running, Claim: c})
+		if err == nil || errors.Is(err, state.ErrConflict) || !strings.Contains(err.Error(), "owner") {
+			t.Errorf("RUNNING with claim %+v: got %v, want a refusal before writing", c, err)
+		}
+	}
+	if got, err := st.GetActivity(ctx(t), a); err != nil || got.State != state.Queued {
+		t.Errorf("after refused claims: %+v, %v; want QUEUED", got, err)
+	}
+}
+
+func testHeartbeatSeen(t *testing.T, h Harness) {
+	st := h.New(t)
+	w := NewWorkflow(t, "seen", DAG{"a": nil, "b": nil})
+	Create(t, st, w)
+	for _, n := range []string{"a", "b"} {
+		move(t, st, Key(w, n), state.Requested, state.Queued)
+		if _, err := st.UpdateActivity(ctx(t), Key(w, n), state.ActivityChange{
+			From: []state.ActivityState{state.Queued}, To: state.Running, Claim: claim("o-" + n)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	timeout := func(k state.ActivityKey, seen time.Time) error {
+		_, err := st.UpdateActivity(ctx(t), k, state.ActivityChange{
+			From: []state.ActivityState{state.Running}, To: state.TimedOut, HeartbeatSeen: &seen})
+		return err
+	}
+
+	// a beat after the monitor looked: the timeout loses.
+	beat := state.Truncate(time.Now())
+	if err := st.Heartbeat(ctx(t), Key(w, "a"), "o-a", beat); err != nil {
+		t.Fatal(err)
+	}
+	if err := timeout(Key(w, "a"), time.Time{}); !errors.Is(err, state.ErrConflict) {
+		t.Errorf("timeout judged on no heartbeat, after one landed: %v, want a conflict", err)
+	}
+	if err := timeout(Key(w, "a"), beat.Add(-time.Second)); !errors.Is(err, state.ErrConflict) {
+		t.Errorf("timeout judged on an older heartbeat: %v, want a conflict", err)
+	}
+	if err := timeout(Key(w, "a"), beat); err != nil {
+		t.Errorf("timeout judged on the last heartbeat: %v", err)
+	}
+	// b never beat: judged on that, the timeout lands.
+	if err := timeout(Key(w, "b"), time.Time{}); err != nil {
+		t.Errorf("timeout of an activity that never beat: %v", err)
+	}
+}
+
+func testLandedWriteOnMalformedItem(t *testing.T, h Harness) {
+	st := h.New(t)
+	wf := state.NewWorkflowExecID("odd")
+	k := state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(wf, "a"), WorkflowExecID: wf}
+	h.PutForeignActivity(t, st, map[string]any{
+		"activity_exec_id": k.ActivityExecID, "workflow_exec_id": wf, "state": "QUEUED",
+		"reason": 42, // malformed, and unrelated to a claim
+	})
+	a, err := st.UpdateActivity(ctx(t), k, state.ActivityChange{
+		From: []state.ActivityState{state.Queued}, To: state.Running, Claim: claim("first")})
+	if err != nil || a.State != state.Running || a.Owner != "first" {
+		t.Fatalf("claim of an item with a malformed reason: %+v, %v; the write landed, so it must succeed", a, err)
+	}
+	_, err = st.UpdateActivity(ctx(t), k, state.ActivityChange{
+		From: []state.ActivityState{state.Queued}, To: state.Running, Claim: claim("second")})
+	if ce := conflict(t, err); ce.Owner != "first" || ce.State != string(state.Running) {
+		t.Errorf("the loser sees %+v, want RUNNING held by first", ce)
+	}
+	if _, err := st.GetActivity(ctx(t), k); !errors.Is(err, state.ErrInvalidItem) {
+		t.Errorf("a plain read still reports the malformed attribute: got %v", err)
+	}
+}
+
+func testCreateRefusesBadInput(t *testing.T, h Harness) {
+	st := h.New(t)
+	tests := []struct {
+		name string
+		edit func(w *state.NewWorkflow)
+		want string
+	}{
+		{"no start time", func(w *state.NewWorkflow) { w.Exec.StartTime = time.Time{} }, "start time"},
+		{"no state time", func(w *state.NewWorkflow) { w.Activities[0].StateTime = time.Time{} }, "state time"},
+		{"duplicate activity", func(w *state.NewWorkflow) { w.Activities = append(w.Activities, w.Activities[0]) }, "twice"},
+		{"pending without a dependency item", func(w *state.NewWorkflow) { w.Dependencies = nil }, "differ"},
+		{"dependency of another workflow", func(w *state.NewWorkflow) { w.Dependencies[0].WorkflowExecID = "x" }, "must be an activity"},
+		{"not REQUESTED", func(w *state.NewWorkflow) { w.Activities[1].State = state.Ready }, "must be REQUESTED"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := NewWorkflow(t, "bad", DAG{"a": nil, "b": {"a"}})
+			tc.edit(w)
+			err := st.CreateWorkflow(ctx(t), w)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error about %q", err, tc.want)
+			}
+			if _, err := st.GetWorkflow(ctx(t), w.Exec.WorkflowExecID); !errors.Is(err, state.ErrNotFound) {
+				t.Errorf("refused input was written: %v", err)
+			}
+		})
 	}
 }
