@@ -386,12 +386,9 @@ func (r *run) finish(exit *state.Exit, stderrTail, reason string, code int) int 
 	r.log.Info("recorded", "state", final.State, "exit_code", exit.Code, "reason", reason)
 	fault.Point(fault.AfterFinish)
 
-	res, err := workflow.Advance(ctx, r.st, final, r.log.Named("advance"))
-	if err != nil {
+	if _, err := workflow.Advance(ctx, r.st, final, r.log.Named("advance")); err != nil {
 		// The outcome is recorded; the monitor finishes the advance.
 		r.log.Warn("advancing the workflow failed; the monitor will finish it", "error", err)
-	} else if res.Settled != "" {
-		r.log.Info("workflow settled", "workflow_exec_id", final.WorkflowExecID, "state", res.Settled)
 	}
 	return code
 }

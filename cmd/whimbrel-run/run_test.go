@@ -578,3 +578,96 @@ func countLines(logs string, parts ...string) int {
 	}
 	return n
 }
+
+// TestTimedOutStopsCommandWithoutChangingState: the monitor timed the
+// activity out; the wrapper stops CMD and records its exit beside the
+// TIMED_OUT state, which it never changes. With --keep-running-on-lease-loss
+// CMD runs to its end instead.
+func TestTimedOutStopsCommandWithoutChangingState(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		flags    []string
+		wantCode int
+	}{
+		{"stopped", nil, 143},
+		{"kept running", []string{"--keep-running-on-lease-loss"}, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, storetest.DAG{"a": nil, "after": {"a"}})
+			f.queue(t, "a")
+			dir := t.TempDir()
+			ready, finish := filepath.Join(dir, "ready"), filepath.Join(dir, "finish")
+			args := append([]string{"--heartbeat-interval", "200ms", "--heartbeat-timeout", "2s", "--"},
+				"sh", "-c", fmt.Sprintf("touch %s; while [ ! -e %s ]; do sleep 0.05; done", ready, finish))
+			w := start(t, f.env(t, "a"), append(tc.flags, args...)...)
+			waitFile(t, ready)
+			a := f.get(t, "a")
+			seen := a.HeartbeatTime
+			if _, err := f.st.UpdateActivity(bg(t), f.key("a"), state.ActivityChange{
+				From: []state.ActivityState{state.Running}, To: state.TimedOut, HeartbeatSeen: &seen,
+				Reason: "timed out by test"}); err != nil {
+				if !errors.Is(err, state.ErrConflict) {
+					t.Fatal(err)
+				}
+				// A beat landed in between: time it out on that one.
+				seen = f.get(t, "a").HeartbeatTime
+				if _, err := f.st.UpdateActivity(bg(t), f.key("a"), state.ActivityChange{
+					From: []state.ActivityState{state.Running}, To: state.TimedOut, HeartbeatSeen: &seen,
+					Reason: "timed out by test"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.wantCode == 0 {
+				time.Sleep(time.Second) // several beats find TIMED_OUT; CMD must keep running
+				select {
+				case <-w.done:
+					t.Fatalf("CMD was stopped despite --keep-running-on-lease-loss\n%s", w.stderr.String())
+				default:
+				}
+				if err := os.WriteFile(finish, nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if code := w.wait(t, 20*time.Second); code != tc.wantCode {
+				t.Fatalf("exit %d, want %d\n%s", code, tc.wantCode, w.stderr.String())
+			}
+			a = f.get(t, "a")
+			if a.State != state.TimedOut || a.ExitCode == nil || *a.ExitCode != tc.wantCode || a.EndTime.IsZero() {
+				t.Errorf("a: %+v; want TIMED_OUT with the exit %d recorded", *a, tc.wantCode)
+			}
+			if d := f.get(t, "after"); d.State != state.Cancelled {
+				t.Errorf("downstream is %s, want CANCELLED", d.State)
+			}
+		})
+	}
+}
+
+// TestLogsStayOffStdout: the wrapper's own lines go to stderr, as JSON when
+// asked, and the SDK's transport warnings (which DynamoDB Local's error
+// answers provoke) never reach it at the default level.
+func TestLogsStayOffStdout(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, storetest.DAG{"a": nil, "b": {"a"}, "c": {"b"}})
+	f.queue(t, "a")
+	w := run(t, f.env(t, "a"), "--log-format", "json", "--", "sh", "-c", "echo only-this")
+	if w.code != 0 || w.stdout.String() != "only-this\n" {
+		t.Fatalf("exit %d stdout %q", w.code, w.stdout.String())
+	}
+	lines := strings.Split(strings.TrimSpace(w.stderr.String()), "\n")
+	if len(lines) < 2 {
+		t.Fatalf("expected log lines on stderr, got %q", w.stderr.String())
+	}
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "{") || !strings.Contains(l, `"@message"`) {
+			t.Errorf("not a JSON log line: %s", l)
+		}
+	}
+	// A refused claim provokes an error answer from DynamoDB Local.
+	w = run(t, f.env(t, "c"), "--", "true")
+	if w.code != 122 || strings.Contains(w.stderr.String(), "failed to close HTTP response body") ||
+		strings.Contains(w.stderr.String(), "checksum") {
+		t.Errorf("exit %d; stderr must hold no SDK transport warnings:\n%s", w.code, w.stderr.String())
+	}
+}
