@@ -1,0 +1,200 @@
+package workflow_test
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/whimbrel/whimbrel/internal/dynamotest"
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/state/dynamodb"
+	"github.com/whimbrel/whimbrel/workflow"
+)
+
+const minimal = `
+name: nightly-etl
+activities:
+  extract:
+    command: ["sh", "-c", "echo extracting"]
+  transform:
+    depends_on: [extract]
+    command: ["sh", "-c", "echo transforming"]
+`
+
+func TestParseMinimal(t *testing.T) {
+	d, err := workflow.Parse("etl.yaml", []byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Name != "nightly-etl" || len(d.Activities) != 2 || !slices.Equal(d.Names(), []string{"extract", "transform"}) {
+		t.Errorf("parsed %+v, names %v", d, d.Names())
+	}
+	eff := d.Effective("transform")
+	if eff.Launch.Type != workflow.LaunchLocal || time.Duration(eff.QueuedTimeout) != workflow.DefaultQueuedTimeout {
+		t.Errorf("effective settings: %+v", eff)
+	}
+	// JSON is accepted, and the stored form reads back the same.
+	j, err := workflow.Parse("etl.json", []byte(d.JSON()))
+	if err != nil || j.JSON() != d.JSON() {
+		t.Errorf("JSON round trip: %v\n%s\n%s", err, j.JSON(), d.JSON())
+	}
+	if s, err := workflow.ParseStored(d.JSON()); err != nil || s.JSON() != d.JSON() {
+		t.Errorf("ParseStored: %v", err)
+	}
+}
+
+func TestParseSettings(t *testing.T) {
+	d, err := workflow.Parse("w.yaml", []byte(`
+name: w
+defaults:
+  heartbeat_interval: 5s
+  heartbeat_timeout: 30s
+  env: {STAGE: prod, REGION: eu}
+  launch: {type: docker, image: "etl:1"}
+activities:
+  a:
+    env: {STAGE: test}
+    timeout: 1h
+    queued_timeout: 2m
+  b:
+    depends_on: [a]
+    launch:
+      type: ecs
+      cluster: batch
+      task_definition: etl:3
+      container: main
+      subnets: [subnet-1]
+      assign_public_ip: true
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := d.Effective("a")
+	if a.Env["STAGE"] != "test" || a.Env["REGION"] != "eu" || time.Duration(a.Timeout) != time.Hour ||
+		time.Duration(a.HeartbeatInterval) != 5*time.Second || a.Launch.Image != "etl:1" || time.Duration(a.QueuedTimeout) != 2*time.Minute {
+		t.Errorf("a: %+v launch %+v", a, a.Launch)
+	}
+	if b := d.Effective("b"); b.Launch.Type != workflow.LaunchECS || b.Launch.Cluster != "batch" || !b.Launch.AssignPublicIP {
+		t.Errorf("b launch: %+v", b.Launch)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"empty file", ``, []string{"w.yaml: the file is empty"}},
+		{"no activities", "name: w\n", []string{"no activities"}},
+		{"no name", "activities:\n  a: {command: [true]}\n", []string{"no name"}},
+		{"invalid workflow name", "name: bad name\nactivities:\n  a: {command: [true]}\n", []string{`name "bad name" is invalid`}},
+		{"invalid activity name", "name: w\nactivities:\n  \"a:b\": {command: [true]}\n", []string{`w.yaml:3: activity name "a:b" is invalid`}},
+		{"unknown dependency", "name: w\nactivities:\n  extract: {command: [true]}\n  load: {command: [true], depends_on: [extrct]}\n",
+			[]string{`w.yaml:4: activity "load" depends on "extrct", which is not an activity of this workflow (did you mean "extract"?)`}},
+		{"cycle", "name: w\nactivities:\n  a: {command: [true], depends_on: [c]}\n  b: {command: [true], depends_on: [a]}\n  c: {command: [true], depends_on: [b]}\n",
+			[]string{"the activities form a cycle: a → b → c → a"}},
+		{"self dependency", "name: w\nactivities:\n  a: {command: [true], depends_on: [a]}\n", []string{`activity "a" depends on itself`}},
+		{"duplicate activity", "name: w\nactivities:\n  a: {command: [true]}\n  a: {command: [false]}\n",
+			[]string{`w.yaml:4: activity "a" is defined twice (first at line 3)`}},
+		{"duplicate field", "name: w\nname: v\nactivities:\n  a: {command: [true]}\n", []string{`w.yaml:2: the workflow: "name" is given twice`}},
+		{"typo in activity field", "name: w\nactivities:\n  a:\n    command: [true]\n    depend_on: [b]\n",
+			[]string{`w.yaml:5: activity "a": unknown field "depend_on" (did you mean "depends_on"?)`}},
+		{"typo in top field", "name: w\nactivitys:\n  a: {command: [true]}\n", []string{`unknown field "activitys" (did you mean "activities"?)`}},
+		{"unknown field, no suggestion", "name: w\nowner: me\nactivities:\n  a: {command: [true]}\n", []string{`unknown field "owner" (known: name, description, defaults, activities)`}},
+		{"typo in launch", "name: w\nactivities:\n  a:\n    launch: {type: docker, imag: x}\n", []string{`activity "a": launch: unknown field "imag" (did you mean "image"?)`}},
+		{"bad duration", "name: w\nactivities:\n  a: {command: [true], timeout: 10 minutes}\n", []string{`"10 minutes" is not a duration`}},
+		{"negative duration", "name: w\nactivities:\n  a: {command: [true], timeout: -5s}\n", []string{`"-5s" is negative`}},
+		{"heartbeat timeout too short", "name: w\nactivities:\n  a: {command: [true], heartbeat_interval: 10s, heartbeat_timeout: 15s}\n",
+			[]string{`activity "a": heartbeat timeout 15s is under 2× the interval 10s`}},
+		{"no command", "name: w\nactivities:\n  a: {depends_on: []}\n", []string{`activity "a" has no command`}},
+		{"empty activity", "name: w\nactivities:\n  a:\n", []string{`w.yaml:3: activity "a" is empty`}},
+		{"unknown launch type", "name: w\nactivities:\n  a: {command: [true], launch: {type: dockr}}\n", []string{`launch type "dockr" is unknown: use local, docker or ecs (did you mean "docker"?)`}},
+		{"docker without image", "name: w\nactivities:\n  a: {launch: {type: docker}}\n", []string{"launch type docker needs an image"}},
+		{"ecs without task definition", "name: w\nactivities:\n  a: {launch: {type: ecs, cluster: c}}\n", []string{"needs a task_definition"}},
+		{"not yaml", "name: [w\n", []string{"w.yaml: "}},
+		{"activities not a mapping", "name: w\nactivities: [a, b]\n", []string{"activities must be a mapping"}},
+		{"several problems at once", "name: w\nactivities:\n  a: {command: [true], depends_on: [x]}\n  b: {command: [true], depends_on: [y]}\n",
+			[]string{`"a" depends on "x"`, `"b" depends on "y"`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := workflow.Parse("w.yaml", []byte(tc.yaml))
+			if err == nil {
+				t.Fatalf("parsed without error; want %q", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error:\n%v\nwant it to contain:\n%s", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestStart(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	d, err := workflow.Parse("etl.yaml", []byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, created, err := workflow.Start(bg(t), st, d, workflow.StartOptions{RequestID: "nightly-2026-11-21", Source: "test"})
+	if err != nil || !created {
+		t.Fatalf("Start: %s %v %v", id, created, err)
+	}
+	wf, err := st.GetWorkflow(bg(t), id)
+	if err != nil || wf.State != state.WorkflowRunning || wf.WorkflowRequestID != "nightly-2026-11-21" || wf.Definition != d.JSON() {
+		t.Fatalf("workflow %+v, %v", wf, err)
+	}
+	req, err := st.GetRequest(bg(t), "nightly-2026-11-21", "nightly-etl")
+	if err != nil || !req.Manual || req.WorkflowExecID != id {
+		t.Errorf("request %+v, %v", req, err)
+	}
+	acts, err := st.Activities(bg(t), id)
+	if err != nil || len(acts) != 2 {
+		t.Fatalf("activities %v, %v", acts, err)
+	}
+	for _, a := range acts {
+		if a.State != state.Requested || (a.ActivityName == "transform") != (len(a.PendingDependencies) == 1) {
+			t.Errorf("activity %+v", *a)
+		}
+	}
+
+	// The same request ID never starts a second execution.
+	again, created, err := workflow.Start(bg(t), st, d, workflow.StartOptions{RequestID: "nightly-2026-11-21"})
+	if err != nil || again != id || created {
+		t.Errorf("second start: %s %v %v; want %s, not created", again, created, err, id)
+	}
+	// Another request ID does.
+	other, created, err := workflow.Start(bg(t), st, d, workflow.StartOptions{})
+	if err != nil || other == id || !created {
+		t.Errorf("start without a request ID: %s %v %v", other, created, err)
+	}
+}
+
+func TestStartRefusesWhatTheStoreRefuses(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	d, err := workflow.Parse("etl.yaml", []byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _, err := workflow.Start(bg(t), st, d, workflow.StartOptions{RequestID: "r1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.UpdateWorkflow(bg(t), id, state.WorkflowChange{From: []state.WorkflowState{state.WorkflowRunning}, To: state.WorkflowCancelled}); err != nil {
+		t.Fatal(err)
+	}
+	// The request is answered with its execution, even though it ended.
+	again, created, err := workflow.Start(bg(t), st, d, workflow.StartOptions{RequestID: "r1"})
+	if err != nil || created || again != id {
+		t.Errorf("repeat after cancel: %s %v %v", again, created, err)
+	}
+	var ee *state.ExistsError
+	if errors.As(err, &ee) {
+		t.Errorf("Start leaked the store's ExistsError: %v", err)
+	}
+}

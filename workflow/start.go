@@ -1,0 +1,72 @@
+package workflow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/whimbrel/whimbrel/state"
+)
+
+// StartOptions configure Start.
+type StartOptions struct {
+	// RequestID identifies the request; a request ID starts at most one
+	// execution. Empty: a fresh one.
+	RequestID string
+	// Source says who or what asked, for the record.
+	Source string
+}
+
+// Start records a new execution of d — the request (manual, as the Full
+// Logic API writes it), the workflow, every activity REQUESTED and the
+// dependency items — then moves the workflow to RUNNING. It returns the
+// execution's ID, and created=false when the request had already started
+// it, in which case nothing is written.
+//
+// The execution ID is derived from the request ID, so a start that dies
+// half-way is finished by repeating it with the same request ID.
+func Start(ctx context.Context, st state.Store, d *Definition, opts StartOptions) (id string, created bool, err error) {
+	now := state.Truncate(time.Now())
+	reqID := opts.RequestID
+	if reqID == "" {
+		reqID = state.NewWorkflowRequestID(d.Name)
+	}
+	id = state.WorkflowExecIDForRequest(d.Name, reqID)
+	w := &state.NewWorkflow{
+		Request: &state.WorkflowRequest{WorkflowRequestID: reqID, WorkflowName: d.Name, When: now,
+			Source: opts.Source, Manual: true, WorkflowExecID: id},
+		Exec: state.WorkflowExec{WorkflowExecID: id, WorkflowName: d.Name, State: state.WorkflowRequested,
+			WorkflowRequestID: reqID, StartTime: now, Source: opts.Source, Definition: d.JSON()},
+	}
+	for _, name := range d.Names() {
+		aid := state.ActivityExecIDFor(id, name)
+		act := state.ActivityExec{
+			ActivityKey:  state.ActivityKey{ActivityExecID: aid, WorkflowExecID: id},
+			WorkflowName: d.Name, ActivityName: name, State: state.Requested, StateTime: now,
+		}
+		for i, up := range d.Activities[name].DependsOn {
+			upID := state.ActivityExecIDFor(id, up)
+			act.PendingDependencies = append(act.PendingDependencies, upID)
+			w.Dependencies = append(w.Dependencies, state.Dependency{ID: state.DependencyID(aid, i),
+				ActivityExecID: aid, WorkflowExecID: id, DependentActivityExecID: upID})
+		}
+		w.Activities = append(w.Activities, act)
+	}
+
+	err = st.CreateWorkflow(ctx, w)
+	var ee *state.ExistsError
+	switch {
+	case errors.As(err, &ee) && ee.WorkflowExecID != "":
+		return ee.WorkflowExecID, false, nil
+	case err != nil:
+		return "", false, fmt.Errorf("start %s: %w", d.Name, err)
+	}
+	_, err = st.UpdateWorkflow(ctx, id, state.WorkflowChange{
+		From: []state.WorkflowState{state.WorkflowRequested}, To: state.WorkflowRunning,
+	})
+	if err != nil && !errors.Is(err, state.ErrConflict) { // a concurrent start of the same request moved it
+		return "", false, fmt.Errorf("start %s: %w", d.Name, err)
+	}
+	return id, true, nil
+}
