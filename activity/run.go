@@ -24,6 +24,7 @@ import (
 
 	"github.com/whimbrel/whimbrel/heartbeat"
 	"github.com/whimbrel/whimbrel/internal/fault"
+	"github.com/whimbrel/whimbrel/internal/nudge"
 	"github.com/whimbrel/whimbrel/runner"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
@@ -80,6 +81,9 @@ type Config struct {
 	Timeout       time.Duration // the command's longest run (0: none)
 	RecordTimeout time.Duration // how long the final writes retry (default DefaultRecordTimeout)
 	Subreaper     bool          // reap orphans even when not PID 1
+	// Nudge is the address of a local launcher to wake when this activity
+	// readies dependents (see package nudge).
+	Nudge string
 
 	// Stdin and Stdout are handed to the command; nil means the wrapper's.
 	Stdin, Stdout *os.File
@@ -386,9 +390,15 @@ func (r *run) finish(exit *state.Exit, stderrTail, reason string, code int) int 
 	r.log.Info("recorded", "state", final.State, "exit_code", exit.Code, "reason", reason)
 	fault.Point(fault.AfterFinish)
 
-	if _, err := workflow.Advance(ctx, r.st, final, r.log.Named("advance")); err != nil {
+	res, err := workflow.Advance(ctx, r.st, final, r.log.Named("advance"))
+	if err != nil {
 		// The outcome is recorded; the monitor finishes the advance.
 		r.log.Warn("advancing the workflow failed; the monitor will finish it", "error", err)
+	}
+	if len(res.Readied) > 0 && r.cfg.Nudge != "" {
+		if err := nudge.Send(r.cfg.Nudge); err != nil {
+			r.log.Debug("nudging the launcher failed; it will poll", "error", err)
+		}
 	}
 	return code
 }

@@ -2,6 +2,7 @@ package workflow_test
 
 import (
 	"errors"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -196,5 +197,18 @@ func TestStartRefusesWhatTheStoreRefuses(t *testing.T) {
 	var ee *state.ExistsError
 	if errors.As(err, &ee) {
 		t.Errorf("Start leaked the store's ExistsError: %v", err)
+	}
+}
+
+// TestExamplesParse keeps the shipped examples valid.
+func TestExamplesParse(t *testing.T) {
+	files, err := filepath.Glob("../examples/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples found: %v", err)
+	}
+	for _, f := range files {
+		if _, err := workflow.Load(f); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,18 +28,10 @@ var binary string
 
 // TestMain builds whimbrel-run once, with the fault points compiled in.
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "whimbrel-run")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "whimbrel-run")
-	if out, err := exec.Command("go", "build", "-race", "-tags", "whimbrel_fault", "-o", binary, ".").CombinedOutput(); err != nil {
-		os.Stderr.Write(out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	testbin.Main(func(dir string) int {
+		binary = filepath.Join(dir, "whimbrel-run")
+		return m.Run()
+	}, []string{"-race", "-tags", "whimbrel_fault"}, map[string]string{"whimbrel-run": "."})
 }
 
 // syncBuffer is a bytes.Buffer safe to read while a process writes it.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,18 +21,11 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "whimbrel-cli")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "whimbrel")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-		os.Stderr.Write(out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	// The launcher finds whimbrel-run beside itself.
+	testbin.Main(func(dir string) int {
+		binary = filepath.Join(dir, "whimbrel")
+		return m.Run()
+	}, nil, map[string]string{"whimbrel": ".", "whimbrel-run": "../whimbrel-run", "whimbrel-launcher": "../whimbrel-launcher"})
 }
 
 // whimbrel runs the built binary with env added to a clean environment.

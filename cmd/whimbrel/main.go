@@ -16,7 +16,9 @@ Examples:
                                         from the AWS SDK's default chain)
   whimbrel install --dry-run            say what install would create
   WHIMBREL_TABLE_PREFIX=dev_ whimbrel install
-  AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000 whimbrel install`
+  AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000 whimbrel install
+  whimbrel start examples/etl.yaml                   start a workflow
+  whimbrel start --request-id nightly-2026-11-21 --wait examples/etl.yaml`
 
 // Globals are the flags every command takes.
 type Globals struct {
@@ -29,6 +31,7 @@ type CLI struct {
 	Globals
 
 	Install InstallCmd `cmd:"" help:"Create Whimbrel's tables and indexes (a no-op when they exist)."`
+	Start   StartCmd   `cmd:"" help:"Start a workflow from its definition; print its workflow_exec_id."`
 }
 
 func main() {

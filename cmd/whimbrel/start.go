@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/whimbrel/whimbrel/internal/cli"
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/workflow"
+)
+
+// StartCmd is `whimbrel start`.
+type StartCmd struct {
+	cli.StoreFlags
+	File      string        `arg:"" name:"file" help:"The workflow definition (YAML or JSON)."`
+	RequestID string        `name:"request-id" help:"Names the request: the same ID never starts a second execution, it answers with the first."`
+	Wait      bool          `name:"wait" help:"Wait until the workflow settles; exit 0 only if it COMPLETED."`
+	Every     time.Duration `name:"wait-interval" default:"1s" help:"How often --wait looks."`
+}
+
+// Run starts the workflow and prints its workflow_exec_id.
+func (c *StartCmd) Run(g *Globals, k *kong.Context) error {
+	def, err := workflow.Load(c.File)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	st, err := c.Open(ctx, g.Logger("whimbrel", k.Stderr))
+	if err != nil {
+		return err
+	}
+	id, created, err := workflow.Start(ctx, st, def, workflow.StartOptions{RequestID: c.RequestID, Source: "whimbrel start"})
+	if err != nil {
+		return err
+	}
+	if !created {
+		fmt.Fprintf(k.Stderr, "request %s already started %s\n", c.RequestID, id)
+	}
+	fmt.Fprintln(k.Stdout, id)
+	if !c.Wait {
+		return nil
+	}
+	t := time.NewTicker(c.Every)
+	defer t.Stop()
+	for {
+		wf, err := st.GetWorkflow(ctx, id)
+		if err != nil {
+			return err
+		}
+		if wf.State.Terminal() {
+			fmt.Fprintf(k.Stderr, "workflow %s %s: %s\n", id, wf.State, wf.Reason)
+			if wf.State != state.WorkflowCompleted {
+				return &cli.ExitError{Code: cli.ExitFailure}
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("stopped waiting; workflow %s is still %s", id, wf.State)
+		case <-t.C:
+		}
+	}
+}

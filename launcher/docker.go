@@ -1,0 +1,68 @@
+package launcher
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+)
+
+// Docker starts each activity as a detached container through the docker
+// CLI. The image's entrypoint must be whimbrel-run (ENTRYPOINT
+// ["whimbrel-run", "--"]); the activity's command, if any, becomes the
+// container's command. The container is named after the launch, so a
+// repeated launch is refused by Docker instead of starting twice.
+type Docker struct {
+	// Binary is the docker CLI (default "docker" on PATH).
+	Binary string
+	// PassEnv names variables of the launcher's environment to hand to
+	// every container as well, such as AWS_REGION.
+	PassEnv []string
+}
+
+var _ Backend = (*Docker)(nil)
+
+// Launch implements Backend.
+func (b *Docker) Launch(ctx context.Context, j Job) (string, error) {
+	bin := b.Binary
+	if bin == "" {
+		bin = "docker"
+	}
+	l := j.Settings.Launch
+	args := []string{"run", "--detach", "--name", "whimbrel-" + token(j),
+		"--label", "whimbrel.activity_exec_id=" + j.Key.ActivityExecID,
+		"--label", "whimbrel.workflow_exec_id=" + j.Key.WorkflowExecID}
+	// Values go through the docker CLI's environment (-e NAME), not its
+	// arguments, so they do not show in process listings.
+	env := os.Environ()
+	for _, kv := range envList(j.Env) {
+		args = append(args, "--env", strings.SplitN(kv, "=", 2)[0])
+		env = append(env, kv)
+	}
+	for _, name := range b.PassEnv {
+		if _, ok := os.LookupEnv(name); ok {
+			args = append(args, "--env", name)
+		}
+	}
+	args = append(args, l.DockerArgs...)
+	args = append(args, l.Image)
+	args = append(args, j.Command...)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = env
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(errOut.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return "", fmt.Errorf("docker run %s: %s", l.Image, msg)
+	}
+	id := strings.TrimSpace(out.String())
+	if id == "" {
+		return "", fmt.Errorf("docker run %s printed no container ID", l.Image)
+	}
+	return "container:" + id, nil
+}

@@ -1,0 +1,334 @@
+// Package launcher is the Activity Launcher of seed 000: it finds
+// launchable activities through the state index (READY ones, and REQUESTED
+// ones that wait on nothing in a RUNNING workflow), claims each with one
+// conditional write to QUEUED, starts it through a Backend (a local
+// process, a Docker container, an ECS task) and records what it started.
+// Any number of launchers may run at once: the conditional write decides
+// which one launches an activity, so none is launched twice.
+package launcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/workflow"
+)
+
+// Backend starts activities of one launch type.
+type Backend interface {
+	// Launch starts the activity's wrapper and returns what it started: a
+	// pid, a container ID, a task ARN.
+	Launch(ctx context.Context, j Job) (string, error)
+}
+
+// Job is what a backend needs to start one activity.
+type Job struct {
+	Key          state.ActivityKey
+	WorkflowName string
+	ActivityName string
+	Attempt      int // claims so far; with the key, it names this launch
+	Command      []string
+	// Env is the environment of the wrapper: its identity, the store, the
+	// activity's settings and the definition's env.
+	Env      map[string]string
+	Settings workflow.Settings // with the defaults filled in
+}
+
+// Defaults of Config.
+const (
+	DefaultInterval = time.Second
+	// batch is how many index entries one pass reads per state.
+	batch = 100
+	// launchTimeout bounds one backend call; launches in flight finish on
+	// shutdown, so it also bounds the drain.
+	launchTimeout = 2 * time.Minute
+)
+
+// Config configures a Launcher.
+type Config struct {
+	// Backends by launch type (workflow.LaunchLocal, …). Activities of a
+	// type with no backend are left to other launchers.
+	Backends map[string]Backend
+	Interval time.Duration // between polls (default DefaultInterval)
+	// MaxRunning caps the activities this launcher has started that have
+	// not ended (0: no cap).
+	MaxRunning int
+	// Nudge, when set, wakes the poll early.
+	Nudge <-chan struct{}
+	// StoreEnv is passed to every wrapper so it reaches the same store
+	// (WHIMBREL_STORE, WHIMBREL_TABLE_PREFIX, …).
+	StoreEnv map[string]string
+	Logger   hclog.Logger
+}
+
+// Launcher claims and launches activities.
+type Launcher struct {
+	st  state.Store
+	cfg Config
+	log hclog.Logger
+
+	mu      sync.Mutex
+	defs    map[string]*workflow.Definition // by workflow_exec_id; definitions never change
+	running map[state.ActivityKey]bool      // launched by us, not yet seen to end
+}
+
+// New returns a Launcher.
+func New(st state.Store, cfg Config) *Launcher {
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	return &Launcher{st: st, cfg: cfg, log: cfg.Logger, defs: map[string]*workflow.Definition{},
+		running: map[state.ActivityKey]bool{}}
+}
+
+// Run polls until ctx ends, then returns once the launches in flight have
+// been recorded. It returns nil on a clean stop.
+func (l *Launcher) Run(ctx context.Context) error {
+	t := time.NewTicker(l.cfg.Interval)
+	defer t.Stop()
+	for {
+		if _, err := l.Once(ctx); err != nil && ctx.Err() == nil {
+			l.log.Warn("poll failed; trying again at the next one", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-l.cfg.Nudge:
+		}
+	}
+}
+
+// Once makes one pass: it claims and launches what it finds, and returns
+// how many it launched. When ctx ends it stops claiming, but a launch
+// already claimed is carried out and recorded, so nothing is left QUEUED
+// without a launch or a reason.
+func (l *Launcher) Once(ctx context.Context) (int, error) {
+	if err := l.forgetEnded(ctx); err != nil {
+		return 0, err
+	}
+	launched := 0
+	wfState := map[string]state.WorkflowState{} // for this pass only
+	for _, s := range []state.ActivityState{state.Ready, state.Requested} {
+		refs, err := l.st.ActivitiesInState(ctx, state.ActivityQuery{State: s, Limit: batch})
+		if err != nil {
+			return launched, err
+		}
+		// Launchers that read the same index spread out over it.
+		rand.Shuffle(len(refs), func(i, j int) { refs[i], refs[j] = refs[j], refs[i] })
+		for _, ref := range refs {
+			if ctx.Err() != nil || l.full() {
+				return launched, nil
+			}
+			ok, err := l.try(ctx, ref.ActivityKey, wfState)
+			if err != nil {
+				l.log.Warn("launch attempt failed", "activity_exec_id", ref.ActivityExecID, "error", err)
+				continue
+			}
+			if ok {
+				launched++
+			}
+		}
+	}
+	return launched, nil
+}
+
+func (l *Launcher) full() bool {
+	if l.cfg.MaxRunning <= 0 {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.running) >= l.cfg.MaxRunning
+}
+
+// forgetEnded drops the activities we launched that have ended, when a cap
+// makes counting them matter.
+func (l *Launcher) forgetEnded(ctx context.Context) error {
+	if l.cfg.MaxRunning <= 0 {
+		return nil
+	}
+	l.mu.Lock()
+	keys := make([]state.ActivityKey, 0, len(l.running))
+	for k := range l.running {
+		keys = append(keys, k)
+	}
+	l.mu.Unlock()
+	for _, k := range keys {
+		a, err := l.st.GetActivity(ctx, k)
+		if err != nil && !errors.Is(err, state.ErrNotFound) {
+			return err
+		}
+		if err != nil || a.State.Terminal() {
+			l.mu.Lock()
+			delete(l.running, k)
+			l.mu.Unlock()
+		}
+	}
+	return nil
+}
+
+// try claims and launches one activity; ok is false when it was not ours
+// to launch.
+func (l *Launcher) try(ctx context.Context, k state.ActivityKey, wfState map[string]state.WorkflowState) (ok bool, err error) {
+	// The index is eventually consistent: read the item itself.
+	a, err := l.st.GetActivity(ctx, k)
+	if err != nil {
+		return false, err
+	}
+	if (a.State != state.Ready && a.State != state.Requested) || (a.State == state.Requested && len(a.PendingDependencies) > 0) {
+		return false, nil
+	}
+	ws, seen := wfState[k.WorkflowExecID]
+	if !seen {
+		wf, err := l.st.GetWorkflow(ctx, k.WorkflowExecID)
+		if err != nil {
+			return false, err
+		}
+		ws = wf.State
+		wfState[k.WorkflowExecID] = ws
+		if _, err := l.definition(wf); err != nil {
+			return false, err
+		}
+	}
+	if ws != state.WorkflowRunning {
+		return false, nil // the monitor cancels what a settled workflow left
+	}
+	def := l.cachedDefinition(k.WorkflowExecID)
+	act := def.Activities[a.ActivityName]
+	var settings workflow.Settings
+	var backend Backend
+	if act != nil {
+		settings = def.Effective(a.ActivityName)
+		if backend = l.cfg.Backends[settings.Launch.Type]; backend == nil {
+			return false, nil // for a launcher with that backend
+		}
+	}
+
+	claimed, err := l.st.UpdateActivity(ctx, k, state.ActivityChange{
+		From: []state.ActivityState{a.State}, To: state.Queued,
+	})
+	if errors.Is(err, state.ErrConflict) {
+		return false, nil // another launcher was first
+	}
+	if err != nil {
+		return false, err
+	}
+	// Claimed: from here on, finish even if ctx ends.
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), launchTimeout)
+	defer cancel()
+	log := l.log.With("activity_exec_id", k.ActivityExecID)
+	if act == nil {
+		return true, l.fail(lctx, claimed, fmt.Errorf("activity %q is not in the workflow's definition", a.ActivityName))
+	}
+	job := l.job(claimed, def, act, settings)
+	launchedAs, err := backend.Launch(lctx, job)
+	if err != nil {
+		log.Warn("launch failed", "error", err)
+		return true, l.fail(lctx, claimed, err)
+	}
+	l.mu.Lock()
+	l.running[k] = true
+	l.mu.Unlock()
+	log.Info("launched", "as", launchedAs, "type", settings.Launch.Type)
+	// The wrapper may have moved on already; the record goes beside
+	// whatever state it finds.
+	if _, err := l.st.UpdateActivity(lctx, k, state.ActivityChange{
+		From: state.ActivityStates, LaunchedAs: launchedAs,
+	}); err != nil {
+		log.Warn("recording the launch failed", "as", launchedAs, "error", err)
+	}
+	return true, nil
+}
+
+// fail records a launch that did not happen and advances the workflow.
+func (l *Launcher) fail(ctx context.Context, a *state.ActivityExec, cause error) error {
+	msg := cause.Error()
+	failed, err := l.st.UpdateActivity(ctx, a.ActivityKey, state.ActivityChange{
+		From: []state.ActivityState{state.Queued}, To: state.Failed,
+		Error: msg, Reason: "launch failed: " + msg,
+	})
+	if errors.Is(err, state.ErrConflict) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("record the failed launch of %s: %w", a.ActivityExecID, err)
+	}
+	_, err = workflow.Advance(ctx, l.st, failed, l.log.Named("advance"))
+	return err
+}
+
+func (l *Launcher) definition(wf *state.WorkflowExec) (*workflow.Definition, error) {
+	l.mu.Lock()
+	d := l.defs[wf.WorkflowExecID]
+	l.mu.Unlock()
+	if d != nil {
+		return d, nil
+	}
+	if wf.Definition == "" {
+		return nil, fmt.Errorf("workflow %s has no stored definition (it was not started with whimbrel start), so its activities cannot be launched from here", wf.WorkflowExecID)
+	}
+	d, err := workflow.ParseStored(wf.Definition)
+	if err != nil {
+		return nil, fmt.Errorf("workflow %s: %w", wf.WorkflowExecID, err)
+	}
+	l.mu.Lock()
+	l.defs[wf.WorkflowExecID] = d
+	l.mu.Unlock()
+	return d, nil
+}
+
+func (l *Launcher) cachedDefinition(id string) *workflow.Definition {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.defs[id]
+}
+
+// job builds what the backend needs.
+func (l *Launcher) job(a *state.ActivityExec, def *workflow.Definition, act *workflow.Activity, s workflow.Settings) Job {
+	env := map[string]string{}
+	for k, v := range s.Env {
+		env[k] = v
+	}
+	for k, v := range l.cfg.StoreEnv {
+		env[k] = v
+	}
+	env["WHIMBREL_ACTIVITY_EXEC_ID"] = a.ActivityExecID
+	env["WHIMBREL_ACTIVITY_NAME"] = a.ActivityName
+	env["WHIMBREL_WORKFLOW_EXEC_ID"] = a.WorkflowExecID
+	env["WHIMBREL_WORKFLOW_NAME"] = def.Name
+	for name, d := range map[string]workflow.Duration{
+		"WHIMBREL_HEARTBEAT_INTERVAL": s.HeartbeatInterval,
+		"WHIMBREL_HEARTBEAT_TIMEOUT":  s.HeartbeatTimeout,
+		"WHIMBREL_TIMEOUT":            s.Timeout,
+		"WHIMBREL_KILL_GRACE":         s.KillGrace,
+	} {
+		if d > 0 {
+			env[name] = time.Duration(d).String()
+		}
+	}
+	return Job{Key: a.ActivityKey, WorkflowName: def.Name, ActivityName: a.ActivityName, Attempt: a.Attempt,
+		Command: act.Command, Env: env, Settings: s}
+}
+
+// launchNamespace seeds the name-based UUIDs that name launches.
+var launchNamespace = uuid.MustParse("6f2b8c1a-3d4e-4f50-8a9b-0c1d2e3f4a5b")
+
+// token names one launch of an activity, the same every time it is
+// computed, for backends that refuse a second launch of one name (ECS's
+// clientToken, Docker's container names).
+func token(j Job) string {
+	return uuid.NewSHA1(launchNamespace, []byte(j.Key.ActivityExecID+"/"+strconv.Itoa(j.Attempt))).String()
+}

@@ -1,0 +1,129 @@
+package launcher
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"syscall"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Local starts each activity as a child process: whimbrel-run -- COMMAND,
+// with the identity in its environment. It reaps its children; Wait waits
+// for all of them.
+type Local struct {
+	// Wrapper is the whimbrel-run binary.
+	Wrapper string
+	// Env is the base environment of every child (default: the launcher's).
+	Env []string
+	// LogDir, when set, receives each activity's output in
+	// ACTIVITY_EXEC_ID.log; otherwise children share the launcher's stdout
+	// and stderr.
+	LogDir string
+	Logger hclog.Logger
+
+	wg sync.WaitGroup
+	mu sync.Mutex
+	// children by pid, for Signal.
+	children map[int]*exec.Cmd
+}
+
+var _ Backend = (*Local)(nil)
+
+// FindWrapper returns the whimbrel-run beside the running binary, or the one
+// on PATH.
+func FindWrapper() (string, error) {
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), "whimbrel-run")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath("whimbrel-run")
+	if err != nil {
+		return "", fmt.Errorf("whimbrel-run is neither beside this binary nor on PATH: install it, or name it with --wrapper")
+	}
+	return p, nil
+}
+
+// Launch implements Backend.
+func (b *Local) Launch(ctx context.Context, j Job) (string, error) {
+	if len(j.Command) == 0 {
+		return "", fmt.Errorf("activity %s has no command to run locally", j.ActivityName)
+	}
+	cmd := exec.Command(b.Wrapper, append([]string{"--"}, j.Command...)...)
+	env := b.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	cmd.Env = append(append([]string(nil), env...), envList(j.Env)...)
+	// Its own process group: a Ctrl-C meant for the launcher must not reach
+	// the activities; whoever stops them does it through the state.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if b.LogDir != "" {
+		f, err := os.OpenFile(filepath.Join(b.LogDir, j.Key.ActivityExecID+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return "", fmt.Errorf("open the activity's log: %w", err)
+		}
+		defer f.Close() // the child has its own copy
+		cmd.Stdout, cmd.Stderr = f, f
+	}
+	if err := cmd.Start(); err != nil {
+		return "", fmt.Errorf("start %s: %w", b.Wrapper, err)
+	}
+	pid := cmd.Process.Pid
+	b.mu.Lock()
+	if b.children == nil {
+		b.children = map[int]*exec.Cmd{}
+	}
+	b.children[pid] = cmd
+	b.mu.Unlock()
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		err := cmd.Wait()
+		b.mu.Lock()
+		delete(b.children, pid)
+		b.mu.Unlock()
+		if b.Logger != nil {
+			b.Logger.Debug("activity process ended", "pid", pid, "activity_exec_id", j.Key.ActivityExecID, "status", err)
+		}
+	}()
+	return "pid:" + strconv.Itoa(pid), nil
+}
+
+// Running returns how many children have not exited.
+func (b *Local) Running() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.children)
+}
+
+// Signal sends sig to every child's process group.
+func (b *Local) Signal(sig syscall.Signal) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for pid := range b.children {
+		_ = syscall.Kill(-pid, sig)
+	}
+}
+
+// Wait waits for every child to exit.
+func (b *Local) Wait() { b.wg.Wait() }
+
+// envList writes an environment map as KEY=VALUE, in a stable order.
+func envList(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
