@@ -81,11 +81,28 @@ func TestBeatsUntilStopped(t *testing.T) {
 	st := dynamotest.NewStore(t, dynamodb.Options{})
 	k := claimed(t, st)
 	ctx, cancel := context.WithCancel(context.Background())
+	began := state.Truncate(time.Now())
 	done := runPump(t, st, k, ctx)
-	time.Sleep(300 * time.Millisecond)
-	a, err := st.GetActivity(context.Background(), k)
-	if err != nil || a.HeartbeatTime.IsZero() || time.Since(a.HeartbeatTime) > 200*time.Millisecond {
-		t.Errorf("no recent heartbeat: %v, %v", a.HeartbeatTime, err)
+	var first time.Time
+	deadline := time.Now().Add(20 * time.Second)
+	for { // two different beats land
+		a, err := st.GetActivity(context.Background(), k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first.IsZero() && !a.HeartbeatTime.IsZero() {
+			first = a.HeartbeatTime
+		}
+		if !first.IsZero() && a.HeartbeatTime.After(first) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("heartbeats did not keep landing: first %v, now %v", first, a.HeartbeatTime)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if first.Before(began) {
+		t.Errorf("first heartbeat %v is older than the pump (%v)", first, began)
 	}
 	cancel()
 	if err := waitErr(t, done); err != nil {
@@ -164,7 +181,7 @@ func TestUnknownOutcomeIsReadBack(t *testing.T) {
 	if err := waitErr(t, runPump(t, f, k, ctx)); err != nil {
 		t.Errorf("Run = %v, want nil: every beat landed", err)
 	}
-	if f.n.Load() < 6 {
-		t.Errorf("only %d beats in 1.5 s at 50 ms", f.n.Load())
+	if f.n.Load() < 3 { // 30 at 50 ms on an idle machine; far fewer on a loaded one
+		t.Errorf("only %d beats in 1.5 s: the lost answers stopped the pump", f.n.Load())
 	}
 }

@@ -375,8 +375,9 @@ func TestCancelStopsCommand(t *testing.T) {
 	if code := w.wait(t, 20*time.Second); code != 143 {
 		t.Fatalf("exit %d, want 143\n%s", code, w.stderr.String())
 	}
-	// About one heartbeat interval, plus process and store latency.
-	if d := time.Since(cancelled); d > 3*time.Second {
+	// About one heartbeat interval (200 ms), plus process and store latency
+	// on a machine that may be busy.
+	if d := time.Since(cancelled); d > 5*time.Second {
 		t.Errorf("stopped %s after the cancellation, want about one heartbeat interval", d)
 	}
 	a := f.get(t, "a")

@@ -1,11 +1,11 @@
 package dynamotest
 
 import (
-	"io"
 	"net"
 	"net/url"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Proxy forwards TCP connections to the emulator until Cut, which closes
@@ -20,7 +20,16 @@ type Proxy struct {
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	cut    bool
+	delay  time.Duration
 	wg     sync.WaitGroup
+}
+
+// SetDelay holds every chunk sent towards the emulator for d: a slow
+// network.
+func (p *Proxy) SetDelay(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = d
 }
 
 // NewProxy starts a proxy to the emulator; it is closed when the test ends.
@@ -57,8 +66,8 @@ func (p *Proxy) accept() {
 			return
 		}
 		p.wg.Add(2)
-		go p.pipe(c, up)
-		go p.pipe(up, c)
+		go p.pipe(c, up, false)
+		go p.pipe(up, c, true)
 	}
 }
 
@@ -77,11 +86,28 @@ func (p *Proxy) track(cs ...net.Conn) bool {
 	return true
 }
 
-func (p *Proxy) pipe(dst, src net.Conn) {
+func (p *Proxy) pipe(dst, src net.Conn, delayed bool) {
 	defer p.wg.Done()
-	_, _ = io.Copy(dst, src)
-	dst.Close()
-	src.Close()
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			d := p.delay
+			p.mu.Unlock()
+			if delayed && d > 0 {
+				time.Sleep(d)
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // Cut closes the listener and every connection, and waits for the proxy's

@@ -1,0 +1,70 @@
+// Command whimbrel-monitor times out activities whose heartbeats stopped and
+// cleans up after crashes. See package monitor.
+package main
+
+import (
+	"context"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/whimbrel/whimbrel/internal/cli"
+	"github.com/whimbrel/whimbrel/monitor"
+)
+
+const description = `Sweep the live activities and workflows, and for each one that needs it:
+  RUNNING, no heartbeat for its timeout (+ --skew)  → TIMED_OUT, downstream CANCELLED
+  QUEUED or PREPARING longer than its queued timeout → FAILED (its wrapper never started)
+  pending, in a FAILED or CANCELLED workflow          → CANCELLED
+  RUNNING, in a CANCELLED workflow                    → CANCELLED_RUNNING (its wrapper stops it)
+  ended, but its dependents were never advanced       → advanced (ready or cancel them)
+  every activity terminal, workflow not settled       → COMPLETED or FAILED
+  workflow still REQUESTED after --queued-timeout     → FAILED (its start never finished)
+Every change is a conditional write, so any number of monitors may run at
+once. A sweep's cost grows with what is running, never with history.
+
+Examples:
+  whimbrel-monitor                 sweep every 30 s
+  whimbrel-monitor --once          one sweep, for cron, a scheduled ECS task or an EventBridge rule`
+
+// CLI is the whole grammar of whimbrel-monitor.
+type CLI struct {
+	cli.LogFlags
+	cli.StoreFlags
+	Version kong.VersionFlag `name:"version" help:"Print the version and exit."`
+
+	Once          bool          `name:"once" help:"Sweep once and exit."`
+	Interval      time.Duration `name:"interval" default:"30s" help:"Time between sweeps."`
+	Skew          time.Duration `name:"skew" default:"5s" help:"Allowance for clocks that disagree between wrappers and monitors."`
+	QueuedTimeout time.Duration `name:"queued-timeout" default:"10m" help:"For activities whose definition sets none: longest time between launch and start."`
+}
+
+func main() {
+	var c CLI
+	cli.Main(cli.Program{Name: "whimbrel-monitor", Description: description}, &c)
+}
+
+// Run sweeps once or until stopped.
+func (c *CLI) Run(k *kong.Context) error {
+	if c.Interval <= 0 || c.Skew < 0 || c.QueuedTimeout <= 0 {
+		return &cli.UsageError{Msg: "--interval and --queued-timeout must be positive, --skew not negative"}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	log := c.Logger("whimbrel-monitor", k.Stderr)
+	st, err := c.Open(ctx, log)
+	if err != nil {
+		return err
+	}
+	m := monitor.New(st, monitor.Config{Interval: c.Interval, Skew: c.Skew, QueuedTimeout: c.QueuedTimeout, Logger: log})
+	if c.Once {
+		r, err := m.Sweep(ctx)
+		log.Info("sweep done", "timed_out", r.TimedOut, "failed_launches", r.FailedLaunches, "cancelled", r.Cancelled,
+			"cancelled_running", r.CancelledRunning, "repaired", r.Repaired, "settled", r.Settled, "failed_starts", r.FailedStarts)
+		return err
+	}
+	log.Info("sweeping", "interval", c.Interval, "skew", c.Skew, "default_queued_timeout", c.QueuedTimeout)
+	return m.Run(ctx)
+}

@@ -1,0 +1,409 @@
+// Package monitor is seed 000's Heartbeat Monitor and the janitor of a
+// serverless system: each sweep times out RUNNING activities whose
+// heartbeats stopped, fails launches that never started, cancels what
+// settled workflows left pending, finishes the advances that crashed
+// wrappers left half-done, and settles workflows whose activities are all
+// terminal. Every action is a conditional write, so any number of monitors
+// may sweep at once; each action happens once. A sweep reads the live
+// activities and workflows through the state indexes: its cost grows with
+// what is running, never with history.
+package monitor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/whimbrel/whimbrel/heartbeat"
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/workflow"
+)
+
+// Defaults of Config.
+const (
+	DefaultInterval = 30 * time.Second
+	// DefaultSkew allows for clocks that disagree between the wrapper that
+	// wrote a heartbeat and the monitor that judges it.
+	DefaultSkew = 5 * time.Second
+)
+
+// Config configures a Monitor.
+type Config struct {
+	Interval time.Duration // between sweeps (default DefaultInterval)
+	// Skew is the clock-skew allowance added to every heartbeat timeout (0:
+	// none; whimbrel-monitor's default is DefaultSkew).
+	Skew time.Duration
+	// QueuedTimeout applies to activities whose definition sets none, and
+	// to workflows whose start never finished (default
+	// workflow.DefaultQueuedTimeout).
+	QueuedTimeout time.Duration
+	Logger        hclog.Logger
+	// Now is the clock (default time.Now); tests move it.
+	Now func() time.Time
+}
+
+// Report counts what one sweep did.
+type Report struct {
+	TimedOut         int // RUNNING → TIMED_OUT
+	FailedLaunches   int // QUEUED or PREPARING → FAILED
+	Cancelled        int // pending activities of settled workflows → CANCELLED
+	CancelledRunning int // running activities of cancelled workflows → CANCELLED_RUNNING
+	Repaired         int // advances finished for activities that ended
+	Readied          int // dependents readied by the advances of this sweep
+	CancelledDown    int // dependents cancelled by the advances of this sweep
+	Settled          int // workflows settled
+	FailedStarts     int // workflows whose start never finished → FAILED
+}
+
+// Monitor sweeps.
+type Monitor struct {
+	st  state.Store
+	cfg Config
+	log hclog.Logger
+}
+
+// New returns a Monitor.
+func New(st state.Store, cfg Config) *Monitor {
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	cfg.Skew = max(cfg.Skew, 0)
+	if cfg.QueuedTimeout <= 0 {
+		cfg.QueuedTimeout = workflow.DefaultQueuedTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Monitor{st: st, cfg: cfg, log: cfg.Logger}
+}
+
+// Run sweeps every interval until ctx ends.
+func (m *Monitor) Run(ctx context.Context) error {
+	t := time.NewTicker(m.cfg.Interval)
+	defer t.Stop()
+	for {
+		if _, err := m.Sweep(ctx); err != nil && ctx.Err() == nil {
+			m.log.Warn("sweep failed; trying again at the next one", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// sweep holds what one sweep has read.
+type sweep struct {
+	*Monitor
+	now       time.Time
+	workflows map[string]*state.WorkflowExec
+	defs      map[string]*workflow.Definition
+	report    Report
+}
+
+// Sweep makes one pass. Errors on single items are logged and the sweep
+// goes on; the error returned is the first that stopped a whole step.
+func (m *Monitor) Sweep(ctx context.Context) (Report, error) {
+	s := &sweep{Monitor: m, now: m.cfg.Now(), workflows: map[string]*state.WorkflowExec{},
+		defs: map[string]*workflow.Definition{}}
+	var errs []error
+	for _, st := range []state.ActivityState{state.Running, state.Queued, state.Preparing, state.Ready, state.Requested} {
+		if err := s.activities(ctx, st); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := s.repair(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.staleStarts(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	return s.report, errors.Join(errs...)
+}
+
+// activities judges every activity in one live state.
+func (s *sweep) activities(ctx context.Context, st state.ActivityState) error {
+	refs, err := s.st.ActivitiesInState(ctx, state.ActivityQuery{State: st})
+	if err != nil {
+		return fmt.Errorf("list %s activities: %w", st, err)
+	}
+	for _, ref := range refs {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err := s.judge(ctx, ref.ActivityKey); err != nil {
+			s.log.Warn("could not judge an activity", "activity_exec_id", ref.ActivityExecID, "error", err)
+		}
+	}
+	return nil
+}
+
+func (s *sweep) judge(ctx context.Context, k state.ActivityKey) error {
+	// The index is eventually consistent: judge the item itself.
+	a, err := s.st.GetActivity(ctx, k)
+	if errors.Is(err, state.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if a.State.Terminal() {
+		return nil
+	}
+	wf, err := s.workflow(ctx, k.WorkflowExecID)
+	if err != nil {
+		return err
+	}
+	switch {
+	case wf.State.Terminal() && a.State != state.Running:
+		return s.cancel(ctx, a, state.Cancelled, fmt.Sprintf("workflow %s is %s", wf.WorkflowExecID, wf.State), &s.report.Cancelled)
+	case wf.State == state.WorkflowCancelled && a.State == state.Running:
+		return s.cancel(ctx, a, state.CancelledRunning, fmt.Sprintf("workflow %s was cancelled", wf.WorkflowExecID), &s.report.CancelledRunning)
+	case a.State == state.Running:
+		return s.heartbeat(ctx, a)
+	case a.State == state.Queued || a.State == state.Preparing:
+		return s.launch(ctx, a)
+	}
+	return nil
+}
+
+// heartbeat times out a RUNNING activity whose last heartbeat (or, if it
+// never beat, its start) is older than its own timeout plus the skew. The
+// write is conditional on the heartbeat it saw, so a beat that lands in
+// between wins.
+func (s *sweep) heartbeat(ctx context.Context, a *state.ActivityExec) error {
+	if !a.HeartbeatEnabled {
+		return nil
+	}
+	last, since := a.HeartbeatTime, "last heartbeat"
+	if last.IsZero() {
+		last, since = a.StartTime, "start, with no heartbeat since"
+	}
+	if last.IsZero() {
+		last, since = a.StateTime, "claim"
+	}
+	timeout := a.HeartbeatTimeout
+	if timeout <= 0 {
+		timeout = heartbeat.DefaultTimeout
+	}
+	age := s.now.Sub(last)
+	if age <= timeout+s.cfg.Skew {
+		return nil
+	}
+	seen := a.HeartbeatTime
+	reason := fmt.Sprintf("no heartbeat for %s (%s at %s; timeout %s)", age.Round(time.Second), since, last.Format(time.RFC3339), timeout)
+	done, err := s.st.UpdateActivity(ctx, a.ActivityKey, state.ActivityChange{
+		From: []state.ActivityState{state.Running}, To: state.TimedOut, HeartbeatSeen: &seen,
+		At: s.now, Reason: reason,
+	})
+	if errors.Is(err, state.ErrConflict) {
+		return nil // a heartbeat landed, or someone else acted first
+	}
+	if err != nil {
+		return err
+	}
+	s.report.TimedOut++
+	s.log.Info("timed out", "activity_exec_id", a.ActivityExecID, "why", reason)
+	return s.advance(ctx, done)
+}
+
+// launch fails an activity that was launched (QUEUED) or being prepared
+// longer ago than its queued timeout: its wrapper never started.
+func (s *sweep) launch(ctx context.Context, a *state.ActivityExec) error {
+	timeout := s.cfg.QueuedTimeout
+	if def := s.definition(ctx, a.WorkflowExecID); def != nil && def.Activities[a.ActivityName] != nil {
+		timeout = time.Duration(def.Effective(a.ActivityName).QueuedTimeout)
+	}
+	age := s.now.Sub(a.StateTime)
+	if a.StateTime.IsZero() || age <= timeout {
+		return nil
+	}
+	reason := fmt.Sprintf("%s for %s, longer than the queued timeout %s: its wrapper never started", a.State, age.Round(time.Second), timeout)
+	if a.LaunchedAs != "" {
+		reason += " (launched as " + a.LaunchedAs + ")"
+	}
+	done, err := s.st.UpdateActivity(ctx, a.ActivityKey, state.ActivityChange{
+		From: []state.ActivityState{a.State}, To: state.Failed, At: s.now, Reason: reason,
+	})
+	if errors.Is(err, state.ErrConflict) {
+		return nil // it started after all
+	}
+	if err != nil {
+		return err
+	}
+	s.report.FailedLaunches++
+	s.log.Info("failed a launch that never started", "activity_exec_id", a.ActivityExecID, "why", reason)
+	return s.advance(ctx, done)
+}
+
+// cancel moves an activity of a settled or cancelled workflow.
+func (s *sweep) cancel(ctx context.Context, a *state.ActivityExec, to state.ActivityState, reason string, count *int) error {
+	_, err := s.st.UpdateActivity(ctx, a.ActivityKey, state.ActivityChange{
+		From: []state.ActivityState{a.State}, To: to, At: s.now, Reason: reason,
+	})
+	if errors.Is(err, state.ErrConflict) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	*count++
+	s.log.Info("cancelled", "activity_exec_id", a.ActivityExecID, "state", to, "why", reason)
+	return nil
+}
+
+func (s *sweep) advance(ctx context.Context, a *state.ActivityExec) error {
+	res, err := workflow.Advance(ctx, s.st, a, s.log.Named("advance"))
+	s.report.Readied += len(res.Readied)
+	s.report.CancelledDown += len(res.Cancelled)
+	if res.Settled != "" {
+		s.report.Settled++
+		s.workflows[a.WorkflowExecID] = nil // read it again if needed
+	}
+	return err
+}
+
+// repair finishes, for every RUNNING workflow, the advances that crashed
+// participants left half-done, and settles the workflow when every
+// activity is terminal.
+func (s *sweep) repair(ctx context.Context) error {
+	wfs, err := s.st.Workflows(ctx, state.WorkflowQuery{State: state.WorkflowRunning})
+	if err != nil {
+		return fmt.Errorf("list running workflows: %w", err)
+	}
+	for _, wf := range wfs {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err := s.repairWorkflow(ctx, wf.WorkflowExecID); err != nil {
+			s.log.Warn("could not repair a workflow", "workflow_exec_id", wf.WorkflowExecID, "error", err)
+		}
+	}
+	return nil
+}
+
+func (s *sweep) repairWorkflow(ctx context.Context, id string) error {
+	acts, err := s.st.Activities(ctx, id)
+	if err != nil {
+		return err
+	}
+	byID := map[string]*state.ActivityExec{}
+	for _, a := range acts {
+		byID[a.ActivityExecID] = a
+	}
+	// An activity that ended still blocks a dependent that has not started:
+	// its advance did not finish.
+	unfinished := map[string]bool{}
+	for _, d := range acts {
+		if d.State.Terminal() {
+			continue
+		}
+		for _, up := range d.PendingDependencies {
+			if u := byID[up]; u != nil && u.State.Terminal() {
+				unfinished[up] = true
+			}
+		}
+	}
+	// A REQUESTED activity with nothing left pending whose edges were
+	// resolved, but that was never readied.
+	def := s.definition(ctx, id)
+	for _, a := range acts {
+		if a.State != state.Requested || len(a.PendingDependencies) > 0 || def == nil || def.Activities[a.ActivityName] == nil {
+			continue
+		}
+		if ups := def.Activities[a.ActivityName].DependsOn; len(ups) > 0 {
+			unfinished[state.ActivityExecIDFor(id, ups[0])] = true
+		}
+	}
+	for upID := range unfinished {
+		u := byID[upID]
+		if u == nil || !u.State.Terminal() {
+			continue
+		}
+		s.report.Repaired++
+		s.log.Info("finishing the advance after an activity that ended", "activity_exec_id", upID, "state", u.State)
+		if err := s.advance(ctx, u); err != nil {
+			return err
+		}
+	}
+	if len(unfinished) > 0 {
+		return nil // the advances settle the workflow if it is done
+	}
+	settled, err := workflow.Settle(ctx, s.st, id, s.log.Named("advance"))
+	if settled != "" {
+		s.report.Settled++
+	}
+	return err
+}
+
+// staleStarts fails workflows whose start never finished: still REQUESTED
+// long after they were created, because their creator died and nobody
+// repeated the start.
+func (s *sweep) staleStarts(ctx context.Context) error {
+	wfs, err := s.st.Workflows(ctx, state.WorkflowQuery{State: state.WorkflowRequested})
+	if err != nil {
+		return fmt.Errorf("list requested workflows: %w", err)
+	}
+	for _, wf := range wfs {
+		age := s.now.Sub(wf.StartTime)
+		if age <= s.cfg.QueuedTimeout {
+			continue
+		}
+		reason := fmt.Sprintf("its start did not finish within %s (created %s ago)", s.cfg.QueuedTimeout, age.Round(time.Second))
+		_, err := s.st.UpdateWorkflow(ctx, wf.WorkflowExecID, state.WorkflowChange{
+			From: []state.WorkflowState{state.WorkflowRequested}, To: state.WorkflowFailed, At: s.now, Reason: reason,
+		})
+		switch {
+		case errors.Is(err, state.ErrConflict):
+		case err != nil:
+			s.log.Warn("could not fail a stale start", "workflow_exec_id", wf.WorkflowExecID, "error", err)
+		default:
+			s.report.FailedStarts++
+			s.log.Info("failed a workflow whose start never finished", "workflow_exec_id", wf.WorkflowExecID, "why", reason)
+		}
+	}
+	return nil
+}
+
+// workflow reads a workflow once per sweep.
+func (s *sweep) workflow(ctx context.Context, id string) (*state.WorkflowExec, error) {
+	if wf := s.workflows[id]; wf != nil {
+		return wf, nil
+	}
+	wf, err := s.st.GetWorkflow(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	s.workflows[id] = wf
+	return wf, nil
+}
+
+// definition parses a workflow's stored definition once per sweep; nil if
+// it has none (a workflow started by a foreign client) or it cannot be read.
+func (s *sweep) definition(ctx context.Context, id string) *workflow.Definition {
+	if d, ok := s.defs[id]; ok {
+		return d
+	}
+	var d *workflow.Definition
+	wf, err := s.workflow(ctx, id)
+	if err != nil {
+		s.log.Warn("could not read a workflow's definition; using defaults", "workflow_exec_id", id, "error", err)
+		return nil // not cached: the next look may succeed
+	}
+	if wf.Definition != "" {
+		var err error
+		if d, err = workflow.ParseStored(wf.Definition); err != nil {
+			s.log.Warn("stored definition unreadable; using defaults", "workflow_exec_id", id, "error", err)
+			d = nil
+		}
+	}
+	s.defs[id] = d
+	return d
+}

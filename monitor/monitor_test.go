@@ -1,0 +1,477 @@
+package monitor_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/whimbrel/whimbrel/internal/dynamotest"
+	"github.com/whimbrel/whimbrel/internal/fault"
+	"github.com/whimbrel/whimbrel/internal/testbin"
+	"github.com/whimbrel/whimbrel/monitor"
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/state/dynamodb"
+	"github.com/whimbrel/whimbrel/state/storetest"
+	"github.com/whimbrel/whimbrel/workflow"
+)
+
+var wrapper string
+
+func TestMain(m *testing.M) {
+	testbin.Main(func(dir string) int {
+		wrapper = filepath.Join(dir, "whimbrel-run")
+		return m.Run()
+	}, []string{"-tags", "whimbrel_fault"}, map[string]string{"whimbrel-run": "../cmd/whimbrel-run"})
+}
+
+func bg(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// fixture is a store with one workflow started from a definition.
+type fixture struct {
+	st *dynamodb.Store
+	id string
+}
+
+func newFixture(t *testing.T, yaml string) *fixture {
+	t.Helper()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	d, err := workflow.Parse("test.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _, err := workflow.Start(bg(t), st, d, workflow.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{st: st, id: id}
+}
+
+func (f *fixture) key(name string) state.ActivityKey {
+	return state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(f.id, name), WorkflowExecID: f.id}
+}
+
+func (f *fixture) get(t *testing.T, name string) *state.ActivityExec {
+	t.Helper()
+	a, err := f.st.GetActivity(bg(t), f.key(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func (f *fixture) workflow(t *testing.T) *state.WorkflowExec {
+	t.Helper()
+	wf, err := f.st.GetWorkflow(bg(t), f.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wf
+}
+
+func (f *fixture) move(t *testing.T, name string, c state.ActivityChange) {
+	t.Helper()
+	if _, err := f.st.UpdateActivity(bg(t), f.key(name), c); err != nil {
+		t.Fatalf("move %s: %v", name, err)
+	}
+}
+
+// wrap starts a real whimbrel-run for the named activity (already QUEUED).
+func (f *fixture) wrap(t *testing.T, name string, extraEnv []string, args ...string) *exec.Cmd {
+	t.Helper()
+	k := f.key(name)
+	cmd := exec.Command(wrapper, args...)
+	cmd.Env = append(append(dynamotest.Env(t, f.st.Prefix()), "PATH="+os.Getenv("PATH"),
+		"WHIMBREL_ACTIVITY_EXEC_ID="+k.ActivityExecID, "WHIMBREL_WORKFLOW_EXEC_ID="+k.WorkflowExecID), extraEnv...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("wrapper stderr:\n%s", stderr.String())
+		}
+	})
+	return cmd
+}
+
+// sweeping runs a monitor until the test ends.
+func sweeping(t *testing.T, st state.Store, cfg monitor.Config) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = monitor.New(st, cfg).Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > timeout {
+			t.Fatalf("%s: not within %s", what, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+func readPID(t *testing.T, path string) int {
+	t.Helper()
+	waitFor(t, "pid file "+path, 20*time.Second, func() bool {
+		b, err := os.ReadFile(path)
+		return err == nil && strings.HasSuffix(string(b), "\n")
+	})
+	b, _ := os.ReadFile(path)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+const pair = "name: wf\nactivities:\n  long: {command: [\"true\"]}\n  after: {command: [\"true\"], depends_on: [long]}\n"
+
+// TestKilledWrapperIsTimedOut: kill -9 of a wrapper running a long command;
+// the activity is TIMED_OUT within its timeout plus the sweep interval,
+// downstream CANCELLED, the workflow FAILED.
+func TestKilledWrapperIsTimedOut(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, pair)
+	f.move(t, "long", state.ActivityChange{From: []state.ActivityState{state.Requested}, To: state.Queued})
+	pidfile := filepath.Join(t.TempDir(), "pid")
+	w := f.wrap(t, "long", nil, "--heartbeat-interval", "200ms", "--heartbeat-timeout", "1s", "--",
+		"sh", "-c", "echo $$ > "+pidfile+"; exec sleep 300")
+	cmdPID := readPID(t, pidfile)
+	t.Cleanup(func() { _ = syscall.Kill(cmdPID, syscall.SIGKILL) }) // the orphan the wrapper leaves
+	waitFor(t, "a heartbeat", 10*time.Second, func() bool { return !f.get(t, "long").HeartbeatTime.IsZero() })
+
+	const interval, skew = 200 * time.Millisecond, 100 * time.Millisecond
+	sweeping(t, f.st, monitor.Config{Interval: interval, Skew: skew})
+	if err := w.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "TIMED_OUT", 30*time.Second, func() bool { return f.get(t, "long").State == state.TimedOut })
+	// Judged on the times the item records, not on how fast this machine
+	// is: the monitor decided within timeout + interval (+ skew, + slack
+	// for a slow sweep) of the last heartbeat that landed.
+	a := f.get(t, "long")
+	if gap, limit := a.StateTime.Sub(a.HeartbeatTime), time.Second+interval+skew+2*time.Second; gap > limit || gap < time.Second {
+		t.Errorf("timed out %s after the last heartbeat, want between the timeout (1s) and %s", gap, limit)
+	}
+	waitFor(t, "downstream cancelled and workflow failed", 10*time.Second, func() bool {
+		return f.get(t, "after").State == state.Cancelled && f.workflow(t).State == state.WorkflowFailed
+	})
+}
+
+// TestStoppedWrapperFindsTimedOut: a wrapper paused with SIGSTOP past its
+// timeout is timed out; resumed, it finds TIMED_OUT on its next heartbeat
+// and stops its command without changing the state.
+func TestStoppedWrapperFindsTimedOut(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, pair)
+	f.move(t, "long", state.ActivityChange{From: []state.ActivityState{state.Requested}, To: state.Queued})
+	pidfile := filepath.Join(t.TempDir(), "pid")
+	w := f.wrap(t, "long", nil, "--heartbeat-interval", "200ms", "--heartbeat-timeout", "1s", "--kill-grace", "5s", "--",
+		"sh", "-c", "echo $$ > "+pidfile+"; exec sleep 300")
+	cmdPID := readPID(t, pidfile)
+	waitFor(t, "a heartbeat", 10*time.Second, func() bool { return !f.get(t, "long").HeartbeatTime.IsZero() })
+
+	sweeping(t, f.st, monitor.Config{Interval: 100 * time.Millisecond, Skew: 100 * time.Millisecond})
+	if err := w.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "TIMED_OUT", 20*time.Second, func() bool { return f.get(t, "long").State == state.TimedOut })
+	if err := w.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 143 {
+			t.Errorf("wrapper ended with %v, want exit 143", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the resumed wrapper did not stop its command")
+	}
+	if err := syscall.Kill(cmdPID, 0); err == nil {
+		t.Error("the command is still running")
+		_ = syscall.Kill(cmdPID, syscall.SIGKILL)
+	}
+	a := f.get(t, "long")
+	if a.State != state.TimedOut || a.ExitCode == nil || *a.ExitCode != 143 {
+		t.Errorf("after resuming: %s exit %v, want TIMED_OUT with 143 recorded", a.State, a.ExitCode)
+	}
+}
+
+// TestSlowHeartbeatsAreNotTimedOut: every heartbeat takes half a second to
+// reach the store, but each lands within the timeout: the activity is never
+// timed out.
+func TestSlowHeartbeatsAreNotTimedOut(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, pair)
+	f.move(t, "long", state.ActivityChange{From: []state.ActivityState{state.Requested}, To: state.Queued})
+	proxy := dynamotest.NewProxy(t)
+	proxy.SetDelay(500 * time.Millisecond)
+	w := f.wrap(t, "long", []string{"AWS_ENDPOINT_URL_DYNAMODB=" + proxy.Endpoint},
+		"--heartbeat-interval", "1s", "--heartbeat-timeout", "5s", "--", "sleep", "6")
+	mon := monitor.New(f.st, monitor.Config{}) // no skew allowance at all
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		r, err := mon.Sweep(bg(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.TimedOut != 0 {
+			t.Fatalf("timed out an activity whose heartbeats were slow but in time: %+v", f.get(t, "long"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := w.Wait(); err != nil {
+		t.Fatalf("wrapper: %v", err)
+	}
+	if a := f.get(t, "long"); a.State != state.Completed {
+		t.Errorf("activity %s, want COMPLETED", a.State)
+	}
+}
+
+// TestRepairAfterDeathAfterFinish: a wrapper dies between COMPLETED and
+// readying its dependents; one sweep finishes the job.
+func TestRepairAfterDeathAfterFinish(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "name: wf\nactivities:\n  a: {command: [\"true\"]}\n  b: {command: [\"true\"], depends_on: [a]}\n  c: {command: [\"true\"], depends_on: [a]}\n")
+	f.move(t, "a", state.ActivityChange{From: []state.ActivityState{state.Requested}, To: state.Queued})
+	w := f.wrap(t, "a", []string{fault.Env + "=" + fault.AfterFinish}, "--", "true")
+	var ee *exec.ExitError
+	if err := w.Wait(); !errors.As(err, &ee) || ee.ExitCode() != fault.ExitCode {
+		t.Fatalf("wrapper: %v, want the fault's exit", err)
+	}
+	if b := f.get(t, "b"); b.State != state.Requested {
+		t.Fatalf("b is %s before the sweep: the fault fired too late", b.State)
+	}
+	r, err := monitor.New(f.st, monitor.Config{}).Sweep(bg(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Repaired != 1 || r.Readied != 2 {
+		t.Errorf("sweep: %+v, want one repair readying two", r)
+	}
+	for _, n := range []string{"b", "c"} {
+		if got := f.get(t, n).State; got != state.Ready {
+			t.Errorf("%s is %s after one sweep, want READY", n, got)
+		}
+	}
+	// Nothing is left to repair.
+	if r, _ := monitor.New(f.st, monitor.Config{}).Sweep(bg(t)); r != (monitor.Report{}) {
+		t.Errorf("second sweep did %+v, want nothing", r)
+	}
+}
+
+// TestQueuedNeverStarted: an activity launched but never started fails after
+// its queued timeout, with the reason; downstream is cancelled.
+func TestQueuedNeverStarted(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "name: wf\nactivities:\n  a: {command: [\"true\"], queued_timeout: 2m}\n  b: {command: [\"true\"], depends_on: [a]}\n")
+	f.move(t, "a", state.ActivityChange{From: []state.ActivityState{state.Requested}, To: state.Queued, LaunchedAs: "container:4f2c"})
+	now := time.Now()
+	at := func(d time.Duration) monitor.Config {
+		return monitor.Config{Now: func() time.Time { return now.Add(d) }}
+	}
+	if r, err := monitor.New(f.st, at(time.Minute)).Sweep(bg(t)); err != nil || r.FailedLaunches != 0 {
+		t.Fatalf("before the timeout: %+v %v", r, err)
+	}
+	r, err := monitor.New(f.st, at(3*time.Minute)).Sweep(bg(t))
+	if err != nil || r.FailedLaunches != 1 || r.CancelledDown != 1 {
+		t.Fatalf("after the timeout: %+v %v", r, err)
+	}
+	a := f.get(t, "a")
+	if a.State != state.Failed || !strings.Contains(a.Reason, "queued timeout 2m0s") || !strings.Contains(a.Reason, "container:4f2c") {
+		t.Errorf("a: %s %q", a.State, a.Reason)
+	}
+	if b := f.get(t, "b"); b.State != state.Cancelled {
+		t.Errorf("b is %s, want CANCELLED", b.State)
+	}
+	if wf := f.workflow(t); wf.State != state.WorkflowFailed {
+		t.Errorf("workflow %s, want FAILED", wf.State)
+	}
+}
+
+// TestFourMonitorsActOnce: 20 stale activities, each with a dependent, and
+// 4 monitors sweeping at once: each timeout is recorded once, each
+// dependent cancelled once, the workflow settled once.
+func TestFourMonitorsActOnce(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	b.WriteString("name: many\nactivities:\n")
+	for i := 0; i < 20; i++ {
+		fmt.Fprintf(&b, "  a%02d: {command: [\"true\"]}\n  d%02d: {command: [\"true\"], depends_on: [a%02d]}\n", i, i, i)
+	}
+	f := newFixture(t, b.String())
+	past := time.Now().Add(-5 * time.Minute)
+	for i := 0; i < 20; i++ {
+		n := fmt.Sprintf("a%02d", i)
+		f.move(t, n, state.ActivityChange{From: []state.ActivityState{state.Requested}, To: state.Queued, At: past})
+		f.move(t, n, state.ActivityChange{From: []state.ActivityState{state.Queued}, To: state.Running, At: past,
+			Claim: &state.Claim{Owner: "gone-" + n, HeartbeatEnabled: true, HeartbeatInterval: 15 * time.Second, HeartbeatTimeout: time.Minute}})
+	}
+	var mu sync.Mutex
+	var total monitor.Report
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := monitor.New(f.st, monitor.Config{})
+			for j := 0; j < 2; j++ {
+				r, err := m.Sweep(bg(t))
+				if err != nil {
+					t.Error(err)
+				}
+				mu.Lock()
+				total.TimedOut += r.TimedOut
+				total.CancelledDown += r.CancelledDown
+				total.Settled += r.Settled
+				total.Cancelled += r.Cancelled
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if total.TimedOut != 20 || total.CancelledDown+total.Cancelled != 20 || total.Settled != 1 {
+		t.Errorf("4 monitors did %+v; want 20 timeouts, 20 cancellations, 1 settle", total)
+	}
+	for i := 0; i < 20; i++ {
+		if a := f.get(t, fmt.Sprintf("a%02d", i)); a.State != state.TimedOut {
+			t.Errorf("a%02d is %s", i, a.State)
+		}
+		if d := f.get(t, fmt.Sprintf("d%02d", i)); d.State != state.Cancelled {
+			t.Errorf("d%02d is %s", i, d.State)
+		}
+	}
+	if wf := f.workflow(t); wf.State != state.WorkflowFailed {
+		t.Errorf("workflow %s", wf.State)
+	}
+}
+
+// TestCleanup: a settled workflow's pending activities are cancelled; a
+// cancelled workflow's running ones become CANCELLED_RUNNING.
+func TestCleanup(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "name: wf\nactivities:\n  run: {command: [\"true\"]}\n  wait: {command: [\"true\"]}\n  ready: {command: [\"true\"]}\n")
+	f.move(t, "run", state.ActivityChange{From: []state.ActivityState{state.Requested}, To: state.Queued})
+	f.move(t, "run", state.ActivityChange{From: []state.ActivityState{state.Queued}, To: state.Running,
+		Claim: &state.Claim{Owner: "o", HeartbeatEnabled: true, HeartbeatTimeout: time.Hour}})
+	f.move(t, "ready", state.ActivityChange{From: []state.ActivityState{state.Requested}, To: state.Ready})
+	if _, err := f.st.UpdateWorkflow(bg(t), f.id, state.WorkflowChange{
+		From: []state.WorkflowState{state.WorkflowRunning}, To: state.WorkflowCancelled, Reason: "operator"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := monitor.New(f.st, monitor.Config{}).Sweep(bg(t))
+	if err != nil || r.Cancelled != 2 || r.CancelledRunning != 1 {
+		t.Fatalf("sweep: %+v %v", r, err)
+	}
+	for n, want := range map[string]state.ActivityState{"run": state.CancelledRunning, "wait": state.Cancelled, "ready": state.Cancelled} {
+		if a := f.get(t, n); a.State != want || !strings.Contains(a.Reason, "cancelled") && !strings.Contains(a.Reason, "CANCELLED") {
+			t.Errorf("%s: %s %q, want %s with the reason", n, a.State, a.Reason, want)
+		}
+	}
+}
+
+// TestStaleStart: a workflow whose creator died before moving it to RUNNING
+// is failed after the queued timeout.
+func TestStaleStart(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	w := storetest.NewWorkflow(t, "half", storetest.DAG{"a": nil})
+	if err := st.CreateWorkflow(bg(t), w); err != nil {
+		t.Fatal(err)
+	}
+	later := func() time.Time { return time.Now().Add(time.Hour) }
+	r, err := monitor.New(st, monitor.Config{Now: later}).Sweep(bg(t))
+	if err != nil || r.FailedStarts != 1 {
+		t.Fatalf("sweep: %+v %v", r, err)
+	}
+	wf, err := st.GetWorkflow(bg(t), w.Exec.WorkflowExecID)
+	if err != nil || wf.State != state.WorkflowFailed || !strings.Contains(wf.Reason, "start did not finish") {
+		t.Errorf("workflow %+v %v", wf, err)
+	}
+	// Its activities are then cancelled by the next sweep.
+	if r, _ := monitor.New(st, monitor.Config{Now: later}).Sweep(bg(t)); r.Cancelled != 1 {
+		t.Errorf("next sweep: %+v, want the activity cancelled", r)
+	}
+}
+
+// TestSweepCostIgnoresHistory: the read units of a sweep do not grow with
+// finished workflows.
+func TestSweepCostIgnoresHistory(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var units float64
+	st := dynamotest.NewStore(t, dynamodb.Options{Capacity: func(c dynamodb.Capacity) {
+		mu.Lock()
+		units += c.Total
+		mu.Unlock()
+	}})
+	cost := func() float64 {
+		mu.Lock()
+		units = 0
+		mu.Unlock()
+		if _, err := monitor.New(st, monitor.Config{}).Sweep(bg(t)); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return units
+	}
+	empty := cost()
+	d, err := workflow.Parse("w.yaml", []byte("name: done\nactivities:\n  a: {command: [\"true\"]}\n  b: {command: [\"true\"]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 30; i++ {
+		id, _, err := workflow.Start(bg(t), st, d, workflow.StartOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []string{"a", "b"} {
+			k := state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, n), WorkflowExecID: id}
+			for _, c := range []state.ActivityChange{
+				{From: []state.ActivityState{state.Requested}, To: state.Queued},
+				{From: []state.ActivityState{state.Queued}, To: state.Running, Claim: &state.Claim{Owner: "o"}},
+				{From: []state.ActivityState{state.Running}, To: state.Completed, Owner: "o"},
+			} {
+				if _, err := st.UpdateActivity(bg(t), k, c); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if _, err := workflow.Settle(bg(t), st, id, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := cost(); after != empty {
+		t.Errorf("a sweep read %.1f units over 30 finished workflows, %.1f over none: it must not grow with history", after, empty)
+	}
+}
