@@ -10,9 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -25,6 +23,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/state/internal/attr"
 )
 
 // API lists the DynamoDB calls the Store makes; *dynamodb.Client satisfies
@@ -158,7 +157,7 @@ func reportOne(cc *types.ConsumedCapacity) []types.ConsumedCapacity {
 // and dependency items are put only if absent, so a retry after a partial
 // write completes it without touching what exists.
 func (st *Store) CreateWorkflow(ctx context.Context, w *state.NewWorkflow) error {
-	if err := checkNewWorkflow(w); err != nil {
+	if err := attr.CheckNewWorkflow(w); err != nil {
 		return fmt.Errorf("create workflow %s: %w", w.Exec.WorkflowExecID, err)
 	}
 	requested := map[string]types.AttributeValue{":r": avS(string(state.WorkflowRequested))}
@@ -167,7 +166,7 @@ func (st *Store) CreateWorkflow(ctx context.Context, w *state.NewWorkflow) error
 	if w.Request != nil {
 		head = append(head, types.TransactWriteItem{Put: &types.Put{
 			TableName:           st.table(TableWorkflowRequest),
-			Item:                encodeRequest(w.Request),
+			Item:                toAVItem(attr.EncodeRequest(w.Request)),
 			ConditionExpression: aws.String("attribute_not_exists(workflow_request_id) OR workflow_exec_id = :e"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{
 				":e": avS(w.Exec.WorkflowExecID),
@@ -177,7 +176,7 @@ func (st *Store) CreateWorkflow(ctx context.Context, w *state.NewWorkflow) error
 	}
 	head = append(head, types.TransactWriteItem{Put: &types.Put{
 		TableName:                           st.table(TableWorkflowExec),
-		Item:                                encodeWorkflow(&w.Exec),
+		Item:                                toAVItem(attr.EncodeWorkflow(&w.Exec)),
 		ConditionExpression:                 aws.String("attribute_not_exists(workflow_exec_id) OR #s = :r"),
 		ExpressionAttributeNames:            stateName,
 		ExpressionAttributeValues:           requested,
@@ -185,7 +184,7 @@ func (st *Store) CreateWorkflow(ctx context.Context, w *state.NewWorkflow) error
 	}})
 	stillRequested := types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
 		TableName:                           st.table(TableWorkflowExec),
-		Key:                                 item{"workflow_exec_id": avS(w.Exec.WorkflowExecID), "workflow_name": avS(w.Exec.WorkflowName)},
+		Key:                                 workflowKey(w.Exec.WorkflowExecID, w.Exec.WorkflowName),
 		ConditionExpression:                 aws.String("#s = :r"),
 		ExpressionAttributeNames:            stateName,
 		ExpressionAttributeValues:           requested,
@@ -196,14 +195,14 @@ func (st *Store) CreateWorkflow(ctx context.Context, w *state.NewWorkflow) error
 	for i := range w.Activities {
 		rest = append(rest, types.TransactWriteItem{Put: &types.Put{
 			TableName:           st.table(TableActivityExec),
-			Item:                encodeActivity(&w.Activities[i]),
+			Item:                toAVItem(attr.EncodeActivity(&w.Activities[i])),
 			ConditionExpression: aws.String("attribute_not_exists(activity_exec_id)"),
 		}})
 	}
 	for i := range w.Dependencies {
 		rest = append(rest, types.TransactWriteItem{Put: &types.Put{
 			TableName:           st.table(TableActivityDependency),
-			Item:                encodeDependency(&w.Dependencies[i]),
+			Item:                toAVItem(attr.EncodeDependency(&w.Dependencies[i])),
 			ConditionExpression: aws.String("attribute_not_exists(activity_exec_dependency)"),
 		}})
 	}
@@ -252,7 +251,7 @@ func (st *Store) transact(ctx context.Context, w *state.NewWorkflow, writes []ty
 			case "", "None":
 			case "ConditionalCheckFailed":
 				if i < guarded {
-					return backoff.Permanent(st.existsError(w, r.Item))
+					return backoff.Permanent(existsError(w, fromAVItem(r.Item)))
 				}
 				continue // written by an earlier attempt
 			case "TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded":
@@ -275,81 +274,25 @@ func (st *Store) transact(ctx context.Context, w *state.NewWorkflow, writes []ty
 	})
 }
 
-func (st *Store) existsError(w *state.NewWorkflow, old item) error {
+// existsError names the execution that exists instead of w.
+func existsError(w *state.NewWorkflow, old attr.Item) error {
 	// Workflow items have a state; request items do not.
-	if s, ok := old["state"].(*types.AttributeValueMemberS); ok || w.Request == nil {
+	if s, ok := old["state"].(attr.S); ok || w.Request == nil {
 		what := "workflow execution " + w.Exec.WorkflowExecID
 		if ok {
-			what += " (" + s.Value + ")"
+			what += " (" + string(s) + ")"
 		}
 		return &state.ExistsError{What: what, WorkflowExecID: w.Exec.WorkflowExecID}
 	}
 	e := &state.ExistsError{What: "workflow request " + w.Request.WorkflowRequestID}
-	if v, ok := old["workflow_exec_id"].(*types.AttributeValueMemberS); ok {
-		e.WorkflowExecID = v.Value // a foreign request may not say which execution it started
+	if v, ok := old["workflow_exec_id"].(attr.S); ok {
+		e.WorkflowExecID = string(v) // a foreign request may not say which execution it started
 	}
 	return e
 }
 
-// checkNewWorkflow refuses input that would write a workflow the contract
-// cannot run: wrong states, items of another workflow, duplicate keys,
-// dependency items that disagree with the pending sets.
-func checkNewWorkflow(w *state.NewWorkflow) error {
-	ex := &w.Exec
-	switch {
-	case ex.State != state.WorkflowRequested:
-		return fmt.Errorf("a new workflow must be %s, not %s", state.WorkflowRequested, ex.State)
-	case ex.WorkflowExecID == "" || ex.WorkflowName == "":
-		return errors.New("a new workflow needs an ID and a name")
-	case ex.StartTime.IsZero():
-		return errors.New("a new workflow needs a start time: the state index sorts by it")
-	case w.Request != nil && w.Request.WorkflowExecID != ex.WorkflowExecID:
-		return errors.New("the request must name the execution it starts")
-	}
-	if _, err := state.WorkflowNameOf(ex.WorkflowExecID); err != nil {
-		return err
-	}
-	upstreams := map[string][]string{} // waiting activity → what it waits on, from the dependency items
-	acts := map[string]bool{}
-	for _, a := range w.Activities {
-		switch {
-		case a.State != state.Requested:
-			return fmt.Errorf("activity %s: a new activity must be %s, not %s", a.ActivityExecID, state.Requested, a.State)
-		case a.ActivityExecID == "" || a.WorkflowExecID != ex.WorkflowExecID:
-			return fmt.Errorf("activity %q: it must have an ID and belong to workflow %s", a.ActivityExecID, ex.WorkflowExecID)
-		case a.StateTime.IsZero():
-			return fmt.Errorf("activity %s: a new activity needs a state time: the state index sorts by it", a.ActivityExecID)
-		case acts[a.ActivityExecID]:
-			return fmt.Errorf("activity %s appears twice", a.ActivityExecID)
-		}
-		acts[a.ActivityExecID] = true
-	}
-	deps := map[string]bool{}
-	for _, d := range w.Dependencies {
-		switch {
-		case d.ID == "" || d.DependentActivityExecID == "":
-			return fmt.Errorf("dependency %q: it needs an ID and the activity waited on", d.ID)
-		case d.WorkflowExecID != ex.WorkflowExecID || !acts[d.ActivityExecID]:
-			return fmt.Errorf("dependency %s: its waiting activity %q must be an activity of workflow %s", d.ID, d.ActivityExecID, ex.WorkflowExecID)
-		case deps[d.ID]:
-			return fmt.Errorf("dependency %s appears twice", d.ID)
-		}
-		deps[d.ID] = true
-		upstreams[d.ActivityExecID] = append(upstreams[d.ActivityExecID], d.DependentActivityExecID)
-	}
-	for _, a := range w.Activities {
-		want := slices.Clone(upstreams[a.ActivityExecID])
-		slices.Sort(want)
-		got := slices.Clone(a.PendingDependencies)
-		slices.Sort(got)
-		if len(slices.Compact(slices.Clone(got))) != len(got) {
-			return fmt.Errorf("activity %s: its pending dependencies repeat an activity", a.ActivityExecID)
-		}
-		if !slices.Equal(got, want) {
-			return fmt.Errorf("activity %s: its pending dependencies %v differ from its dependency items %v", a.ActivityExecID, got, want)
-		}
-	}
-	return nil
+func workflowKey(id, name string) item {
+	return item{"workflow_exec_id": avS(id), "workflow_name": avS(name)}
 }
 
 // GetWorkflow implements state.Store.
@@ -358,34 +301,26 @@ func (st *Store) GetWorkflow(ctx context.Context, id string) (*state.WorkflowExe
 	if err != nil {
 		return nil, fmt.Errorf("get workflow: %w", err)
 	}
-	out, err := st.api.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      st.table(TableWorkflowExec),
-		Key:            item{"workflow_exec_id": avS(id), "workflow_name": avS(name)},
-		ConsistentRead: aws.Bool(true),
-	})
+	m, err := st.get(ctx, "GetWorkflow", TableWorkflowExec, workflowKey(id, name))
 	if err != nil {
 		return nil, fmt.Errorf("get workflow %s: %w", id, err)
 	}
-	if len(out.Item) == 0 {
+	if m == nil {
 		return nil, &state.NotFoundError{Kind: "workflow", ID: id}
 	}
-	return decodeWorkflow(st.prefix+TableWorkflowExec, out.Item)
+	return attr.DecodeWorkflow(st.prefix+TableWorkflowExec, m)
 }
 
 // GetRequest implements state.Store.
 func (st *Store) GetRequest(ctx context.Context, id, workflowName string) (*state.WorkflowRequest, error) {
-	out, err := st.api.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      st.table(TableWorkflowRequest),
-		Key:            item{"workflow_request_id": avS(id), "workflow_name": avS(workflowName)},
-		ConsistentRead: aws.Bool(true),
-	})
+	m, err := st.get(ctx, "GetRequest", TableWorkflowRequest, item{"workflow_request_id": avS(id), "workflow_name": avS(workflowName)})
 	if err != nil {
 		return nil, fmt.Errorf("get workflow request %s: %w", id, err)
 	}
-	if len(out.Item) == 0 {
+	if m == nil {
 		return nil, &state.NotFoundError{Kind: "workflow request", ID: id}
 	}
-	return decodeRequest(st.prefix+TableWorkflowRequest, out.Item)
+	return attr.DecodeRequest(st.prefix+TableWorkflowRequest, m)
 }
 
 // UpdateWorkflow implements state.Store.
@@ -394,59 +329,18 @@ func (st *Store) UpdateWorkflow(ctx context.Context, id string, c state.Workflow
 	if err != nil {
 		return nil, fmt.Errorf("update workflow: %w", err)
 	}
-	if len(c.From) == 0 {
-		return nil, fmt.Errorf("update workflow %s: no state to move from", id)
-	}
-	for _, f := range c.From {
-		if err := state.CheckWorkflowTransition(f, c.To); err != nil {
-			return nil, fmt.Errorf("update workflow %s: %w", id, err)
-		}
-	}
-	at := c.At
-	if at.IsZero() {
-		at = time.Now()
-	}
-	cond := inStates(wfStrings(c.From))
-	upd := expression.Set(expression.Name("state"), expression.Value(avS(string(c.To))))
-	if c.To.Terminal() {
-		upd = upd.Set(expression.Name("end_time"), expression.Value(avList(at))).
-			Set(expression.Name("end_time_epoch"), expression.Value(avN(state.FormatEpoch(at))))
-	}
-	if c.Reason != "" {
-		upd = upd.Set(expression.Name("reason"), expression.Value(avS(c.Reason)))
-	}
-	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
+	cond, upd, err := attr.WorkflowChange(c)
 	if err != nil {
 		return nil, fmt.Errorf("update workflow %s: %w", id, err)
 	}
-	out, err := st.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           st.table(TableWorkflowExec),
-		Key:                                 item{"workflow_exec_id": avS(id), "workflow_name": avS(name)},
-		ConditionExpression:                 expr.Condition(),
-		UpdateExpression:                    expr.Update(),
-		ExpressionAttributeNames:            expr.Names(),
-		ExpressionAttributeValues:           expr.Values(),
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		ReturnConsumedCapacity:              st.returnCapacity(),
-	})
+	m, old, err := st.update(ctx, "UpdateWorkflow", TableWorkflowExec, workflowKey(id, name), cond, upd)
 	if err != nil {
-		var ccf *types.ConditionalCheckFailedException
-		if errors.As(err, &ccf) {
-			if len(ccf.Item) == 0 {
-				return nil, &state.NotFoundError{Kind: "workflow", ID: id}
-			}
-			old, derr := decodeWorkflow(st.prefix+TableWorkflowExec, ccf.Item)
-			if derr != nil && !old.State.Valid() {
-				return nil, derr
-			}
-			return nil, &state.ConflictError{Kind: "workflow", ID: id, State: string(old.State),
-				Want: "state " + joinStates(wfStrings(c.From))}
-		}
 		return nil, fmt.Errorf("update workflow %s: %w", id, err)
 	}
-	st.report("UpdateWorkflow", reportOne(out.ConsumedCapacity)...)
-	w, err := decodeWorkflow(st.prefix+TableWorkflowExec, out.Attributes)
+	if m == nil {
+		return nil, attr.Conflict("workflow", st.prefix+TableWorkflowExec, id, cond, old)
+	}
+	w, err := attr.DecodeWorkflow(st.prefix+TableWorkflowExec, m)
 	if err != nil && w.State.Valid() {
 		st.log.Warn("a workflow the store wrote has a malformed attribute", "error", err)
 		return w, nil // the write landed
@@ -473,7 +367,7 @@ func (st *Store) Workflows(ctx context.Context, q state.WorkflowQuery) ([]*state
 		ExpressionAttributeValues: expr.Values(),
 		ScanIndexForward:          aws.Bool(false),
 	}, q.Limit, func(m item) error {
-		w, err := decodeWorkflow(st.prefix+TableWorkflowExec, m)
+		w, err := attr.DecodeWorkflow(st.prefix+TableWorkflowExec, fromAVItem(m))
 		if err != nil {
 			return err
 		}
@@ -487,20 +381,14 @@ func (st *Store) Workflows(ctx context.Context, q state.WorkflowQuery) ([]*state
 
 // GetActivity implements state.Store.
 func (st *Store) GetActivity(ctx context.Context, key state.ActivityKey) (*state.ActivityExec, error) {
-	out, err := st.api.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:              st.table(TableActivityExec),
-		Key:                    activityKey(key),
-		ConsistentRead:         aws.Bool(true),
-		ReturnConsumedCapacity: st.returnCapacity(),
-	})
+	m, err := st.get(ctx, "GetActivity", TableActivityExec, toAVItem(attr.ActivityKey(key)))
 	if err != nil {
 		return nil, fmt.Errorf("get activity %s: %w", key.ActivityExecID, err)
 	}
-	st.report("GetActivity", reportOne(out.ConsumedCapacity)...)
-	if len(out.Item) == 0 {
+	if m == nil {
 		return nil, &state.NotFoundError{Kind: "activity", ID: key.ActivityExecID}
 	}
-	return decodeActivity(st.prefix+TableActivityExec, out.Item)
+	return attr.DecodeActivity(st.prefix+TableActivityExec, m)
 }
 
 // Activities implements state.Store.
@@ -520,7 +408,7 @@ func (st *Store) Activities(ctx context.Context, workflowExecID string) ([]*stat
 	}
 	var out []*state.ActivityExec
 	err = st.batchGet(ctx, TableActivityExec, keys, func(m item) error {
-		a, err := decodeActivity(st.prefix+TableActivityExec, m)
+		a, err := attr.DecodeActivity(st.prefix+TableActivityExec, fromAVItem(m))
 		if err != nil {
 			return err
 		}
@@ -553,16 +441,9 @@ func (st *Store) ActivitiesInState(ctx context.Context, q state.ActivityQuery) (
 		ExpressionAttributeValues: expr.Values(),
 		ScanIndexForward:          aws.Bool(true),
 	}, q.Limit, func(m item) error {
-		d := newDecoder(st.prefix+TableActivityExec, m, "activity_exec_id")
-		ref := state.ActivityRef{
-			ActivityKey: state.ActivityKey{
-				ActivityExecID: d.str("activity_exec_id", true),
-				WorkflowExecID: d.str("workflow_exec_id", true),
-			},
-			StateTime: d.time("state_time"),
-		}
-		if d.err != nil {
-			return d.err
+		ref, err := attr.DecodeRef(st.prefix+TableActivityExec, fromAVItem(m))
+		if err != nil {
+			return err
 		}
 		out = append(out, ref)
 		return nil
@@ -575,210 +456,60 @@ func (st *Store) ActivitiesInState(ctx context.Context, q state.ActivityQuery) (
 
 // UpdateActivity implements state.Store.
 func (st *Store) UpdateActivity(ctx context.Context, key state.ActivityKey, c state.ActivityChange) (*state.ActivityExec, error) {
-	expr, err := activityUpdate(c)
+	cond, upd, err := attr.ActivityChange(c)
 	if err != nil {
 		return nil, fmt.Errorf("update activity %s: %w", key.ActivityExecID, err)
 	}
-	out, err := st.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           st.table(TableActivityExec),
-		Key:                                 activityKey(key),
-		ConditionExpression:                 expr.Condition(),
-		UpdateExpression:                    expr.Update(),
-		ExpressionAttributeNames:            expr.Names(),
-		ExpressionAttributeValues:           expr.Values(),
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		ReturnConsumedCapacity:              st.returnCapacity(),
-	})
-	if err != nil {
-		return nil, st.activityError(key, describeCondition(c), err)
-	}
-	st.report("UpdateActivity", reportOne(out.ConsumedCapacity)...)
-	return st.written(out.Attributes)
-}
-
-// written decodes an activity a write returned. The write has landed, so an
-// attribute the write did not need being malformed must not turn it into a
-// failure: it is logged, and the item returned as far as it could be read.
-func (st *Store) written(m item) (*state.ActivityExec, error) {
-	a, err := decodeActivity(st.prefix+TableActivityExec, m)
-	if err != nil && a.State.Valid() && a.ActivityExecID != "" {
-		st.log.Warn("an activity the store wrote has a malformed attribute", "error", err)
-		return a, nil
-	}
-	return a, err
-}
-
-// activityUpdate builds the condition and update of an ActivityChange,
-// after checking the move against the contract.
-func activityUpdate(c state.ActivityChange) (expression.Expression, error) {
-	if len(c.From) == 0 {
-		return expression.Expression{}, errors.New("no state to move from")
-	}
-	if c.To != "" {
-		for _, f := range c.From {
-			if err := state.CheckTransition(f, c.To); err != nil {
-				return expression.Expression{}, err
-			}
-		}
-	}
-	if c.Claim != nil && c.To != state.Running {
-		return expression.Expression{}, fmt.Errorf("a claim moves to %s, not to %q", state.Running, c.To)
-	}
-	if c.To == state.Running && (c.Claim == nil || c.Claim.Owner == "") {
-		return expression.Expression{}, errors.New("a move to RUNNING needs a claim with an owner token, which fences the later writes")
-	}
-	at := c.At
-	if at.IsZero() {
-		at = time.Now()
-	}
-	var froms []string
-	for _, f := range c.From {
-		froms = append(froms, string(f))
-	}
-	cond := inStates(froms)
-	if c.Owner != "" {
-		cond = cond.And(expression.Name("owner").Equal(expression.Value(avS(c.Owner))))
-	}
-	if (c.To == state.Ready || c.To == state.Queued) && slices.Contains(c.From, state.Requested) {
-		// READY means every activity it waits on completed; QUEUED from
-		// REQUESTED is for activities that wait on nothing.
-		cond = cond.And(expression.AttributeNotExists(expression.Name("pending_dependencies")))
-	}
-	if c.HeartbeatSeen != nil {
-		hb := expression.Name("heartbeat_time_epoch")
-		if c.HeartbeatSeen.IsZero() {
-			cond = cond.And(expression.Or(expression.AttributeNotExists(hb), hb.LessThan(expression.Value(avInt(0)))))
-		} else {
-			cond = cond.And(hb.Equal(expression.Value(avN(state.FormatEpoch(*c.HeartbeatSeen)))))
-		}
-	}
-	var upd expression.UpdateBuilder
-	empty := true
-	set := func(name string, v types.AttributeValue) {
-		upd = upd.Set(expression.Name(name), expression.Value(v))
-		empty = false
-	}
-	setTime := func(name string) {
-		set(name, avList(at))
-		set(name+"_epoch", avN(state.FormatEpoch(at)))
-	}
-	if c.To != "" {
-		set("state", avS(string(c.To)))
-		setTime("state_time")
-		switch {
-		case c.To == state.Queued:
-			setTime("queued_time")
-		case c.To == state.Running:
-			setTime("start_time")
-		case c.To.Terminal():
-			setTime("end_time")
-		}
-	} else if c.Exit != nil {
-		setTime("end_time")
-	}
-	if cl := c.Claim; cl != nil {
-		set("owner", avS(cl.Owner))
-		set("host", avS(cl.Host))
-		set("pid", avInt(cl.PID))
-		set("heartbeat_enabled", avBool(cl.HeartbeatEnabled))
-		set("heartbeat_time_epoch", avInt(state.NotSet))
-		if cl.HeartbeatInterval > 0 {
-			set("heartbeat_interval", avSeconds(cl.HeartbeatInterval))
-		}
-		if cl.HeartbeatTimeout > 0 {
-			set("heartbeat_timeout", avSeconds(cl.HeartbeatTimeout))
-		}
-		upd = upd.Add(expression.Name("attempt"), expression.Value(avInt(1)))
-	}
-	if c.LaunchedAs != "" {
-		set("launched_as", avS(c.LaunchedAs))
-	}
-	if c.Exit != nil {
-		set("exit_code", avInt(c.Exit.Code))
-		if c.Exit.Signal != "" {
-			set("signal", avS(c.Exit.Signal))
-		}
-	}
-	if c.Error != "" {
-		set("error", avS(c.Error))
-	}
-	if c.Reason != "" {
-		set("reason", avS(c.Reason))
-	}
-	if empty {
-		return expression.Expression{}, errors.New("nothing to change")
-	}
-	return expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
+	return st.updateActivity(ctx, "UpdateActivity", key, cond, upd)
 }
 
 // Heartbeat implements state.Store. It sets two attributes that no index
 // projects, and returns nothing on success, so it costs one write unit.
 func (st *Store) Heartbeat(ctx context.Context, key state.ActivityKey, owner string, at time.Time) error {
+	cond, upd := attr.Heartbeat(owner, at)
+	expr, err := expressionOf(cond, upd)
+	if err != nil {
+		return fmt.Errorf("heartbeat %s: %w", key.ActivityExecID, err)
+	}
 	out, err := st.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                st.table(TableActivityExec),
-		Key:                      activityKey(key),
-		ConditionExpression:      aws.String("#s = :running AND #o = :owner"),
-		UpdateExpression:         aws.String("SET heartbeat_time = :l, heartbeat_time_epoch = :e"),
-		ExpressionAttributeNames: map[string]string{"#s": "state", "#o": "owner"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":running": avS(string(state.Running)),
-			":owner":   avS(owner),
-			":l":       avList(at),
-			":e":       avN(state.FormatEpoch(at)),
-		},
+		TableName:                           st.table(TableActivityExec),
+		Key:                                 toAVItem(attr.ActivityKey(key)),
+		ConditionExpression:                 expr.Condition(),
+		UpdateExpression:                    expr.Update(),
+		ExpressionAttributeNames:            expr.Names(),
+		ExpressionAttributeValues:           expr.Values(),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		ReturnConsumedCapacity:              st.returnCapacity(),
 	})
-	if err != nil {
-		return st.activityError(key, want([]state.ActivityState{state.Running}, owner), err)
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		return attr.Conflict("activity", st.prefix+TableActivityExec, key.ActivityExecID, cond, nilIfEmpty(ccf.Item))
+	case err != nil:
+		return fmt.Errorf("heartbeat %s: %w", key.ActivityExecID, err)
 	}
 	st.report("Heartbeat", reportOne(out.ConsumedCapacity)...)
 	return nil
 }
 
-// activityError translates a failed conditional write into the domain's
-// errors, using the item DynamoDB returned with the failure.
-func (st *Store) activityError(key state.ActivityKey, want string, err error) error {
-	var ccf *types.ConditionalCheckFailedException
-	if !errors.As(err, &ccf) {
-		return fmt.Errorf("update activity %s: %w", key.ActivityExecID, err)
+// updateActivity makes one conditional write and returns the item as
+// written, or the conflict. The write has landed when it returns an item,
+// so an attribute it did not need being malformed does not turn it into a
+// failure: that is logged, and the item returned as far as it was read.
+func (st *Store) updateActivity(ctx context.Context, op string, key state.ActivityKey, cond attr.Cond, upd attr.Update) (*state.ActivityExec, error) {
+	m, old, err := st.update(ctx, op, TableActivityExec, toAVItem(attr.ActivityKey(key)), cond, upd)
+	if err != nil {
+		return nil, fmt.Errorf("update activity %s: %w", key.ActivityExecID, err)
 	}
-	if len(ccf.Item) == 0 {
-		return &state.NotFoundError{Kind: "activity", ID: key.ActivityExecID}
+	if m == nil {
+		return nil, attr.Conflict("activity", st.prefix+TableActivityExec, key.ActivityExecID, cond, old)
 	}
-	// Only the state, owner and attempt matter here; another malformed
-	// attribute must not hide who won.
-	old, derr := decodeActivity(st.prefix+TableActivityExec, ccf.Item)
-	if derr != nil && !old.State.Valid() {
-		return derr
+	a, err := attr.DecodeActivity(st.prefix+TableActivityExec, m)
+	if err != nil && a.State.Valid() && a.ActivityExecID != "" {
+		st.log.Warn("an activity the store wrote has a malformed attribute", "error", err)
+		return a, nil
 	}
-	return &state.ConflictError{Kind: "activity", ID: key.ActivityExecID, Want: want,
-		State: string(old.State), Owner: old.Owner, Attempt: old.Attempt}
-}
-
-// describeCondition says in words what an ActivityChange requires.
-func describeCondition(c state.ActivityChange) string {
-	w := want(c.From, c.Owner)
-	if (c.To == state.Ready || c.To == state.Queued) && slices.Contains(c.From, state.Requested) {
-		w += " with nothing pending"
-	}
-	if c.HeartbeatSeen != nil {
-		w += " with its last heartbeat unchanged"
-	}
-	return w
-}
-
-func want(from []state.ActivityState, owner string) string {
-	var froms []string
-	for _, f := range from {
-		froms = append(froms, string(f))
-	}
-	w := "state " + joinStates(froms)
-	if owner != "" {
-		w += " held by " + owner
-	}
-	return w
+	return a, err
 }
 
 // --- dependencies
@@ -792,7 +523,7 @@ func (st *Store) Dependents(ctx context.Context, activityExecID string) ([]state
 		KeyConditionExpression:    aws.String("dependent_activity_exec_id = :a"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":a": avS(activityExecID)},
 	}, 0, func(m item) error {
-		d, err := decodeDependency(st.prefix+TableActivityDependency, m)
+		d, err := attr.DecodeDependency(st.prefix+TableActivityDependency, fromAVItem(m))
 		if err != nil {
 			return err
 		}
@@ -810,37 +541,125 @@ func (st *Store) Dependents(ctx context.Context, activityExecID string) ([]state
 // under a contains() condition counts it exactly once however often it is
 // replayed, which a counter could not.
 func (st *Store) ResolveDependency(ctx context.Context, waiting state.ActivityKey, upstreamID string) (*state.ActivityExec, bool, error) {
+	cond, upd := attr.ResolveDependency(upstreamID)
+	m, old, err := st.update(ctx, "ResolveDependency", TableActivityExec, toAVItem(attr.ActivityKey(waiting)), cond, upd)
+	if err != nil {
+		return nil, false, fmt.Errorf("resolve dependency of %s on %s: %w", waiting.ActivityExecID, upstreamID, err)
+	}
+	resolved := m != nil
+	if !resolved {
+		if old == nil {
+			return nil, false, &state.NotFoundError{Kind: "activity", ID: waiting.ActivityExecID}
+		}
+		m = old // already resolved: the item as it stands
+	}
+	a, err := attr.DecodeActivity(st.prefix+TableActivityExec, m)
+	if err != nil && a.State.Valid() && a.ActivityExecID != "" {
+		st.log.Warn("an activity the store wrote has a malformed attribute", "error", err)
+		err = nil
+	}
+	return a, resolved, err
+}
+
+// --- helpers
+
+// get reads one item with a consistent read; nil if it does not exist.
+func (st *Store) get(ctx context.Context, op, base string, key item) (attr.Item, error) {
+	out, err := st.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: st.table(base), Key: key, ConsistentRead: aws.Bool(true),
+		ReturnConsumedCapacity: st.returnCapacity(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	st.report(op, reportOne(out.ConsumedCapacity)...)
+	return nilIfEmpty(out.Item), nil
+}
+
+// update makes one conditional UpdateItem. It returns the item as written,
+// or, when the condition failed, nil and the item as it was (nil if it does
+// not exist).
+func (st *Store) update(ctx context.Context, op, base string, key item, cond attr.Cond, upd attr.Update) (written, old attr.Item, err error) {
+	expr, err := expressionOf(cond, upd)
+	if err != nil {
+		return nil, nil, err
+	}
 	out, err := st.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                st.table(TableActivityExec),
-		Key:                      activityKey(waiting),
-		ConditionExpression:      aws.String("contains(#p, :u)"),
-		UpdateExpression:         aws.String("DELETE #p :set"),
-		ExpressionAttributeNames: map[string]string{"#p": "pending_dependencies"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":u":   avS(upstreamID),
-			":set": &types.AttributeValueMemberSS{Value: []string{upstreamID}},
-		},
+		TableName:                           st.table(base),
+		Key:                                 key,
+		ConditionExpression:                 expr.Condition(),
+		UpdateExpression:                    expr.Update(),
+		ExpressionAttributeNames:            expr.Names(),
+		ExpressionAttributeValues:           expr.Values(),
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		ReturnConsumedCapacity:              st.returnCapacity(),
 	})
-	if err != nil {
-		var ccf *types.ConditionalCheckFailedException
-		if !errors.As(err, &ccf) {
-			return nil, false, fmt.Errorf("resolve dependency of %s on %s: %w", waiting.ActivityExecID, upstreamID, err)
-		}
-		if len(ccf.Item) == 0 {
-			return nil, false, &state.NotFoundError{Kind: "activity", ID: waiting.ActivityExecID}
-		}
-		a, err := st.written(ccf.Item)
-		return a, false, err
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		return nil, nilIfEmpty(ccf.Item), nil
+	case err != nil:
+		return nil, nil, err
 	}
-	st.report("ResolveDependency", reportOne(out.ConsumedCapacity)...)
-	a, err := st.written(out.Attributes)
-	return a, true, err
+	st.report(op, reportOne(out.ConsumedCapacity)...)
+	return fromAVItem(out.Attributes), nil, nil
 }
 
-// --- helpers
+func nilIfEmpty(m item) attr.Item {
+	if len(m) == 0 {
+		return nil
+	}
+	return fromAVItem(m)
+}
+
+// expressionOf writes a condition and an update as DynamoDB expressions.
+// Every condition requires the item to exist, so no update creates one.
+func expressionOf(c attr.Cond, u attr.Update) (expression.Expression, error) {
+	var parts []expression.ConditionBuilder
+	if len(c.States) > 0 {
+		var rest []expression.OperandBuilder
+		for _, s := range c.States[1:] {
+			rest = append(rest, expression.Value(avS(s)))
+		}
+		parts = append(parts, expression.Name("state").In(expression.Value(avS(c.States[0])), rest...))
+	}
+	if c.Owner != "" {
+		parts = append(parts, expression.Name("owner").Equal(expression.Value(avS(c.Owner))))
+	}
+	if c.NoPending {
+		parts = append(parts, expression.AttributeNotExists(expression.Name("pending_dependencies")))
+	}
+	if c.HeartbeatSeen != nil {
+		hb := expression.Name("heartbeat_time_epoch")
+		if c.HeartbeatSeen.IsZero() {
+			parts = append(parts, expression.Or(expression.AttributeNotExists(hb), hb.LessThan(expression.Value(avN("0")))))
+		} else {
+			parts = append(parts, hb.Equal(expression.Value(toAV(attr.Epoch(*c.HeartbeatSeen)))))
+		}
+	}
+	if c.Contains != "" {
+		parts = append(parts, expression.Contains(expression.Name("pending_dependencies"), c.Contains))
+	}
+	if len(parts) == 0 || (len(c.States) == 0 && c.Contains == "") {
+		return expression.Expression{}, errors.New("a condition needs a state or an edge, so the item must exist")
+	}
+	cond := parts[0]
+	if len(parts) > 1 {
+		cond = expression.And(parts[0], parts[1], parts[2:]...)
+	}
+	var upd expression.UpdateBuilder
+	for name, v := range u.Set {
+		upd = upd.Set(expression.Name(name), expression.Value(toAV(v)))
+	}
+	if u.AddAttempt {
+		upd = upd.Add(expression.Name("attempt"), expression.Value(avN("1")))
+	}
+	if u.Delete != "" {
+		upd = upd.Delete(expression.Name("pending_dependencies"), expression.Value(&types.AttributeValueMemberSS{Value: []string{u.Delete}}))
+	}
+	return expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
+}
 
 // query runs a Query to the end (or to limit items), handing each item to fn.
 func (st *Store) query(ctx context.Context, op string, in *dynamodb.QueryInput, limit int, fn func(item) error) error {
@@ -905,27 +724,4 @@ func (st *Store) batchGet(ctx context.Context, base string, keys []item, fn func
 		}
 	}
 	return nil
-}
-
-func inStates(states []string) expression.ConditionBuilder {
-	var rest []expression.OperandBuilder
-	for _, s := range states[1:] {
-		rest = append(rest, expression.Value(avS(s)))
-	}
-	return expression.Name("state").In(expression.Value(avS(states[0])), rest...)
-}
-
-func wfStrings(states []state.WorkflowState) []string {
-	var out []string
-	for _, s := range states {
-		out = append(out, string(s))
-	}
-	return out
-}
-
-func joinStates(states []string) string {
-	if len(states) <= 1 {
-		return strings.Join(states, "")
-	}
-	return strings.Join(states[:len(states)-1], ", ") + " or " + states[len(states)-1]
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/state/internal/attr"
 )
 
 // DefaultPrefix is the table prefix seed 000 gives.
@@ -57,15 +58,15 @@ var workflowIndexAttrs = []string{
 // a table gains what an older install lacks.
 const schemaVersion = 1
 
-type attr struct {
+type keyAttr struct {
 	name string
 	typ  types.ScalarAttributeType
 }
 
 type index struct {
 	name       string
-	hash       attr
-	rng        *attr
+	hash       keyAttr
+	rng        *keyAttr
 	projection types.ProjectionType
 	include    []string
 }
@@ -73,15 +74,15 @@ type index struct {
 type tableDef struct {
 	base        string
 	description string
-	hash        attr
-	rng         *attr
+	hash        keyAttr
+	rng         *keyAttr
 	indexes     []index
 }
 
-func s(name string) attr   { return attr{name, types.ScalarAttributeTypeS} }
-func n(name string) attr   { return attr{name, types.ScalarAttributeTypeN} }
-func ps(name string) *attr { a := s(name); return &a }
-func pn(name string) *attr { a := n(name); return &a }
+func s(name string) keyAttr   { return keyAttr{name, types.ScalarAttributeTypeS} }
+func n(name string) keyAttr   { return keyAttr{name, types.ScalarAttributeTypeN} }
+func ps(name string) *keyAttr { a := s(name); return &a }
+func pn(name string) *keyAttr { a := n(name); return &a }
 
 // tableDefs are the seven tables with the key schemas of DESIGN.md.
 var tableDefs = []tableDef{
@@ -115,7 +116,7 @@ var tableDefs = []tableDef{
 		hash: s("workflow_name")},
 }
 
-func keySchema(hash attr, rng *attr) []types.KeySchemaElement {
+func keySchema(hash keyAttr, rng *keyAttr) []types.KeySchemaElement {
 	ks := []types.KeySchemaElement{{AttributeName: aws.String(hash.name), KeyType: types.KeyTypeHash}}
 	if rng != nil {
 		ks = append(ks, types.KeySchemaElement{AttributeName: aws.String(rng.name), KeyType: types.KeyTypeRange})
@@ -140,7 +141,7 @@ func (ix index) gsi() types.GlobalSecondaryIndex {
 func (t tableDef) attributeDefinitions(indexes []index) []types.AttributeDefinition {
 	var defs []types.AttributeDefinition
 	seen := map[string]bool{}
-	add := func(a *attr) {
+	add := func(a *keyAttr) {
 		if a == nil || seen[a.name] {
 			return
 		}
@@ -280,7 +281,7 @@ func (st *Store) recordVersion(ctx context.Context, t tableDef, dryRun bool) (*s
 		return nil, fmt.Errorf("read install status of %s: %w", t.base, err)
 	}
 	if len(out.Item) > 0 {
-		cur, err := decodeInstallStatus(st.prefix+TableInstallStatus, out.Item)
+		cur, err := attr.DecodeInstallStatus(st.prefix+TableInstallStatus, fromAVItem(out.Item))
 		if err != nil {
 			return nil, err
 		}
@@ -294,10 +295,10 @@ func (st *Store) recordVersion(ctx context.Context, t tableDef, dryRun bool) (*s
 	status := &state.InstallStatus{ObjectID: t.base, ObjectType: "table", Version: schemaVersion, Description: t.description}
 	_, err = st.api.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:           st.table(TableInstallStatus),
-		Item:                encodeInstallStatus(status),
+		Item:                toAVItem(attr.EncodeInstallStatus(status)),
 		ConditionExpression: aws.String("attribute_not_exists(object_id) OR version < :v"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":v": avInt(schemaVersion),
+			":v": toAV(attr.Int(schemaVersion)),
 		},
 	})
 	var ccf *types.ConditionalCheckFailedException

@@ -1,4 +1,4 @@
-package dynamodb
+package attr
 
 import (
 	"fmt"
@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/whimbrel/whimbrel/state"
 )
 
@@ -16,46 +14,26 @@ import (
 // written twice (the seed's list and an epoch), absent times are written as
 // negative epochs where the seed says so, and decoding must turn a foreign
 // client's missing or mistyped attribute into a *state.ItemError naming it.
-
-type item = map[string]types.AttributeValue
-
-func avS(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
-func avN(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }
-func avInt(v int) types.AttributeValue  { return avN(strconv.Itoa(v)) }
-func avBool(v bool) types.AttributeValue {
-	return &types.AttributeValueMemberBOOL{Value: v}
-}
-func avSeconds(d time.Duration) types.AttributeValue {
-	return avN(strconv.FormatFloat(d.Seconds(), 'f', -1, 64))
-}
-
-// avList encodes a time as the seed's [Y, M, D, h, m, s] list of Numbers.
-func avList(t time.Time) types.AttributeValue {
-	l := state.NewTimeList(t)
-	vals := make([]types.AttributeValue, len(l))
-	for i, v := range l {
-		vals[i] = avN(strconv.FormatFloat(v, 'f', -1, 64))
-	}
-	return &types.AttributeValueMemberL{Value: vals}
-}
+// A decode function returns what it could read along with the first error,
+// so a caller may still use the attributes it needs.
 
 // putTime writes name (the list) and name_epoch. A zero time writes only
 // the epoch, as notSet when the seed gives the attribute a negative "not
 // yet" value, and nothing otherwise.
-func putTime(m item, name string, t time.Time, notSet bool) {
+func putTime(m Item, name string, t time.Time, notSet bool) {
 	if t.IsZero() {
 		if notSet {
-			m[name+"_epoch"] = avInt(state.NotSet)
+			m[name+"_epoch"] = Int(state.NotSet)
 		}
 		return
 	}
-	m[name] = avList(t)
-	m[name+"_epoch"] = avN(state.FormatEpoch(t))
+	m[name] = List(t)
+	m[name+"_epoch"] = Epoch(t)
 }
 
-func putStr(m item, name, v string) {
+func putStr(m Item, name, v string) {
 	if v != "" {
-		m[name] = avS(v)
+		m[name] = S(v)
 	}
 }
 
@@ -64,18 +42,18 @@ func putStr(m item, name, v string) {
 type decoder struct {
 	table string
 	key   string
-	m     item
+	m     Item
 	err   error
 }
 
-func newDecoder(table string, m item, keyAttrs ...string) *decoder {
+func newDecoder(table string, m Item, keyAttrs ...string) *decoder {
 	d := &decoder{table: table, m: m}
 	for _, k := range keyAttrs {
-		if s, ok := m[k].(*types.AttributeValueMemberS); ok {
+		if s, ok := m[k].(S); ok {
 			if d.key != "" {
 				d.key += "/"
 			}
-			d.key += s.Value
+			d.key += string(s)
 		}
 	}
 	return d
@@ -87,30 +65,11 @@ func (d *decoder) fail(attr, format string, args ...any) {
 	}
 }
 
-func typeName(v types.AttributeValue) string {
-	switch v.(type) {
-	case *types.AttributeValueMemberS:
-		return "a String"
-	case *types.AttributeValueMemberN:
-		return "a Number"
-	case *types.AttributeValueMemberBOOL:
-		return "a Boolean"
-	case *types.AttributeValueMemberL:
-		return "a List"
-	case *types.AttributeValueMemberM:
-		return "a Map"
-	case *types.AttributeValueMemberSS:
-		return "a String Set"
-	case *types.AttributeValueMemberNS:
-		return "a Number Set"
-	case *types.AttributeValueMemberB:
-		return "Binary"
-	case *types.AttributeValueMemberBS:
-		return "a Binary Set"
-	case *types.AttributeValueMemberNULL:
+func typeName(v Value) string {
+	if v == nil {
 		return "NULL"
 	}
-	return "an unknown type"
+	return v.kind()
 }
 
 // str reads a String; a required one must be present and non-empty.
@@ -122,15 +81,15 @@ func (d *decoder) str(attr string, required bool) string {
 		}
 		return ""
 	}
-	s, ok := v.(*types.AttributeValueMemberS)
+	s, ok := v.(S)
 	if !ok {
 		d.fail(attr, "is %s, want a String", typeName(v))
 		return ""
 	}
-	if required && s.Value == "" {
+	if required && s == "" {
 		d.fail(attr, "is empty")
 	}
-	return s.Value
+	return string(s)
 }
 
 func (d *decoder) number(attr string) (float64, bool) {
@@ -138,14 +97,14 @@ func (d *decoder) number(attr string) (float64, bool) {
 	if !ok {
 		return 0, false
 	}
-	n, ok := v.(*types.AttributeValueMemberN)
+	n, ok := v.(N)
 	if !ok {
 		d.fail(attr, "is %s, want a Number", typeName(v))
 		return 0, false
 	}
-	f, err := strconv.ParseFloat(n.Value, 64)
+	f, err := strconv.ParseFloat(string(n), 64)
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-		d.fail(attr, "%q is not a number", n.Value)
+		d.fail(attr, "%q is not a number", string(n))
 		return 0, false
 	}
 	return f, true
@@ -181,12 +140,12 @@ func (d *decoder) boolean(attr string) bool {
 	if !ok {
 		return false
 	}
-	b, ok := v.(*types.AttributeValueMemberBOOL)
+	b, ok := v.(Bool)
 	if !ok {
 		d.fail(attr, "is %s, want a Boolean", typeName(v))
 		return false
 	}
-	return b.Value
+	return bool(b)
 }
 
 func (d *decoder) stringSet(attr string) []string {
@@ -194,12 +153,12 @@ func (d *decoder) stringSet(attr string) []string {
 	if !ok {
 		return nil
 	}
-	ss, ok := v.(*types.AttributeValueMemberSS)
+	ss, ok := v.(SS)
 	if !ok {
 		d.fail(attr, "is %s, want a String Set", typeName(v))
 		return nil
 	}
-	out := append([]string(nil), ss.Value...)
+	out := append([]string(nil), ss...)
 	sort.Strings(out)
 	return out
 }
@@ -221,25 +180,25 @@ func (d *decoder) time(name string) time.Time {
 	if !ok {
 		return time.Time{}
 	}
-	l, ok := v.(*types.AttributeValueMemberL)
+	l, ok := v.(L)
 	if !ok {
 		d.fail(name, "is %s, want a List [year, month, day, hour, minute, second]", typeName(v))
 		return time.Time{}
 	}
-	if len(l.Value) != 6 {
-		d.fail(name, "has %d elements, want 6: [year, month, day, hour, minute, second]", len(l.Value))
+	if len(l) != 6 {
+		d.fail(name, "has %d elements, want 6: [year, month, day, hour, minute, second]", len(l))
 		return time.Time{}
 	}
 	var tl state.TimeList
-	for i, e := range l.Value {
-		n, ok := e.(*types.AttributeValueMemberN)
+	for i, e := range l {
+		n, ok := e.(N)
 		if !ok {
 			d.fail(name, "element %d is %s, want a Number", i, typeName(e))
 			return time.Time{}
 		}
-		f, err := strconv.ParseFloat(n.Value, 64)
+		f, err := strconv.ParseFloat(string(n), 64)
 		if err != nil {
-			d.fail(name, "element %d %q is not a number", i, n.Value)
+			d.fail(name, "element %d %q is not a number", i, string(n))
 			return time.Time{}
 		}
 		tl[i] = f
@@ -269,11 +228,11 @@ func (d *decoder) workflowState(attr string) state.WorkflowState {
 
 // --- workflow_exec
 
-func encodeWorkflow(w *state.WorkflowExec) item {
-	m := item{
-		"workflow_exec_id": avS(w.WorkflowExecID),
-		"workflow_name":    avS(w.WorkflowName),
-		"state":            avS(string(w.State)),
+func EncodeWorkflow(w *state.WorkflowExec) Item {
+	m := Item{
+		"workflow_exec_id": S(w.WorkflowExecID),
+		"workflow_name":    S(w.WorkflowName),
+		"state":            S(w.State),
 	}
 	putStr(m, "workflow_request_id", w.WorkflowRequestID)
 	putTime(m, "start_time", w.StartTime, false)
@@ -284,7 +243,7 @@ func encodeWorkflow(w *state.WorkflowExec) item {
 	return m
 }
 
-func decodeWorkflow(table string, m item) (*state.WorkflowExec, error) {
+func DecodeWorkflow(table string, m Item) (*state.WorkflowExec, error) {
 	d := newDecoder(table, m, "workflow_exec_id")
 	w := &state.WorkflowExec{
 		WorkflowExecID:    d.str("workflow_exec_id", true),
@@ -302,21 +261,21 @@ func decodeWorkflow(table string, m item) (*state.WorkflowExec, error) {
 
 // --- workflow_request
 
-func encodeRequest(r *state.WorkflowRequest) item {
-	m := item{
-		"workflow_request_id": avS(r.WorkflowRequestID),
-		"workflow_name":       avS(r.WorkflowName),
+func EncodeRequest(r *state.WorkflowRequest) Item {
+	m := Item{
+		"workflow_request_id": S(r.WorkflowRequestID),
+		"workflow_name":       S(r.WorkflowName),
 	}
 	putTime(m, "when", r.When, false)
 	putStr(m, "source", r.Source)
 	if r.Manual {
-		m["manual"] = avBool(true)
+		m["manual"] = Bool(true)
 	}
 	putStr(m, "workflow_exec_id", r.WorkflowExecID)
 	return m
 }
 
-func decodeRequest(table string, m item) (*state.WorkflowRequest, error) {
+func DecodeRequest(table string, m Item) (*state.WorkflowRequest, error) {
 	d := newDecoder(table, m, "workflow_request_id")
 	r := &state.WorkflowRequest{
 		WorkflowRequestID: d.str("workflow_request_id", true),
@@ -331,44 +290,45 @@ func decodeRequest(table string, m item) (*state.WorkflowRequest, error) {
 
 // --- activity_exec
 
-func activityKey(k state.ActivityKey) item {
-	return item{
-		"activity_exec_id": avS(k.ActivityExecID),
-		"workflow_exec_id": avS(k.WorkflowExecID),
+// ActivityKey is the key of an activity item.
+func ActivityKey(k state.ActivityKey) Item {
+	return Item{
+		"activity_exec_id": S(k.ActivityExecID),
+		"workflow_exec_id": S(k.WorkflowExecID),
 	}
 }
 
-func encodeActivity(a *state.ActivityExec) item {
-	m := activityKey(a.ActivityKey)
-	m["workflow_name"] = avS(a.WorkflowName)
-	m["activity_name"] = avS(a.ActivityName)
-	m["state"] = avS(string(a.State))
-	m["heartbeat_enabled"] = avBool(a.HeartbeatEnabled)
+func EncodeActivity(a *state.ActivityExec) Item {
+	m := ActivityKey(a.ActivityKey)
+	m["workflow_name"] = S(a.WorkflowName)
+	m["activity_name"] = S(a.ActivityName)
+	m["state"] = S(a.State)
+	m["heartbeat_enabled"] = Bool(a.HeartbeatEnabled)
 	putTime(m, "state_time", a.StateTime, false)
 	putTime(m, "queued_time", a.QueuedTime, false)
 	putTime(m, "start_time", a.StartTime, true)
 	putTime(m, "end_time", a.EndTime, false)
 	putTime(m, "heartbeat_time", a.HeartbeatTime, true)
 	if a.HeartbeatInterval > 0 {
-		m["heartbeat_interval"] = avSeconds(a.HeartbeatInterval)
+		m["heartbeat_interval"] = Seconds(a.HeartbeatInterval)
 	}
 	if a.HeartbeatTimeout > 0 {
-		m["heartbeat_timeout"] = avSeconds(a.HeartbeatTimeout)
+		m["heartbeat_timeout"] = Seconds(a.HeartbeatTimeout)
 	}
 	if len(a.PendingDependencies) > 0 {
-		m["pending_dependencies"] = &types.AttributeValueMemberSS{Value: a.PendingDependencies}
+		m["pending_dependencies"] = SS(a.PendingDependencies)
 	}
 	putStr(m, "owner", a.Owner)
 	if a.Attempt > 0 {
-		m["attempt"] = avInt(a.Attempt)
+		m["attempt"] = Int(a.Attempt)
 	}
 	putStr(m, "host", a.Host)
 	if a.PID > 0 {
-		m["pid"] = avInt(a.PID)
+		m["pid"] = Int(a.PID)
 	}
 	putStr(m, "launched_as", a.LaunchedAs)
 	if a.ExitCode != nil {
-		m["exit_code"] = avInt(*a.ExitCode)
+		m["exit_code"] = Int(*a.ExitCode)
 	}
 	putStr(m, "signal", a.Signal)
 	putStr(m, "error", a.Error)
@@ -376,7 +336,7 @@ func encodeActivity(a *state.ActivityExec) item {
 	return m
 }
 
-func decodeActivity(table string, m item) (*state.ActivityExec, error) {
+func DecodeActivity(table string, m Item) (*state.ActivityExec, error) {
 	d := newDecoder(table, m, "activity_exec_id")
 	a := &state.ActivityExec{
 		ActivityKey: state.ActivityKey{
@@ -416,16 +376,16 @@ func decodeActivity(table string, m item) (*state.ActivityExec, error) {
 
 // --- activity_exec_dependency
 
-func encodeDependency(dep *state.Dependency) item {
-	return item{
-		"activity_exec_dependency":   avS(dep.ID),
-		"activity_exec_id":           avS(dep.ActivityExecID),
-		"workflow_exec_id":           avS(dep.WorkflowExecID),
-		"dependent_activity_exec_id": avS(dep.DependentActivityExecID),
+func EncodeDependency(dep *state.Dependency) Item {
+	return Item{
+		"activity_exec_dependency":   S(dep.ID),
+		"activity_exec_id":           S(dep.ActivityExecID),
+		"workflow_exec_id":           S(dep.WorkflowExecID),
+		"dependent_activity_exec_id": S(dep.DependentActivityExecID),
 	}
 }
 
-func decodeDependency(table string, m item) (state.Dependency, error) {
+func DecodeDependency(table string, m Item) (state.Dependency, error) {
 	d := newDecoder(table, m, "activity_exec_dependency")
 	dep := state.Dependency{
 		ID:                      d.str("activity_exec_dependency", true),
@@ -438,17 +398,17 @@ func decodeDependency(table string, m item) (state.Dependency, error) {
 
 // --- install_status
 
-func encodeInstallStatus(s *state.InstallStatus) item {
-	m := item{
-		"object_id":   avS(s.ObjectID),
-		"object_type": avS(s.ObjectType),
-		"version":     avInt(s.Version),
+func EncodeInstallStatus(s *state.InstallStatus) Item {
+	m := Item{
+		"object_id":   S(s.ObjectID),
+		"object_type": S(s.ObjectType),
+		"version":     Int(s.Version),
 	}
 	putStr(m, "description", s.Description)
 	return m
 }
 
-func decodeInstallStatus(table string, m item) (*state.InstallStatus, error) {
+func DecodeInstallStatus(table string, m Item) (*state.InstallStatus, error) {
 	d := newDecoder(table, m, "object_id")
 	s := &state.InstallStatus{
 		ObjectID:    d.str("object_id", true),
@@ -457,4 +417,17 @@ func decodeInstallStatus(table string, m item) (*state.InstallStatus, error) {
 	}
 	s.Version, _ = d.integer("version")
 	return s, d.err
+}
+
+// DecodeRef reads what the state index holds of an activity.
+func DecodeRef(table string, m Item) (state.ActivityRef, error) {
+	d := newDecoder(table, m, "activity_exec_id")
+	ref := state.ActivityRef{
+		ActivityKey: state.ActivityKey{
+			ActivityExecID: d.str("activity_exec_id", true),
+			WorkflowExecID: d.str("workflow_exec_id", true),
+		},
+		StateTime: d.time("state_time"),
+	}
+	return ref, d.err
 }

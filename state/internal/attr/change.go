@@ -1,0 +1,346 @@
+package attr
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/whimbrel/whimbrel/state"
+)
+
+// Cond is the condition of one conditional write, in terms every store can
+// express. The zero Cond holds for any existing item.
+type Cond struct {
+	States        []string   // the item's state is one of these
+	Owner         string     // the item's owner equals this ("" : any)
+	NoPending     bool       // the item has no pending_dependencies
+	HeartbeatSeen *time.Time // heartbeat_time_epoch equals this; the zero time: absent or negative
+	Contains      string     // pending_dependencies contains this ("" : no condition)
+}
+
+// Update is what one write changes.
+type Update struct {
+	Set        Item   // attributes set
+	AddAttempt bool   // attempt is incremented (created at 1)
+	Delete     string // removed from pending_dependencies; the attribute goes when empty
+}
+
+// Holds evaluates the condition on an item, as DynamoDB would.
+func (c Cond) Holds(it Item) bool {
+	if it == nil {
+		return false
+	}
+	if len(c.States) > 0 {
+		s, ok := it["state"].(S)
+		if !ok || !slices.Contains(c.States, string(s)) {
+			return false
+		}
+	}
+	if c.Owner != "" && it["owner"] != S(c.Owner) {
+		return false
+	}
+	if c.NoPending {
+		if _, ok := it["pending_dependencies"]; ok {
+			return false
+		}
+	}
+	if c.HeartbeatSeen != nil {
+		got, present := number(it["heartbeat_time_epoch"])
+		if c.HeartbeatSeen.IsZero() {
+			if present && got >= 0 {
+				return false
+			}
+		} else {
+			want, _ := number(Epoch(*c.HeartbeatSeen))
+			if !present || got != want {
+				return false
+			}
+		}
+	}
+	if c.Contains != "" {
+		ss, ok := it["pending_dependencies"].(SS)
+		if !ok || !slices.Contains(ss, c.Contains) {
+			return false
+		}
+	}
+	return true
+}
+
+func number(v Value) (float64, bool) {
+	n, ok := v.(N)
+	if !ok {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(string(n), 64)
+	return f, err == nil && !math.IsNaN(f)
+}
+
+// Describe says in words what the condition requires, for a conflict.
+func (c Cond) Describe() string {
+	var parts []string
+	if len(c.States) > 0 {
+		parts = append(parts, "state "+joinOr(c.States))
+	}
+	if c.Owner != "" {
+		parts = append(parts, "held by "+c.Owner)
+	}
+	if c.NoPending {
+		parts = append(parts, "with nothing pending")
+	}
+	if c.HeartbeatSeen != nil {
+		parts = append(parts, "with its last heartbeat unchanged")
+	}
+	if c.Contains != "" {
+		parts = append(parts, "still waiting on "+c.Contains)
+	}
+	return strings.Join(parts, " ")
+}
+
+func joinOr(s []string) string {
+	if len(s) <= 1 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
+}
+
+// Apply makes the update's changes to an item, as DynamoDB would.
+func (u Update) Apply(it Item) {
+	for k, v := range u.Set {
+		it[k] = v
+	}
+	if u.AddAttempt {
+		n, _ := number(it["attempt"])
+		it["attempt"] = N(strconv.FormatFloat(n+1, 'f', -1, 64))
+	}
+	if u.Delete != "" {
+		if ss, ok := it["pending_dependencies"].(SS); ok {
+			rest := SS(slices.DeleteFunc(slices.Clone(ss), func(s string) bool { return s == u.Delete }))
+			if len(rest) == 0 {
+				delete(it, "pending_dependencies")
+			} else {
+				it["pending_dependencies"] = rest
+			}
+		}
+	}
+}
+
+// ActivityChange is the condition and update of a state.ActivityChange,
+// after checking it against the contract.
+func ActivityChange(c state.ActivityChange) (Cond, Update, error) {
+	if len(c.From) == 0 {
+		return Cond{}, Update{}, errors.New("no state to move from")
+	}
+	if c.To != "" {
+		for _, f := range c.From {
+			if err := state.CheckTransition(f, c.To); err != nil {
+				return Cond{}, Update{}, err
+			}
+		}
+	}
+	if c.Claim != nil && c.To != state.Running {
+		return Cond{}, Update{}, fmt.Errorf("a claim moves to %s, not to %q", state.Running, c.To)
+	}
+	if c.To == state.Running && (c.Claim == nil || c.Claim.Owner == "") {
+		return Cond{}, Update{}, errors.New("a move to RUNNING needs a claim with an owner token, which fences the later writes")
+	}
+	at := c.At
+	if at.IsZero() {
+		at = time.Now()
+	}
+	cond := Cond{Owner: c.Owner, HeartbeatSeen: c.HeartbeatSeen}
+	for _, f := range c.From {
+		cond.States = append(cond.States, string(f))
+	}
+	if (c.To == state.Ready || c.To == state.Queued) && slices.Contains(c.From, state.Requested) {
+		// READY means every activity it waits on completed; QUEUED from
+		// REQUESTED is for activities that wait on nothing.
+		cond.NoPending = true
+	}
+	set := Item{}
+	setTime := func(name string) {
+		set[name] = List(at)
+		set[name+"_epoch"] = Epoch(at)
+	}
+	if c.To != "" {
+		set["state"] = S(c.To)
+		setTime("state_time")
+		switch {
+		case c.To == state.Queued:
+			setTime("queued_time")
+		case c.To == state.Running:
+			setTime("start_time")
+		case c.To.Terminal():
+			setTime("end_time")
+		}
+	} else if c.Exit != nil {
+		setTime("end_time")
+	}
+	u := Update{Set: set}
+	if cl := c.Claim; cl != nil {
+		set["owner"] = S(cl.Owner)
+		set["host"] = S(cl.Host)
+		set["pid"] = Int(cl.PID)
+		set["heartbeat_enabled"] = Bool(cl.HeartbeatEnabled)
+		set["heartbeat_time_epoch"] = Int(state.NotSet)
+		if cl.HeartbeatInterval > 0 {
+			set["heartbeat_interval"] = Seconds(cl.HeartbeatInterval)
+		}
+		if cl.HeartbeatTimeout > 0 {
+			set["heartbeat_timeout"] = Seconds(cl.HeartbeatTimeout)
+		}
+		u.AddAttempt = true
+	}
+	if c.LaunchedAs != "" {
+		set["launched_as"] = S(c.LaunchedAs)
+	}
+	if c.Exit != nil {
+		set["exit_code"] = Int(c.Exit.Code)
+		if c.Exit.Signal != "" {
+			set["signal"] = S(c.Exit.Signal)
+		}
+	}
+	if c.Error != "" {
+		set["error"] = S(c.Error)
+	}
+	if c.Reason != "" {
+		set["reason"] = S(c.Reason)
+	}
+	if len(set) == 0 {
+		return Cond{}, Update{}, errors.New("nothing to change")
+	}
+	return cond, u, nil
+}
+
+// Heartbeat is the condition and update of a heartbeat: it sets two
+// attributes that no index holds.
+func Heartbeat(owner string, at time.Time) (Cond, Update) {
+	return Cond{States: []string{string(state.Running)}, Owner: owner},
+		Update{Set: Item{"heartbeat_time": List(at), "heartbeat_time_epoch": Epoch(at)}}
+}
+
+// ResolveDependency removes one edge, only if it is still there: a replay
+// counts nothing.
+func ResolveDependency(upstreamID string) (Cond, Update) {
+	return Cond{Contains: upstreamID}, Update{Delete: upstreamID}
+}
+
+// WorkflowChange is the condition and update of a state.WorkflowChange.
+func WorkflowChange(c state.WorkflowChange) (Cond, Update, error) {
+	if len(c.From) == 0 {
+		return Cond{}, Update{}, errors.New("no state to move from")
+	}
+	var cond Cond
+	for _, f := range c.From {
+		if err := state.CheckWorkflowTransition(f, c.To); err != nil {
+			return Cond{}, Update{}, err
+		}
+		cond.States = append(cond.States, string(f))
+	}
+	at := c.At
+	if at.IsZero() {
+		at = time.Now()
+	}
+	set := Item{"state": S(c.To)}
+	if c.To.Terminal() {
+		set["end_time"] = List(at)
+		set["end_time_epoch"] = Epoch(at)
+	}
+	if c.Reason != "" {
+		set["reason"] = S(c.Reason)
+	}
+	return cond, Update{Set: set}, nil
+}
+
+// Conflict builds the error for a write whose condition failed on old (nil:
+// the item does not exist). Only the state, owner and attempt matter, so
+// another malformed attribute does not hide who won.
+func Conflict(kind, table, id string, cond Cond, old Item) error {
+	if old == nil {
+		return &state.NotFoundError{Kind: kind, ID: id}
+	}
+	d := newDecoder(table, old, kind+"_exec_id")
+	st := d.str("state", true)
+	ce := &state.ConflictError{Kind: kind, ID: id, Want: cond.Describe(), State: st}
+	if kind == "activity" {
+		ce.Owner = d.str("owner", false)
+		ce.Attempt, _ = d.integer("attempt")
+		if !state.ActivityState(st).Valid() {
+			if d.err == nil {
+				d.fail("state", "%q is not an activity state", st)
+			}
+			return d.err
+		}
+	} else if !state.WorkflowState(st).Valid() {
+		if d.err == nil {
+			d.fail("state", "%q is not a workflow state", st)
+		}
+		return d.err
+	}
+	return ce
+}
+
+// CheckNewWorkflow refuses input that would write a workflow the contract
+// cannot run: wrong states, items of another workflow, duplicate keys,
+// dependency items that disagree with the pending sets, missing times
+// (which would hide items from the indexes).
+func CheckNewWorkflow(w *state.NewWorkflow) error {
+	ex := &w.Exec
+	switch {
+	case ex.State != state.WorkflowRequested:
+		return fmt.Errorf("a new workflow must be %s, not %s", state.WorkflowRequested, ex.State)
+	case ex.WorkflowExecID == "" || ex.WorkflowName == "":
+		return errors.New("a new workflow needs an ID and a name")
+	case ex.StartTime.IsZero():
+		return errors.New("a new workflow needs a start time: the state index sorts by it")
+	case w.Request != nil && w.Request.WorkflowExecID != ex.WorkflowExecID:
+		return errors.New("the request must name the execution it starts")
+	}
+	if _, err := state.WorkflowNameOf(ex.WorkflowExecID); err != nil {
+		return err
+	}
+	upstreams := map[string][]string{} // waiting activity → what it waits on, from the dependency items
+	acts := map[string]bool{}
+	for _, a := range w.Activities {
+		switch {
+		case a.State != state.Requested:
+			return fmt.Errorf("activity %s: a new activity must be %s, not %s", a.ActivityExecID, state.Requested, a.State)
+		case a.ActivityExecID == "" || a.WorkflowExecID != ex.WorkflowExecID:
+			return fmt.Errorf("activity %q: it must have an ID and belong to workflow %s", a.ActivityExecID, ex.WorkflowExecID)
+		case a.StateTime.IsZero():
+			return fmt.Errorf("activity %s: a new activity needs a state time: the state index sorts by it", a.ActivityExecID)
+		case acts[a.ActivityExecID]:
+			return fmt.Errorf("activity %s appears twice", a.ActivityExecID)
+		}
+		acts[a.ActivityExecID] = true
+	}
+	deps := map[string]bool{}
+	for _, d := range w.Dependencies {
+		switch {
+		case d.ID == "" || d.DependentActivityExecID == "":
+			return fmt.Errorf("dependency %q: it needs an ID and the activity waited on", d.ID)
+		case d.WorkflowExecID != ex.WorkflowExecID || !acts[d.ActivityExecID]:
+			return fmt.Errorf("dependency %s: its waiting activity %q must be an activity of workflow %s", d.ID, d.ActivityExecID, ex.WorkflowExecID)
+		case deps[d.ID]:
+			return fmt.Errorf("dependency %s appears twice", d.ID)
+		}
+		deps[d.ID] = true
+		upstreams[d.ActivityExecID] = append(upstreams[d.ActivityExecID], d.DependentActivityExecID)
+	}
+	for _, a := range w.Activities {
+		want := slices.Clone(upstreams[a.ActivityExecID])
+		slices.Sort(want)
+		got := slices.Clone(a.PendingDependencies)
+		slices.Sort(got)
+		if len(slices.Compact(slices.Clone(got))) != len(got) {
+			return fmt.Errorf("activity %s: its pending dependencies repeat an activity", a.ActivityExecID)
+		}
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("activity %s: its pending dependencies %v differ from its dependency items %v", a.ActivityExecID, got, want)
+		}
+	}
+	return nil
+}
