@@ -2,6 +2,7 @@ package workflow_test
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"strings"
 	"sync"
@@ -183,5 +184,52 @@ func TestSettle(t *testing.T) {
 				t.Errorf("second Settle = %q, %v; want nothing", again, err)
 			}
 		})
+	}
+}
+
+func TestCancel(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	w := storetest.NewWorkflow(t, "cancel", storetest.DAG{"done": nil, "running": nil, "queued": nil, "waiting": {"running"}})
+	storetest.Create(t, st, w)
+	end(t, st, storetest.Key(w, "done"), state.Completed)
+	k := storetest.Key(w, "running")
+	for _, c := range []state.ActivityChange{
+		{From: []state.ActivityState{state.Requested}, To: state.Queued},
+		{From: []state.ActivityState{state.Queued}, To: state.Running, Claim: &state.Claim{Owner: "o"}},
+	} {
+		if _, err := st.UpdateActivity(bg(t), k, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.UpdateActivity(bg(t), storetest.Key(w, "queued"), state.ActivityChange{
+		From: []state.ActivityState{state.Requested}, To: state.Queued}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := workflow.Cancel(bg(t), st, w.Exec.WorkflowExecID, "by test", nil)
+	if err != nil || !res.Workflow || len(res.Pending) != 2 || len(res.Running) != 1 {
+		t.Fatalf("Cancel: %+v %v", res, err)
+	}
+	want := map[string]state.ActivityState{"done": state.Completed, "running": state.CancelledRunning, "queued": state.Cancelled, "waiting": state.Cancelled}
+	for n, s := range states(t, st, w) {
+		if s != want[n] {
+			t.Errorf("%s is %s, want %s", n, s, want[n])
+		}
+	}
+	// Again: nothing more to do, no error.
+	if res, err := workflow.Cancel(bg(t), st, w.Exec.WorkflowExecID, "again", nil); err != nil || res.Workflow || len(res.Pending)+len(res.Running) != 0 {
+		t.Errorf("second Cancel: %+v %v", res, err)
+	}
+	// A completed workflow is reported, not changed.
+	done := storetest.NewWorkflow(t, "finished", storetest.DAG{"a": nil})
+	storetest.Create(t, st, done)
+	a := end(t, st, storetest.Key(done, "a"), state.Completed)
+	if _, err := workflow.Advance(bg(t), st, a, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err = workflow.Cancel(bg(t), st, done.Exec.WorkflowExecID, "", nil)
+	var ce *state.ConflictError
+	if !errors.As(err, &ce) || ce.State != string(state.WorkflowCompleted) {
+		t.Errorf("cancel of a completed workflow: %v, want a conflict naming COMPLETED", err)
 	}
 }

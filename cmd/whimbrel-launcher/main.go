@@ -81,7 +81,7 @@ func (c *CLI) Run(k *kong.Context) error {
 		Backends:   map[string]launcher.Backend{},
 		Interval:   c.Interval,
 		MaxRunning: c.MaxRunning,
-		StoreEnv:   map[string]string{"WHIMBREL_STORE": c.Store, "WHIMBREL_TABLE_PREFIX": c.Prefix},
+		StoreEnv:   map[string]string{"WHIMBREL_STORE": c.Resolved(cli.DefaultStore), "WHIMBREL_TABLE_PREFIX": c.Prefix},
 		Logger:     log,
 	}
 	if slices.Contains(c.Types, workflow.LaunchLocal) {

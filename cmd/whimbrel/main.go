@@ -12,6 +12,8 @@ const description = `Whimbrel runs workflows of containerised or local activitie
 server: every participant coordinates through conditional writes to DynamoDB.
 
 Examples:
+  whimbrel run examples/etl.yaml        run a workflow here and now, on an embedded
+                                        store in .whimbrel/ (nothing to set up)
   whimbrel install                      create the tables (region and credentials
                                         from the AWS SDK's default chain)
   whimbrel install --dry-run            say what install would create
@@ -32,6 +34,7 @@ type CLI struct {
 
 	Install InstallCmd `cmd:"" help:"Create Whimbrel's tables and indexes (a no-op when they exist)."`
 	Start   StartCmd   `cmd:"" help:"Start a workflow from its definition; print its workflow_exec_id."`
+	Run     RunCmd     `cmd:"" help:"Run a workflow to its end on this machine: start it, launch its activities locally, monitor them (embedded store by default)."`
 }
 
 func main() {

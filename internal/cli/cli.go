@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/alecthomas/kong"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
+	"github.com/whimbrel/whimbrel/state/sqlite"
 )
 
 // Version is set at build time with -ldflags '-X …/internal/cli.Version=…'.
@@ -30,7 +32,7 @@ const (
 
 // StoreFlags choose the store every binary talks to.
 type StoreFlags struct {
-	Store  string `name:"store" env:"WHIMBREL_STORE" default:"dynamodb" help:"Where the state lives: 'dynamodb' (region, credentials and endpoint from the AWS SDK's default chain, e.g. AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB)."`
+	Store  string `name:"store" env:"WHIMBREL_STORE" placeholder:"dynamodb|sqlite:PATH" help:"Where the state lives: 'dynamodb' (region, credentials and endpoint from the AWS SDK's default chain, e.g. AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB), or 'sqlite:PATH' (one local file, shared by every process on this machine). Default: dynamodb (whimbrel run: sqlite:.whimbrel/state.db)."`
 	Prefix string `name:"prefix" env:"WHIMBREL_TABLE_PREFIX" default:"whimbrel_" help:"Prefix of every table name."`
 }
 
@@ -41,16 +43,46 @@ type Store interface {
 	state.Installer
 }
 
-// Open connects to the chosen store.
+// DefaultStore is the store when none is chosen.
+const DefaultStore = "dynamodb"
+
+// Open connects to the chosen store, DefaultStore if none is.
 func (f StoreFlags) Open(ctx context.Context, log hclog.Logger) (Store, error) {
+	return f.OpenOr(ctx, log, DefaultStore)
+}
+
+// Resolved is the chosen store, or fallback, in a form another process can
+// use: an SQLite path is made absolute.
+func (f StoreFlags) Resolved(fallback string) string {
+	s := f.Store
+	if s == "" {
+		s = fallback
+	}
+	if p, ok := strings.CutPrefix(s, "sqlite:"); ok && p != "" {
+		if abs, err := filepath.Abs(p); err == nil {
+			return "sqlite:" + abs
+		}
+	}
+	return s
+}
+
+// OpenOr connects to the chosen store, or to fallback if none is chosen.
+func (f StoreFlags) OpenOr(ctx context.Context, log hclog.Logger, fallback string) (Store, error) {
 	if err := checkPrefix(f.Prefix); err != nil {
 		return nil, err
 	}
+	store := f.Resolved(fallback)
 	switch {
-	case f.Store == "dynamodb":
+	case store == "dynamodb":
 		return dynamodb.Open(ctx, dynamodb.Options{Prefix: f.Prefix, Logger: log.Named("dynamodb")})
+	case strings.HasPrefix(store, "sqlite:"):
+		path := strings.TrimPrefix(store, "sqlite:")
+		if path == "" {
+			return nil, &UsageError{Msg: "store 'sqlite:' names no file: use sqlite:PATH, such as sqlite:.whimbrel/state.db"}
+		}
+		return sqlite.Open(path, sqlite.Options{Prefix: f.Prefix, Logger: log.Named("sqlite")})
 	}
-	return nil, &UsageError{Msg: fmt.Sprintf("store %q is not one Whimbrel knows: set WHIMBREL_STORE (or --store) to 'dynamodb'", f.Store)}
+	return nil, &UsageError{Msg: fmt.Sprintf("store %q is not one Whimbrel knows: set WHIMBREL_STORE (or --store) to 'dynamodb' or 'sqlite:PATH'", store)}
 }
 
 func checkPrefix(p string) error {

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/alecthomas/kong"
+	"golang.org/x/term"
+
+	"github.com/whimbrel/whimbrel/internal/cli"
+	"github.com/whimbrel/whimbrel/launcher"
+	"github.com/whimbrel/whimbrel/local"
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/workflow"
+)
+
+// defaultRunStore is where `whimbrel run` keeps its state unless told
+// otherwise: a file in the current folder, nothing to set up.
+const defaultRunStore = "sqlite:.whimbrel/state.db"
+
+// RunCmd is `whimbrel run`.
+type RunCmd struct {
+	cli.StoreFlags
+	File    string `arg:"" name:"file" help:"The workflow definition (YAML or JSON)."`
+	Wrapper string `name:"wrapper" type:"path" help:"The whimbrel-run binary (default: beside this binary, else on PATH)."`
+	LogDir  string `name:"log-dir" type:"path" default:".whimbrel/logs" help:"Where each activity's output goes."`
+}
+
+// Run runs the workflow to its end on this machine.
+func (c *RunCmd) Run(g *Globals, k *kong.Context) error {
+	def, err := workflow.Load(c.File)
+	if err != nil {
+		return err
+	}
+	wrapper := c.Wrapper
+	if wrapper == "" {
+		if wrapper, err = launcher.FindWrapper(); err != nil {
+			return &cli.UsageError{Msg: err.Error()}
+		}
+	}
+	ctx := context.Background()
+	log := g.Logger("whimbrel", k.Stderr)
+	st, err := c.OpenOr(ctx, log, defaultRunStore)
+	if err != nil {
+		return err
+	}
+	if _, err := st.Install(ctx, false); err != nil {
+		return fmt.Errorf("install the store: %w", err)
+	}
+	interrupt := make(chan os.Signal, 1)
+	signal.Notify(interrupt, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(interrupt)
+
+	logDir, err := filepath.Abs(c.LogDir)
+	if err != nil {
+		return err
+	}
+	tty := false
+	if f, ok := k.Stdout.(*os.File); ok {
+		tty = term.IsTerminal(int(f.Fd()))
+	}
+	res, err := local.Run(ctx, st, def, local.Options{
+		Wrapper:   wrapper,
+		StoreEnv:  map[string]string{"WHIMBREL_STORE": c.Resolved(defaultRunStore), "WHIMBREL_TABLE_PREFIX": c.Prefix},
+		LogDir:    logDir,
+		Out:       k.Stdout,
+		TTY:       tty,
+		Interrupt: interrupt,
+		Logger:    log,
+	})
+	if err != nil {
+		return err
+	}
+	if res.Workflow.State != state.WorkflowCompleted {
+		return &cli.ExitError{Code: cli.ExitFailure}
+	}
+	return nil
+}

@@ -1,0 +1,637 @@
+// Package sqlite is the state.Store on one SQLite file, through a pure-Go
+// driver (modernc.org/sqlite: no cgo, so the binaries stay static). It is
+// the zero-setup store for local runs: many processes on one machine
+// (wrappers, a launcher, a monitor) share it safely, because every write is
+// one IMMEDIATE transaction that reads the item, evaluates the same
+// condition the DynamoDB store sends to DynamoDB, and writes the item back.
+// WAL lets readers go on meanwhile; a busy timeout makes writers queue.
+//
+// Items are kept as DynamoDB JSON beside the columns the queries need, so
+// both stores share one codec and behave alike; the conformance suite
+// checks it.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/state/internal/attr"
+)
+
+// BusyTimeout is how long a writer waits for another process's write.
+const BusyTimeout = 30 * time.Second
+
+// schemaVersion is recorded in install_status for every table.
+const schemaVersion = 1
+
+// Options configure a Store.
+type Options struct {
+	Prefix string       // prepended to every table name (default "whimbrel_")
+	Logger hclog.Logger // default: none
+}
+
+// Store is the state.Store on SQLite.
+type Store struct {
+	db     *sql.DB
+	path   string
+	prefix string
+	log    hclog.Logger
+}
+
+var (
+	_ state.Store     = (*Store)(nil)
+	_ state.Installer = (*Store)(nil)
+)
+
+// Open opens (creating if needed) the database file at path. Install
+// creates the tables.
+func Open(path string, opts Options) (*Store, error) {
+	if opts.Prefix == "" {
+		opts.Prefix = "whimbrel_"
+	}
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	if path == "" {
+		return nil, errors.New("sqlite store: no file given: use sqlite:PATH")
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("sqlite store: create %s: %w", dir, err)
+		}
+	}
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", BusyTimeout.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
+	}
+	if err := db.Ping(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
+	}
+	return &Store{db: db, path: path, prefix: opts.Prefix, log: opts.Logger}, nil
+}
+
+// Close closes the database.
+func (st *Store) Close() error { return st.db.Close() }
+
+// Path is the database file.
+func (st *Store) Path() string { return st.path }
+
+// Prefix returns the table prefix.
+func (st *Store) Prefix() string { return st.prefix }
+
+// table describes one table: its key columns, and the columns derived from
+// the item that the queries use.
+type table struct {
+	base    string
+	keys    []string
+	derived []string // copied from the item on every write
+	indexes [][]string
+}
+
+var tables = []table{
+	{base: "install_status", keys: []string{"object_id", "object_type"}},
+	{base: "workflow_request", keys: []string{"workflow_request_id", "workflow_name"}},
+	{base: "activity_event", keys: []string{"activity_event_id", "activity_exec_id"}},
+	{base: "workflow_exec", keys: []string{"workflow_exec_id", "workflow_name"},
+		derived: []string{"state", "start_time_epoch"}, indexes: [][]string{{"state", "start_time_epoch"}, {"workflow_name", "start_time_epoch"}}},
+	{base: "activity_exec", keys: []string{"activity_exec_id", "workflow_exec_id"},
+		derived: []string{"state", "state_time_epoch"}, indexes: [][]string{{"state", "state_time_epoch"}, {"workflow_exec_id"}}},
+	{base: "activity_exec_dependency", keys: []string{"activity_exec_dependency", "activity_exec_id"},
+		derived: []string{"workflow_exec_id", "dependent_activity_exec_id"}, indexes: [][]string{{"dependent_activity_exec_id"}, {"workflow_exec_id"}}},
+	{base: "workflow_lambda", keys: []string{"workflow_name"}},
+}
+
+func tableOf(base string) table {
+	for _, t := range tables {
+		if t.base == base {
+			return t
+		}
+	}
+	panic("sqlite: no table " + base) // a defect in this package, never input
+}
+
+func (st *Store) name(base string) string { return `"` + st.prefix + base + `"` }
+
+// Install implements state.Installer: it creates the missing tables and
+// indexes and records their versions; a second run does nothing.
+func (st *Store) Install(ctx context.Context, dryRun bool) ([]state.InstallAction, error) {
+	var actions []state.InstallAction
+	for _, t := range tables {
+		var n int
+		if err := st.db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?`, st.prefix+t.base).Scan(&n); err != nil {
+			return actions, fmt.Errorf("install: %w", err)
+		}
+		if n == 0 {
+			actions = append(actions, state.InstallAction{Object: "table " + st.prefix + t.base, Action: "create"})
+		}
+		if dryRun {
+			continue
+		}
+		cols := append(append([]string(nil), t.keys...), t.derived...)
+		var defs []string
+		for _, c := range cols {
+			defs = append(defs, `"`+c+`"`)
+		}
+		quoted := make([]string, len(t.keys))
+		for i, k := range t.keys {
+			quoted[i] = `"` + k + `"`
+		}
+		stmts := []string{fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (%s, item TEXT NOT NULL, PRIMARY KEY (%s))`,
+			st.name(t.base), strings.Join(defs, ", "), strings.Join(quoted, ", "))}
+		for _, ix := range t.indexes {
+			var q []string
+			for _, c := range ix {
+				q = append(q, `"`+c+`"`)
+			}
+			stmts = append(stmts, fmt.Sprintf(`CREATE INDEX IF NOT EXISTS "%s%s_by_%s" ON %s (%s)`,
+				st.prefix, t.base, strings.Join(ix, "_"), st.name(t.base), strings.Join(q, ", ")))
+		}
+		for _, s := range stmts {
+			if _, err := st.db.ExecContext(ctx, s); err != nil {
+				return actions, fmt.Errorf("install table %s: %w", st.prefix+t.base, err)
+			}
+		}
+	}
+	for _, t := range tables {
+		obj := "table " + st.prefix + t.base
+		act := state.InstallAction{Object: obj, Action: fmt.Sprintf("record version %d", schemaVersion)}
+		if dryRun {
+			if !st.hasVersion(ctx, t.base) {
+				actions = append(actions, act)
+			}
+			continue
+		}
+		wrote := false
+		err := st.tx(ctx, func(tx *sql.Tx) error {
+			cur, err := st.get(ctx, tx, "install_status", t.base, "table")
+			if err != nil {
+				return err
+			}
+			if cur != nil {
+				s, err := attr.DecodeInstallStatus(st.prefix+"install_status", cur)
+				if err != nil {
+					return err
+				}
+				if s.Version >= schemaVersion {
+					return nil
+				}
+			}
+			wrote = true
+			return st.put(ctx, tx, "install_status", attr.EncodeInstallStatus(&state.InstallStatus{
+				ObjectID: t.base, ObjectType: "table", Version: schemaVersion, Description: "SQLite table " + t.base}))
+		})
+		if err != nil {
+			return actions, fmt.Errorf("record install status of %s: %w", t.base, err)
+		}
+		if wrote {
+			actions = append(actions, act)
+		}
+	}
+	return actions, nil
+}
+
+func (st *Store) hasVersion(ctx context.Context, base string) bool {
+	it, err := st.get(ctx, st.db, "install_status", base, "table")
+	return err == nil && it != nil
+}
+
+// --- rows
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// get reads one item by its key values; nil if absent.
+func (st *Store) get(ctx context.Context, q querier, base string, key ...string) (attr.Item, error) {
+	t := tableOf(base)
+	var where []string
+	args := make([]any, len(key))
+	for i, k := range t.keys {
+		where = append(where, `"`+k+`" = ?`)
+		args[i] = key[i]
+	}
+	var raw string
+	err := q.QueryRowContext(ctx, fmt.Sprintf(`SELECT item FROM %s WHERE %s`, st.name(base), strings.Join(where, " AND ")), args...).Scan(&raw)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return decodeJSON(st.prefix+base, raw)
+}
+
+func decodeJSON(table, raw string) (attr.Item, error) {
+	var it attr.Item
+	if err := json.Unmarshal([]byte(raw), &it); err != nil {
+		return nil, &state.ItemError{Table: table, Attr: "(the whole item)", Err: "not DynamoDB JSON: " + err.Error()}
+	}
+	return it, nil
+}
+
+// put writes an item, with its key and derived columns.
+func (st *Store) put(ctx context.Context, q querier, base string, it attr.Item) error {
+	t := tableOf(base)
+	cols := append(append([]string(nil), t.keys...), t.derived...)
+	args := make([]any, 0, len(cols)+1)
+	for _, c := range cols {
+		args = append(args, column(it[c]))
+	}
+	raw, err := json.Marshal(it)
+	if err != nil {
+		return err
+	}
+	args = append(args, string(raw))
+	var quoted []string
+	for _, c := range cols {
+		quoted = append(quoted, `"`+c+`"`)
+	}
+	_, err = q.ExecContext(ctx, fmt.Sprintf(`INSERT OR REPLACE INTO %s (%s, item) VALUES (%s?)`,
+		st.name(base), strings.Join(quoted, ", "), strings.Repeat("?, ", len(cols))), args...)
+	return err
+}
+
+// column is what a derived column holds of an attribute: text for a String,
+// a number for a Number, NULL otherwise (so a malformed item falls out of
+// the indexes, as it would in DynamoDB's).
+func column(v attr.Value) any {
+	switch v := v.(type) {
+	case attr.S:
+		return string(v)
+	case attr.N:
+		if f, err := strconv.ParseFloat(string(v), 64); err == nil {
+			return f
+		}
+	}
+	return nil
+}
+
+// tx runs fn in one IMMEDIATE transaction: it holds the write lock from the
+// start, so the read, the check and the write are atomic across processes.
+func (st *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := st.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// update makes one conditional write: it returns the item as written, or,
+// when the condition fails, nil and the item as it was (nil if absent).
+func (st *Store) update(ctx context.Context, base string, key []string, cond attr.Cond, upd attr.Update) (written, old attr.Item, err error) {
+	err = st.tx(ctx, func(tx *sql.Tx) error {
+		cur, err := st.get(ctx, tx, base, key...)
+		if err != nil {
+			return err
+		}
+		if cur == nil || !cond.Holds(cur) {
+			old = cur
+			return nil
+		}
+		next := cur.Clone()
+		upd.Apply(next)
+		if err := st.put(ctx, tx, base, next); err != nil {
+			return err
+		}
+		written = next
+		return nil
+	})
+	return written, old, err
+}
+
+// items runs a query that selects item and decodes every row.
+func (st *Store) items(ctx context.Context, base, query string, args ...any) ([]attr.Item, error) {
+	rows, err := st.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []attr.Item
+	for rows.Next() {
+		var raw string
+		if err := rows.Scan(&raw); err != nil {
+			return nil, err
+		}
+		it, err := decodeJSON(st.prefix+base, raw)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, it)
+	}
+	return out, rows.Err()
+}
+
+// --- workflows
+
+// CreateWorkflow implements state.Store, in one transaction.
+func (st *Store) CreateWorkflow(ctx context.Context, w *state.NewWorkflow) error {
+	if err := attr.CheckNewWorkflow(w); err != nil {
+		return fmt.Errorf("create workflow %s: %w", w.Exec.WorkflowExecID, err)
+	}
+	err := st.tx(ctx, func(tx *sql.Tx) error {
+		if r := w.Request; r != nil {
+			cur, err := st.get(ctx, tx, "workflow_request", r.WorkflowRequestID, r.WorkflowName)
+			if err != nil {
+				return err
+			}
+			if cur != nil && cur["workflow_exec_id"] != attr.S(w.Exec.WorkflowExecID) {
+				e := &state.ExistsError{What: "workflow request " + r.WorkflowRequestID}
+				if v, ok := cur["workflow_exec_id"].(attr.S); ok {
+					e.WorkflowExecID = string(v)
+				}
+				return e
+			}
+		}
+		cur, err := st.get(ctx, tx, "workflow_exec", w.Exec.WorkflowExecID, w.Exec.WorkflowName)
+		if err != nil {
+			return err
+		}
+		if cur != nil && cur["state"] != attr.S(state.WorkflowRequested) {
+			what := "workflow execution " + w.Exec.WorkflowExecID
+			if s, ok := cur["state"].(attr.S); ok {
+				what += " (" + string(s) + ")"
+			}
+			return &state.ExistsError{What: what, WorkflowExecID: w.Exec.WorkflowExecID}
+		}
+		if w.Request != nil {
+			if err := st.put(ctx, tx, "workflow_request", attr.EncodeRequest(w.Request)); err != nil {
+				return err
+			}
+		}
+		if err := st.put(ctx, tx, "workflow_exec", attr.EncodeWorkflow(&w.Exec)); err != nil {
+			return err
+		}
+		// Items an earlier attempt wrote are left as they are.
+		for i := range w.Activities {
+			a := &w.Activities[i]
+			if err := st.putAbsent(ctx, tx, "activity_exec", attr.EncodeActivity(a), a.ActivityExecID, a.WorkflowExecID); err != nil {
+				return err
+			}
+		}
+		for i := range w.Dependencies {
+			d := &w.Dependencies[i]
+			if err := st.putAbsent(ctx, tx, "activity_exec_dependency", attr.EncodeDependency(d), d.ID, d.ActivityExecID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("create workflow %s: %w", w.Exec.WorkflowExecID, err)
+	}
+	return nil
+}
+
+func (st *Store) putAbsent(ctx context.Context, tx *sql.Tx, base string, it attr.Item, key ...string) error {
+	cur, err := st.get(ctx, tx, base, key...)
+	if err != nil || cur != nil {
+		return err
+	}
+	return st.put(ctx, tx, base, it)
+}
+
+// GetWorkflow implements state.Store.
+func (st *Store) GetWorkflow(ctx context.Context, id string) (*state.WorkflowExec, error) {
+	name, err := state.WorkflowNameOf(id)
+	if err != nil {
+		return nil, fmt.Errorf("get workflow: %w", err)
+	}
+	it, err := st.get(ctx, st.db, "workflow_exec", id, name)
+	if err != nil {
+		return nil, fmt.Errorf("get workflow %s: %w", id, err)
+	}
+	if it == nil {
+		return nil, &state.NotFoundError{Kind: "workflow", ID: id}
+	}
+	return attr.DecodeWorkflow(st.prefix+"workflow_exec", it)
+}
+
+// GetRequest implements state.Store.
+func (st *Store) GetRequest(ctx context.Context, id, workflowName string) (*state.WorkflowRequest, error) {
+	it, err := st.get(ctx, st.db, "workflow_request", id, workflowName)
+	if err != nil {
+		return nil, fmt.Errorf("get workflow request %s: %w", id, err)
+	}
+	if it == nil {
+		return nil, &state.NotFoundError{Kind: "workflow request", ID: id}
+	}
+	return attr.DecodeRequest(st.prefix+"workflow_request", it)
+}
+
+// UpdateWorkflow implements state.Store.
+func (st *Store) UpdateWorkflow(ctx context.Context, id string, c state.WorkflowChange) (*state.WorkflowExec, error) {
+	name, err := state.WorkflowNameOf(id)
+	if err != nil {
+		return nil, fmt.Errorf("update workflow: %w", err)
+	}
+	cond, upd, err := attr.WorkflowChange(c)
+	if err != nil {
+		return nil, fmt.Errorf("update workflow %s: %w", id, err)
+	}
+	it, old, err := st.update(ctx, "workflow_exec", []string{id, name}, cond, upd)
+	if err != nil {
+		return nil, fmt.Errorf("update workflow %s: %w", id, err)
+	}
+	if it == nil {
+		return nil, attr.Conflict("workflow", st.prefix+"workflow_exec", id, cond, old)
+	}
+	w, err := attr.DecodeWorkflow(st.prefix+"workflow_exec", it)
+	if err != nil && w.State.Valid() {
+		st.log.Warn("a workflow the store wrote has a malformed attribute", "error", err)
+		return w, nil
+	}
+	return w, err
+}
+
+// Workflows implements state.Store.
+func (st *Store) Workflows(ctx context.Context, q state.WorkflowQuery) ([]*state.WorkflowExec, error) {
+	since := -1e18
+	if !q.Since.IsZero() {
+		since = float64(q.Since.UnixMilli()) / 1000
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = -1
+	}
+	its, err := st.items(ctx, "workflow_exec", fmt.Sprintf(`SELECT item FROM %s WHERE state = ? AND start_time_epoch >= ? ORDER BY start_time_epoch DESC LIMIT ?`,
+		st.name("workflow_exec")), string(q.State), since, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list workflows: %w", err)
+	}
+	out := make([]*state.WorkflowExec, 0, len(its))
+	for _, it := range its {
+		w, err := attr.DecodeWorkflow(st.prefix+"workflow_exec", it)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// --- activities
+
+func activityKey(k state.ActivityKey) []string { return []string{k.ActivityExecID, k.WorkflowExecID} }
+
+// GetActivity implements state.Store.
+func (st *Store) GetActivity(ctx context.Context, key state.ActivityKey) (*state.ActivityExec, error) {
+	it, err := st.get(ctx, st.db, "activity_exec", activityKey(key)...)
+	if err != nil {
+		return nil, fmt.Errorf("get activity %s: %w", key.ActivityExecID, err)
+	}
+	if it == nil {
+		return nil, &state.NotFoundError{Kind: "activity", ID: key.ActivityExecID}
+	}
+	return attr.DecodeActivity(st.prefix+"activity_exec", it)
+}
+
+// Activities implements state.Store.
+func (st *Store) Activities(ctx context.Context, workflowExecID string) ([]*state.ActivityExec, error) {
+	its, err := st.items(ctx, "activity_exec", fmt.Sprintf(`SELECT item FROM %s WHERE workflow_exec_id = ? ORDER BY activity_exec_id`,
+		st.name("activity_exec")), workflowExecID)
+	if err != nil {
+		return nil, fmt.Errorf("list activities of %s: %w", workflowExecID, err)
+	}
+	out := make([]*state.ActivityExec, 0, len(its))
+	for _, it := range its {
+		a, err := attr.DecodeActivity(st.prefix+"activity_exec", it)
+		if err != nil {
+			return nil, fmt.Errorf("read activities of %s: %w", workflowExecID, err)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// ActivitiesInState implements state.Store.
+func (st *Store) ActivitiesInState(ctx context.Context, q state.ActivityQuery) ([]state.ActivityRef, error) {
+	before := 1e18
+	if !q.Before.IsZero() {
+		before = float64(q.Before.UnixMilli()) / 1000
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = -1
+	}
+	its, err := st.items(ctx, "activity_exec", fmt.Sprintf(`SELECT item FROM %s WHERE state = ? AND state_time_epoch < ? ORDER BY state_time_epoch LIMIT ?`,
+		st.name("activity_exec")), string(q.State), before, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list %s activities: %w", q.State, err)
+	}
+	out := make([]state.ActivityRef, 0, len(its))
+	for _, it := range its {
+		ref, err := attr.DecodeRef(st.prefix+"activity_exec", it)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ref)
+	}
+	return out, nil
+}
+
+// UpdateActivity implements state.Store.
+func (st *Store) UpdateActivity(ctx context.Context, key state.ActivityKey, c state.ActivityChange) (*state.ActivityExec, error) {
+	cond, upd, err := attr.ActivityChange(c)
+	if err != nil {
+		return nil, fmt.Errorf("update activity %s: %w", key.ActivityExecID, err)
+	}
+	a, _, err := st.updateActivity(ctx, key, cond, upd)
+	return a, err
+}
+
+// Heartbeat implements state.Store.
+func (st *Store) Heartbeat(ctx context.Context, key state.ActivityKey, owner string, at time.Time) error {
+	cond, upd := attr.Heartbeat(owner, at)
+	_, _, err := st.updateActivity(ctx, key, cond, upd)
+	return err
+}
+
+// ResolveDependency implements state.Store.
+func (st *Store) ResolveDependency(ctx context.Context, waiting state.ActivityKey, upstreamID string) (*state.ActivityExec, bool, error) {
+	cond, upd := attr.ResolveDependency(upstreamID)
+	it, old, err := st.update(ctx, "activity_exec", activityKey(waiting), cond, upd)
+	if err != nil {
+		return nil, false, fmt.Errorf("resolve dependency of %s on %s: %w", waiting.ActivityExecID, upstreamID, err)
+	}
+	resolved := it != nil
+	if !resolved {
+		if old == nil {
+			return nil, false, &state.NotFoundError{Kind: "activity", ID: waiting.ActivityExecID}
+		}
+		it = old
+	}
+	a, err := st.lenient(it)
+	return a, resolved, err
+}
+
+// updateActivity makes one conditional write and returns the item as
+// written, or the conflict.
+func (st *Store) updateActivity(ctx context.Context, key state.ActivityKey, cond attr.Cond, upd attr.Update) (*state.ActivityExec, bool, error) {
+	it, old, err := st.update(ctx, "activity_exec", activityKey(key), cond, upd)
+	if err != nil {
+		return nil, false, fmt.Errorf("update activity %s: %w", key.ActivityExecID, err)
+	}
+	if it == nil {
+		return nil, false, attr.Conflict("activity", st.prefix+"activity_exec", key.ActivityExecID, cond, old)
+	}
+	a, err := st.lenient(it)
+	return a, true, err
+}
+
+// lenient decodes an item a write has touched: an attribute the write did
+// not need being malformed is logged, not made a failure.
+func (st *Store) lenient(it attr.Item) (*state.ActivityExec, error) {
+	a, err := attr.DecodeActivity(st.prefix+"activity_exec", it)
+	if err != nil && a.State.Valid() && a.ActivityExecID != "" {
+		st.log.Warn("an activity the store wrote has a malformed attribute", "error", err)
+		return a, nil
+	}
+	return a, err
+}
+
+// --- dependencies
+
+// Dependents implements state.Store.
+func (st *Store) Dependents(ctx context.Context, activityExecID string) ([]state.Dependency, error) {
+	its, err := st.items(ctx, "activity_exec_dependency", fmt.Sprintf(`SELECT item FROM %s WHERE dependent_activity_exec_id = ?`,
+		st.name("activity_exec_dependency")), activityExecID)
+	if err != nil {
+		return nil, fmt.Errorf("list dependents of %s: %w", activityExecID, err)
+	}
+	out := make([]state.Dependency, 0, len(its))
+	for _, it := range its {
+		d, err := attr.DecodeDependency(st.prefix+"activity_exec_dependency", it)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}

@@ -1,0 +1,198 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/state/internal/attr"
+	"github.com/whimbrel/whimbrel/state/sqlite"
+	"github.com/whimbrel/whimbrel/state/storetest"
+)
+
+func newStore(t *testing.T) *sqlite.Store {
+	t.Helper()
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "state.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, err := st.Install(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, storetest.Harness{
+		New: func(t *testing.T) state.Store { return newStore(t) },
+		PutForeignActivity: func(t *testing.T, s state.Store, attrs map[string]any) {
+			t.Helper()
+			// A foreign client writes the row directly.
+			st := s.(*sqlite.Store)
+			it := attr.Item{}
+			for k, v := range attrs {
+				it[k] = toValue(t, v)
+			}
+			raw, err := json.Marshal(it)
+			if err != nil {
+				t.Fatal(err)
+			}
+			db, err := sql.Open("sqlite", "file:"+st.Path()+"?_pragma=busy_timeout(10000)")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			var stateCol any
+			if s, ok := attrs["state"].(string); ok {
+				stateCol = s
+			}
+			if _, err := db.Exec(fmt.Sprintf(`INSERT INTO "%sactivity_exec" (activity_exec_id, workflow_exec_id, state, state_time_epoch, item) VALUES (?, ?, ?, NULL, ?)`, st.Prefix()),
+				attrs["activity_exec_id"], attrs["workflow_exec_id"], stateCol, string(raw)); err != nil {
+				t.Fatalf("put foreign item: %v", err)
+			}
+		},
+	})
+}
+
+func toValue(t *testing.T, v any) attr.Value {
+	switch v := v.(type) {
+	case string:
+		return attr.S(v)
+	case int:
+		return attr.Int(v)
+	case float64:
+		return attr.N(strconv.FormatFloat(v, 'g', -1, 64))
+	case bool:
+		return attr.Bool(v)
+	case []string:
+		return attr.SS(v)
+	case []any:
+		l := attr.L{}
+		for _, e := range v {
+			l = append(l, toValue(t, e))
+		}
+		return l
+	}
+	t.Fatalf("toValue: unsupported %T", v)
+	return nil
+}
+
+func TestInstallIsANoOpTheSecondTime(t *testing.T) {
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "state.db"), sqlite.Options{Prefix: "p_"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	plan, err := st.Install(ctx, true)
+	if err != nil || len(plan) != 14 {
+		t.Fatalf("dry run: %v %v", plan, err)
+	}
+	if did, err := st.Install(ctx, false); err != nil || len(did) != 14 {
+		t.Fatalf("install: %v %v", did, err)
+	}
+	if again, err := st.Install(ctx, false); err != nil || len(again) != 0 {
+		t.Errorf("second install: %v %v, want nothing", again, err)
+	}
+}
+
+// claimer is the helper process of TestClaimRaceAcrossProcesses: it claims
+// one activity and prints what happened.
+func claimer() {
+	st, err := sqlite.Open(os.Getenv("CLAIM_DB"), sqlite.Options{})
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(2)
+	}
+	k := state.ActivityKey{ActivityExecID: os.Getenv("CLAIM_ACTIVITY"), WorkflowExecID: os.Getenv("CLAIM_WORKFLOW")}
+	start, _ := strconv.ParseInt(os.Getenv("CLAIM_AT"), 10, 64)
+	time.Sleep(time.Until(time.Unix(0, start))) // all at once
+	owner := "owner-" + strconv.Itoa(os.Getpid())
+	_, err = st.UpdateActivity(context.Background(), k, state.ActivityChange{
+		From: []state.ActivityState{state.Queued}, To: state.Running, Claim: &state.Claim{Owner: owner}})
+	var ce *state.ConflictError
+	switch {
+	case err == nil:
+		fmt.Println("won", owner)
+	case errors.As(err, &ce):
+		fmt.Println("lost", ce.State, ce.Owner)
+	default:
+		fmt.Println("error:", err)
+	}
+}
+
+func TestMain(m *testing.M) {
+	if os.Getenv("CLAIM_DB") != "" {
+		claimer()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// TestClaimRaceAcrossProcesses: 16 processes claim one activity at the same
+// moment; exactly one wins, every other learns the winner.
+func TestClaimRaceAcrossProcesses(t *testing.T) {
+	st := newStore(t)
+	w := storetest.NewWorkflow(t, "race", storetest.DAG{"only": nil})
+	storetest.Create(t, st, w)
+	k := storetest.Key(w, "only")
+	if _, err := st.UpdateActivity(context.Background(), k, state.ActivityChange{
+		From: []state.ActivityState{state.Requested}, To: state.Queued}); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Add(time.Second).UnixNano()
+	const n = 16
+	outs := make(chan string, n)
+	for i := 0; i < n; i++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "CLAIM_DB="+st.Path(), "CLAIM_ACTIVITY="+k.ActivityExecID,
+			"CLAIM_WORKFLOW="+k.WorkflowExecID, "CLAIM_AT="+strconv.FormatInt(at, 10))
+		go func() {
+			out, err := cmd.Output()
+			if err != nil {
+				outs <- "error: " + err.Error()
+				return
+			}
+			outs <- strings.TrimSpace(string(out))
+		}()
+	}
+	var winners, losers []string
+	for i := 0; i < n; i++ {
+		select {
+		case o := <-outs:
+			switch {
+			case strings.HasPrefix(o, "won "):
+				winners = append(winners, strings.TrimPrefix(o, "won "))
+			case strings.HasPrefix(o, "lost "):
+				losers = append(losers, o)
+			default:
+				t.Errorf("claimer: %s", o)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("claimers did not finish")
+		}
+	}
+	if len(winners) != 1 {
+		t.Fatalf("%d winners: %v", len(winners), winners)
+	}
+	for _, l := range losers {
+		if l != "lost RUNNING "+winners[0] {
+			t.Errorf("a loser says %q, want it to name RUNNING and %s", l, winners[0])
+		}
+	}
+	a, err := st.GetActivity(context.Background(), k)
+	if err != nil || a.Owner != winners[0] || a.Attempt != 1 {
+		t.Errorf("item: %+v %v", a, err)
+	}
+}
