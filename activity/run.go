@@ -57,9 +57,12 @@ const (
 const (
 	DefaultKillGrace     = 30 * time.Second // ECS's default stop timeout
 	DefaultRecordTimeout = 5 * time.Minute
-	// claimTimeout bounds the retries of the claim through passing store
-	// errors; nothing has started yet, so giving up is cheap.
+	// claimTimeout bounds the claim through passing store errors; nothing
+	// has started yet, so giving up is cheap.
 	claimTimeout = time.Minute
+	// attemptTimeout bounds one call to the store, so a connection that
+	// hangs is given up on and tried again.
+	attemptTimeout = 10 * time.Second
 )
 
 // Config describes one run of an activity.
@@ -133,6 +136,10 @@ func (r *run) run(ctx context.Context) int {
 		return code
 	}
 	r.log.Info("claimed", "owner", r.owner, "attempt", claimed.Attempt)
+	// From here on a signal must not kill the wrapper before the outcome is
+	// recorded: while the command runs it is relayed (and handled in
+	// supervise); after, it is noted and the recording goes on.
+	defer r.holdSignals()()
 
 	p, err := runner.Start(runner.Config{
 		Args:           r.cfg.Command,
@@ -173,11 +180,16 @@ func (r *run) run(ctx context.Context) int {
 // one conditional write. It returns the claimed item, or nil and the exit
 // status.
 func (r *run) claim(ctx context.Context) (*state.ActivityExec, int) {
+	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
+	defer cancel()
 	var claimed *state.ActivityExec
 	var refused error
+	uncertain := false // an attempt whose answer was lost may have landed
 	host, _ := os.Hostname()
 	op := func() error {
-		wf, err := r.st.GetWorkflow(ctx, r.cfg.Key.WorkflowExecID)
+		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		defer cancel()
+		wf, err := r.st.GetWorkflow(actx, r.cfg.Key.WorkflowExecID)
 		if err != nil {
 			if errors.Is(err, state.ErrNotFound) || errors.Is(err, state.ErrInvalidItem) {
 				refused = err
@@ -189,7 +201,7 @@ func (r *run) claim(ctx context.Context) (*state.ActivityExec, int) {
 			refused = fmt.Errorf("workflow %s is %s, not RUNNING", wf.WorkflowExecID, wf.State)
 			return backoff.Permanent(refused)
 		}
-		claimed, err = r.st.UpdateActivity(ctx, r.cfg.Key, state.ActivityChange{
+		claimed, err = r.st.UpdateActivity(actx, r.cfg.Key, state.ActivityChange{
 			From: []state.ActivityState{state.Queued, state.Ready, state.Preparing},
 			To:   state.Running,
 			Claim: &state.Claim{
@@ -203,28 +215,66 @@ func (r *run) claim(ctx context.Context) (*state.ActivityExec, int) {
 		switch {
 		case err == nil:
 			return nil
-		case errors.As(err, &ce) && ce.Owner == r.owner:
+		case errors.As(err, &ce) && ce.Owner == r.owner && ce.State == string(state.Running):
 			// An earlier attempt whose answer was lost did land.
-			claimed, err = r.st.GetActivity(ctx, r.cfg.Key)
+			claimed, err = r.st.GetActivity(actx, r.cfg.Key)
 			return err
+		case errors.As(err, &ce) && ce.Owner == r.owner:
+			// It landed, and the activity has moved on since (timed out,
+			// cancelled): it is ours to record, not to run.
+			uncertain = true
+			refused = err
+			return backoff.Permanent(err)
 		case errors.Is(err, state.ErrConflict), errors.Is(err, state.ErrNotFound), errors.Is(err, state.ErrInvalidItem):
 			refused = err
 			return backoff.Permanent(err)
 		}
+		uncertain = true
 		r.log.Warn("claim failed; retrying", "error", err)
 		return err
 	}
-	b := backoff.NewExponentialBackOff(backoff.WithInitialInterval(100*time.Millisecond), backoff.WithMaxElapsedTime(claimTimeout))
+	b := backoff.NewExponentialBackOff(backoff.WithInitialInterval(100*time.Millisecond), backoff.WithMaxElapsedTime(0))
 	err := backoff.Retry(op, backoff.WithContext(b, ctx))
-	switch {
-	case refused != nil:
-		r.log.Error("not starting the command: the activity cannot be claimed", "error", refused)
-		return nil, ExitClaimRefused
-	case err != nil:
+	if refused != nil || err != nil {
+		if uncertain {
+			r.abandon(fmt.Sprintf("claimed, but not started: %v", errors.Join(refused, err)))
+		}
+		if refused != nil {
+			r.log.Error("not starting the command: the activity cannot be claimed", "error", refused)
+			return nil, ExitClaimRefused
+		}
 		r.log.Error("not starting the command: the store is unreachable", "error", err)
 		return nil, ExitWrapperError
 	}
 	return claimed, 0
+}
+
+// abandon records why on an activity this wrapper may have claimed but will
+// not run, and advances the workflow, so nothing is left RUNNING with
+// nobody running it.
+func (r *run) abandon(why string) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.RecordTimeout)
+	defer cancel()
+	a, err := r.st.GetActivity(ctx, r.cfg.Key)
+	if err != nil || a.Owner != r.owner {
+		return // not ours: nothing to record
+	}
+	c := state.ActivityChange{From: []state.ActivityState{a.State}, Owner: r.owner, Reason: why}
+	switch {
+	case a.State == state.Running:
+		c.To = state.Failed
+	case !a.State.Terminal():
+		return
+	}
+	done, err := r.st.UpdateActivity(ctx, r.cfg.Key, c)
+	if err != nil {
+		r.log.Warn("recording a claim that was not run failed; the monitor will time it out", "error", err)
+		return
+	}
+	r.log.Warn("recorded a claim that was not run", "state", done.State, "why", why)
+	if _, err := workflow.Advance(ctx, r.st, done, r.log.Named("advance")); err != nil {
+		r.log.Warn("advancing the workflow failed; the monitor will finish it", "error", err)
+	}
 }
 
 // supervise waits for the command, stopping it when the lease is lost, the
@@ -252,17 +302,30 @@ func (r *run) supervise(ctx context.Context, p *runner.Process, since time.Time)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				err := pump.Run(sctx)
-				var lost *heartbeat.LostError
-				if !errors.As(err, &lost) {
-					return
+				for {
+					err := pump.Run(sctx)
+					var lost *heartbeat.LostError
+					if !errors.As(err, &lost) {
+						return
+					}
+					switch {
+					case lost.State == state.CancelledRunning || !r.cfg.KeepRunningOnLeaseLoss:
+						r.log.Warn("lease lost; stopping the command", "reason", lost.Reason)
+						r.stop(p, lost.Reason)
+						return
+					case lost.Expired:
+						// The store was unreachable: keep beating, so that a
+						// cancellation is still noticed once it is back.
+						r.log.Warn("lease lost; letting the command run as asked, and beating on", "reason", lost.Reason)
+						pump, _ = heartbeat.New(r.st, heartbeat.Config{
+							Key: r.cfg.Key, Owner: r.owner, Interval: r.cfg.HeartbeatInterval,
+							Timeout: r.cfg.HeartbeatTimeout, Since: time.Now(), Logger: r.log.Named("heartbeat"),
+						})
+					default:
+						r.log.Warn("lease lost; letting the command finish as asked", "reason", lost.Reason)
+						return
+					}
 				}
-				if lost.State != state.CancelledRunning && r.cfg.KeepRunningOnLeaseLoss {
-					r.log.Warn("lease lost; letting the command finish as asked", "reason", lost.Reason)
-					return
-				}
-				r.log.Warn("lease lost; stopping the command", "reason", lost.Reason)
-				r.stop(p, lost.Reason)
 			}()
 		}
 	}
@@ -317,6 +380,25 @@ func (r *run) supervise(ctx context.Context, p *runner.Process, since time.Time)
 	return res
 }
 
+// holdSignals catches the termination signals until the returned function
+// is called, so that their default action cannot cut the final writes short.
+func (r *run) holdSignals() (release func()) {
+	c := make(chan os.Signal, 4)
+	signal.Notify(c, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for sig := range c {
+			r.log.Debug("signal held until the outcome is recorded", "signal", sig)
+		}
+	}()
+	return func() {
+		signal.Stop(c)
+		close(c)
+		<-done
+	}
+}
+
 // stop stops the command once, recording the first reason.
 func (r *run) stop(p *runner.Process, reason string) {
 	r.mu.Lock()
@@ -344,6 +426,8 @@ func (r *run) finish(exit *state.Exit, stderrTail, reason string, code int) int 
 
 	var final *state.ActivityExec
 	op := func() error {
+		ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		defer cancel()
 		a, err := r.st.UpdateActivity(ctx, r.cfg.Key, state.ActivityChange{
 			From: []state.ActivityState{state.Running}, To: to, Owner: r.owner,
 			Exit: exit, Error: tail, Reason: reason,
@@ -383,7 +467,14 @@ func (r *run) finish(exit *state.Exit, stderrTail, reason string, code int) int 
 				"exit_code", exit.Code, "reason", reason)
 			return code
 		}
-		r.log.Error("OUTCOME NOT RECORDED: the store stayed unreachable", "error", err,
+		why := "the store stayed unreachable"
+		switch {
+		case errors.Is(err, state.ErrNotFound):
+			why = "the activity item is gone"
+		case errors.Is(err, state.ErrInvalidItem):
+			why = "the activity item is malformed"
+		}
+		r.log.Error("OUTCOME NOT RECORDED: "+why, "error", err,
 			"state", to, "exit_code", exit.Code, "signal", exit.Signal, "reason", reason, "stderr_tail", tail)
 		return ExitNotRecorded
 	}

@@ -25,6 +25,8 @@ const (
 	// MinTimeoutFactor is how many intervals a timeout must span at least,
 	// so that one slow beat never loses the lease.
 	MinTimeoutFactor = 2
+	// minAttempt is the least time one store call is given.
+	minAttempt = 100 * time.Millisecond
 )
 
 // Store lists what the pump needs of a state.Store.
@@ -130,10 +132,14 @@ func (p *Pump) beat(ctx context.Context, last time.Time) (time.Time, error) {
 		backoff.WithMaxElapsedTime(0), // the lease deadline bounds it instead
 	)
 	op := func() error {
+		// Each attempt ends by the lease's deadline (and within one
+		// interval): a write that hangs must not outlive the lease.
+		attempt := func() (context.Context, context.CancelFunc) {
+			left := max(min(p.cfg.Interval, time.Until(deadline)), minAttempt)
+			return context.WithTimeout(ctx, left)
+		}
 		at := p.now()
-		// Each attempt gets at most one interval: a write that hangs must
-		// not outlive the lease.
-		actx, cancel := context.WithTimeout(ctx, p.cfg.Interval)
+		actx, cancel := attempt()
 		err := p.st.Heartbeat(actx, p.cfg.Key, p.cfg.Owner, at)
 		cancel()
 		if err == nil {
@@ -144,9 +150,16 @@ func (p *Pump) beat(ctx context.Context, last time.Time) (time.Time, error) {
 			lost = l
 			return backoff.Permanent(l)
 		}
+		expired := func() error {
+			lost = &LostError{Expired: true, Reason: fmt.Sprintf("no heartbeat landed for %s: %v", p.now().Sub(last).Round(time.Millisecond), err)}
+			return backoff.Permanent(lost)
+		}
+		if p.now().After(deadline) {
+			return expired()
+		}
 		// The outcome is unknown (a timeout, a dropped connection): the
 		// write may have landed. Read before concluding anything.
-		rctx, cancel := context.WithTimeout(ctx, p.cfg.Interval)
+		rctx, cancel := attempt()
 		a, rerr := p.st.GetActivity(rctx, p.cfg.Key)
 		cancel()
 		if rerr == nil {
@@ -160,8 +173,7 @@ func (p *Pump) beat(ctx context.Context, last time.Time) (time.Time, error) {
 			}
 		}
 		if p.now().After(deadline) {
-			lost = &LostError{Expired: true, Reason: fmt.Sprintf("no heartbeat landed for %s: %v", p.now().Sub(last).Round(time.Millisecond), err)}
-			return backoff.Permanent(lost)
+			return expired()
 		}
 		p.log.Warn("heartbeat failed; retrying", "error", err)
 		return err

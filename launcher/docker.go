@@ -24,6 +24,10 @@ type Docker struct {
 
 var _ Backend = (*Docker)(nil)
 
+// maxError bounds an error text recorded on an item: the item must stay
+// small.
+const maxError = 2048
+
 // Launch implements Backend.
 func (b *Docker) Launch(ctx context.Context, j Job) (string, error) {
 	bin := b.Binary
@@ -31,7 +35,9 @@ func (b *Docker) Launch(ctx context.Context, j Job) (string, error) {
 		bin = "docker"
 	}
 	l := j.Settings.Launch
-	args := []string{"run", "--detach", "--name", "whimbrel-" + token(j),
+	// --rm: the outcome and the stderr tail are on the item; finished
+	// containers would only pile up.
+	args := []string{"run", "--detach", "--rm", "--name", "whimbrel-" + token(j),
 		"--label", "whimbrel.activity_exec_id=" + j.Key.ActivityExecID,
 		"--label", "whimbrel.workflow_exec_id=" + j.Key.WorkflowExecID}
 	// Values go through the docker CLI's environment (-e NAME), not its
@@ -57,6 +63,9 @@ func (b *Docker) Launch(ctx context.Context, j Job) (string, error) {
 		msg := strings.TrimSpace(errOut.String())
 		if msg == "" {
 			msg = err.Error()
+		}
+		if len(msg) > maxError {
+			msg = "…" + msg[len(msg)-maxError:]
 		}
 		return "", fmt.Errorf("docker run %s: %s", l.Image, msg)
 	}

@@ -77,7 +77,14 @@ func (b *ECS) Launch(ctx context.Context, j Job) (string, error) {
 	if len(out.Failures) > 0 {
 		var reasons []string
 		for _, f := range out.Failures {
-			reasons = append(reasons, fmt.Sprintf("%s (%s)", aws.ToString(f.Reason), aws.ToString(f.Arn)))
+			r := aws.ToString(f.Reason)
+			if d := aws.ToString(f.Detail); d != "" {
+				r += ": " + d
+			}
+			if arn := aws.ToString(f.Arn); arn != "" {
+				r += " (" + arn + ")"
+			}
+			reasons = append(reasons, r)
 		}
 		return "", fmt.Errorf("ecs RunTask %s: %s", l.TaskDefinition, strings.Join(reasons, "; "))
 	}

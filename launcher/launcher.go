@@ -1,8 +1,9 @@
-// Package launcher is the Activity Launcher of seed 000: it finds
-// launchable activities through the state index (READY ones, and REQUESTED
-// ones that wait on nothing in a RUNNING workflow), claims each with one
-// conditional write to QUEUED, starts it through a Backend (a local
-// process, a Docker container, an ECS task) and records what it started.
+// Package launcher is the Activity Launcher of seed 000: it finds READY
+// activities through the state index, claims each with one conditional
+// write to QUEUED, starts it through a Backend (a local process, a Docker
+// container, an ECS task) and records what it started. Activities that wait
+// on nothing are readied by workflow.Start (or, after a crash, by the
+// monitor), so REQUESTED ones need not be searched.
 // Any number of launchers may run at once: the conditional write decides
 // which one launches an activity, so none is launched twice.
 package launcher
@@ -46,8 +47,6 @@ type Job struct {
 // Defaults of Config.
 const (
 	DefaultInterval = time.Second
-	// batch is how many index entries one pass reads per state.
-	batch = 100
 	// launchTimeout bounds one backend call; launches in flight finish on
 	// shutdown, so it also bounds the drain.
 	launchTimeout = 2 * time.Minute
@@ -115,34 +114,49 @@ func (l *Launcher) Run(ctx context.Context) error {
 // how many it launched. When ctx ends it stops claiming, but a launch
 // already claimed is carried out and recorded, so nothing is left QUEUED
 // without a launch or a reason.
+//
+// It reads READY activities only: workflow.Start readies the activities
+// that wait on nothing, and advances ready the rest, so activities still
+// waiting never crowd the launchable ones out of a pass.
 func (l *Launcher) Once(ctx context.Context) (int, error) {
 	if err := l.forgetEnded(ctx); err != nil {
 		return 0, err
 	}
+	refs, err := l.st.ActivitiesInState(ctx, state.ActivityQuery{State: state.Ready, Limit: scan})
+	if err != nil {
+		return 0, err
+	}
+	// Launchers that read the same index spread out over it.
+	rand.Shuffle(len(refs), func(i, j int) { refs[i], refs[j] = refs[j], refs[i] })
+	p := &pass{workflows: map[string]*passWorkflow{}}
 	launched := 0
-	wfState := map[string]state.WorkflowState{} // for this pass only
-	for _, s := range []state.ActivityState{state.Ready, state.Requested} {
-		refs, err := l.st.ActivitiesInState(ctx, state.ActivityQuery{State: s, Limit: batch})
-		if err != nil {
-			return launched, err
+	for _, ref := range refs {
+		if ctx.Err() != nil || l.full() {
+			break
 		}
-		// Launchers that read the same index spread out over it.
-		rand.Shuffle(len(refs), func(i, j int) { refs[i], refs[j] = refs[j], refs[i] })
-		for _, ref := range refs {
-			if ctx.Err() != nil || l.full() {
-				return launched, nil
-			}
-			ok, err := l.try(ctx, ref.ActivityKey, wfState)
-			if err != nil {
-				l.log.Warn("launch attempt failed", "activity_exec_id", ref.ActivityExecID, "error", err)
-				continue
-			}
-			if ok {
-				launched++
-			}
+		ok, err := l.try(ctx, p, ref.ActivityKey)
+		if err != nil {
+			l.log.Warn("launch attempt failed", "activity_exec_id", ref.ActivityExecID, "error", err)
+			continue
+		}
+		if ok {
+			launched++
 		}
 	}
 	return launched, nil
+}
+
+// scan is how many READY index entries one pass reads.
+const scan = 1000
+
+// pass remembers, for one pass, what it read of each workflow.
+type pass struct {
+	workflows map[string]*passWorkflow
+}
+
+type passWorkflow struct {
+	state state.WorkflowState
+	def   *workflow.Definition // nil: its activities cannot be launched
 }
 
 func (l *Launcher) full() bool {
@@ -180,60 +194,70 @@ func (l *Launcher) forgetEnded(ctx context.Context) error {
 	return nil
 }
 
+// workflow reads a workflow once per pass, with its definition.
+func (l *Launcher) workflow(ctx context.Context, p *pass, id string) (*passWorkflow, error) {
+	if w := p.workflows[id]; w != nil {
+		return w, nil
+	}
+	wf, err := l.st.GetWorkflow(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	w := &passWorkflow{state: wf.State}
+	if wf.State == state.WorkflowRunning {
+		if w.def, err = l.definition(wf); err != nil {
+			l.log.Warn("cannot launch the activities of a workflow", "workflow_exec_id", id, "error", err)
+		}
+	} else {
+		l.mu.Lock()
+		delete(l.defs, id) // it will not launch again
+		l.mu.Unlock()
+	}
+	p.workflows[id] = w
+	return w, nil
+}
+
 // try claims and launches one activity; ok is false when it was not ours
 // to launch.
-func (l *Launcher) try(ctx context.Context, k state.ActivityKey, wfState map[string]state.WorkflowState) (ok bool, err error) {
+func (l *Launcher) try(ctx context.Context, p *pass, k state.ActivityKey) (ok bool, err error) {
 	// The index is eventually consistent: read the item itself.
 	a, err := l.st.GetActivity(ctx, k)
 	if err != nil {
 		return false, err
 	}
-	if (a.State != state.Ready && a.State != state.Requested) || (a.State == state.Requested && len(a.PendingDependencies) > 0) {
+	if a.State != state.Ready {
 		return false, nil
 	}
-	ws, seen := wfState[k.WorkflowExecID]
-	if !seen {
-		wf, err := l.st.GetWorkflow(ctx, k.WorkflowExecID)
-		if err != nil {
-			return false, err
-		}
-		ws = wf.State
-		wfState[k.WorkflowExecID] = ws
-		if _, err := l.definition(wf); err != nil {
-			return false, err
-		}
+	w, err := l.workflow(ctx, p, k.WorkflowExecID)
+	if err != nil {
+		return false, err
 	}
-	if ws != state.WorkflowRunning {
+	if w.state != state.WorkflowRunning || w.def == nil {
 		return false, nil // the monitor cancels what a settled workflow left
 	}
-	def := l.cachedDefinition(k.WorkflowExecID)
-	act := def.Activities[a.ActivityName]
+	act := w.def.Activities[a.ActivityName]
 	var settings workflow.Settings
 	var backend Backend
 	if act != nil {
-		settings = def.Effective(a.ActivityName)
+		settings = w.def.Effective(a.ActivityName)
 		if backend = l.cfg.Backends[settings.Launch.Type]; backend == nil {
 			return false, nil // for a launcher with that backend
 		}
 	}
 
-	claimed, err := l.st.UpdateActivity(ctx, k, state.ActivityChange{
-		From: []state.ActivityState{a.State}, To: state.Queued,
-	})
-	if errors.Is(err, state.ErrConflict) {
-		return false, nil // another launcher was first
-	}
-	if err != nil {
-		return false, err
-	}
-	// Claimed: from here on, finish even if ctx ends.
+	// Claimed or not, the claim's answer must be known: from here on,
+	// finish even if ctx ends.
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), launchTimeout)
 	defer cancel()
+	claimed, err := l.claim(lctx, k)
+	if claimed == nil || err != nil {
+		return false, err
+	}
 	log := l.log.With("activity_exec_id", k.ActivityExecID)
 	if act == nil {
 		return true, l.fail(lctx, claimed, fmt.Errorf("activity %q is not in the workflow's definition", a.ActivityName))
 	}
-	job := l.job(claimed, def, act, settings)
+	job := l.job(claimed, w.def, act, settings)
 	launchedAs, err := backend.Launch(lctx, job)
 	if err != nil {
 		log.Warn("launch failed", "error", err)
@@ -251,6 +275,34 @@ func (l *Launcher) try(ctx context.Context, k state.ActivityKey, wfState map[str
 		log.Warn("recording the launch failed", "as", launchedAs, "error", err)
 	}
 	return true, nil
+}
+
+// claim moves a READY activity to QUEUED under a fresh token, and returns
+// it when the move was this launcher's, nil when another launcher's. A
+// write whose answer was lost (the SDK resends it, and the resend finds its
+// own earlier move) is recognised by the token.
+func (l *Launcher) claim(ctx context.Context, k state.ActivityKey) (*state.ActivityExec, error) {
+	token := "launcher:" + uuid.NewString()
+	claimed, err := l.st.UpdateActivity(ctx, k, state.ActivityChange{
+		From: []state.ActivityState{state.Ready}, To: state.Queued, Hold: token,
+	})
+	var ce *state.ConflictError
+	switch {
+	case err == nil:
+		return claimed, nil
+	case errors.As(err, &ce) && ce.Owner != token:
+		return nil, nil // another launcher was first
+	case errors.As(err, &ce):
+		// Our own move landed; fall through to read it.
+	}
+	a, rerr := l.st.GetActivity(ctx, k)
+	if rerr != nil {
+		return nil, fmt.Errorf("claim %s: %w (and reading it back: %v)", k.ActivityExecID, err, rerr)
+	}
+	if a.State == state.Queued && a.Owner == token {
+		return a, nil
+	}
+	return nil, nil
 }
 
 // fail records a launch that did not happen and advances the workflow.
@@ -288,12 +340,6 @@ func (l *Launcher) definition(wf *state.WorkflowExec) (*workflow.Definition, err
 	l.defs[wf.WorkflowExecID] = d
 	l.mu.Unlock()
 	return d, nil
-}
-
-func (l *Launcher) cachedDefinition(id string) *workflow.Definition {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.defs[id]
 }
 
 // job builds what the backend needs.

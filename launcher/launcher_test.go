@@ -25,6 +25,7 @@ import (
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
+	"github.com/whimbrel/whimbrel/state/storetest"
 	"github.com/whimbrel/whimbrel/workflow"
 )
 
@@ -118,8 +119,9 @@ func manyActivities(name string, n int, dependOn string) string {
 }
 
 // TestEightLaunchersLaunchEachOnce: 1,000 launchable activities, half
-// REQUESTED with nothing to wait on and half READY, and 8 launchers at
-// once: the backend sees each exactly once, and every item records it.
+// readied by their start (they wait on nothing) and half by an advance, and
+// 8 launchers at once: the backend sees each exactly once, and every item
+// records it.
 func TestEightLaunchersLaunchEachOnce(t *testing.T) {
 	t.Parallel()
 	st := dynamotest.NewStore(t, dynamodb.Options{})
@@ -128,7 +130,7 @@ func TestEightLaunchersLaunchEachOnce(t *testing.T) {
 	// Complete root by hand and advance: its 500 dependents become READY.
 	rootKey := state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(idB, "root"), WorkflowExecID: idB}
 	for _, c := range []state.ActivityChange{
-		{From: []state.ActivityState{state.Requested}, To: state.Queued},
+		{From: []state.ActivityState{state.Ready}, To: state.Queued},
 		{From: []state.ActivityState{state.Queued}, To: state.Running, Claim: &state.Claim{Owner: "o"}},
 		{From: []state.ActivityState{state.Running}, To: state.Completed, Owner: "o"},
 	} {
@@ -406,7 +408,7 @@ echo 4f2c9e1d8b7a
 	}
 	key := state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, "a"), WorkflowExecID: id}
 	got := string(b)
-	for _, want := range []string{"run --detach --name whimbrel-", "--env WHIMBREL_ACTIVITY_EXEC_ID", "--network host etl:9 ./etl.sh nightly",
+	for _, want := range []string{"run --detach --rm --name whimbrel-", "--env WHIMBREL_ACTIVITY_EXEC_ID", "--network host etl:9 ./etl.sh nightly",
 		"id=" + key.ActivityExecID} {
 		if !strings.Contains(got, want) {
 			t.Errorf("docker got:\n%s\nwant it to contain %q", got, want)
@@ -505,11 +507,65 @@ func TestDrainFinishesClaimedLaunches(t *testing.T) {
 		switch {
 		case a.State == state.Queued && a.LaunchedAs == "":
 			t.Errorf("%s left QUEUED without a launch record", a.ActivityName)
-		case a.State != state.Queued && a.State != state.Requested:
+		case a.State != state.Queued && a.State != state.Ready:
 			t.Errorf("%s is %s", a.ActivityName, a.State)
 		}
 	}
 	if errors.Is(ctx.Err(), context.Canceled) == false {
 		t.Error("the context was not cancelled")
+	}
+}
+
+// lostAnswer lands the first claim to QUEUED but loses its answer.
+type lostAnswer struct {
+	state.Store
+	once sync.Once
+}
+
+func (l *lostAnswer) UpdateActivity(ctx context.Context, k state.ActivityKey, c state.ActivityChange) (*state.ActivityExec, error) {
+	a, err := l.Store.UpdateActivity(ctx, k, c)
+	lost := false
+	if err == nil && c.To == state.Queued {
+		l.once.Do(func() { lost = true })
+	}
+	if lost {
+		return nil, errors.New("read tcp: connection reset by peer")
+	}
+	return a, err
+}
+
+// TestClaimWhoseAnswerWasLostIsLaunched: the claim's token tells the
+// launcher that the move it cannot see was its own.
+func TestClaimWhoseAnswerWasLostIsLaunched(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	start(t, st, manyActivities("lost", 1, ""))
+	backend := &counting{}
+	l := launcher.New(&lostAnswer{Store: st}, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: backend}})
+	if n, err := l.Once(bg(t)); n != 1 || err != nil || len(backend.launches) != 1 {
+		t.Errorf("launched %d (%v), backend saw %d; want the claimed activity launched", n, err, len(backend.launches))
+	}
+}
+
+// TestWorkflowWithoutDefinition: a workflow started by another client has
+// no definition here; its activities are left alone, and the launcher goes
+// on.
+func TestWorkflowWithoutDefinition(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	w := storetest.NewWorkflow(t, "foreign", storetest.DAG{"a": nil, "b": nil, "c": nil})
+	w.Exec.Definition = ""
+	storetest.Create(t, st, w)
+	for _, n := range []string{"a", "b", "c"} {
+		if _, err := st.UpdateActivity(bg(t), storetest.Key(w, n), state.ActivityChange{
+			From: []state.ActivityState{state.Requested}, To: state.Ready}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start(t, st, manyActivities("ours", 1, ""))
+	backend := &counting{}
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: backend}})
+	if n, err := l.Once(bg(t)); n != 1 || err != nil {
+		t.Errorf("launched %d (%v), want only the activity with a definition", n, err)
 	}
 }

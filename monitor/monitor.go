@@ -311,15 +311,24 @@ func (s *sweep) repairWorkflow(ctx context.Context, id string) error {
 			}
 		}
 	}
-	// A REQUESTED activity with nothing left pending whose edges were
-	// resolved, but that was never readied.
-	def := s.definition(ctx, id)
+	// A REQUESTED activity with nothing pending was never readied: its
+	// start, or the advance that resolved its last edge, died before.
 	for _, a := range acts {
-		if a.State != state.Requested || len(a.PendingDependencies) > 0 || def == nil || def.Activities[a.ActivityName] == nil {
+		if a.State != state.Requested || len(a.PendingDependencies) > 0 {
 			continue
 		}
-		if ups := def.Activities[a.ActivityName].DependsOn; len(ups) > 0 {
-			unfinished[state.ActivityExecIDFor(id, ups[0])] = true
+		_, err := s.st.UpdateActivity(ctx, a.ActivityKey, state.ActivityChange{
+			From: []state.ActivityState{state.Requested}, To: state.Ready, At: s.now,
+			Reason: "nothing it waits on is pending",
+		})
+		switch {
+		case errors.Is(err, state.ErrConflict):
+		case err != nil:
+			return err
+		default:
+			s.report.Repaired++
+			s.report.Readied++
+			s.log.Info("readied an activity a crash left waiting on nothing", "activity_exec_id", a.ActivityExecID)
 		}
 	}
 	for upID := range unfinished {

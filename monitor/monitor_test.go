@@ -158,7 +158,7 @@ const pair = "name: wf\nactivities:\n  long: {command: [\"true\"]}\n  after: {co
 func TestKilledWrapperIsTimedOut(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, pair)
-	f.move(t, "long", state.ActivityChange{From: []state.ActivityState{state.Requested}, To: state.Queued})
+	f.move(t, "long", state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Queued})
 	pidfile := filepath.Join(t.TempDir(), "pid")
 	w := f.wrap(t, "long", nil, "--heartbeat-interval", "200ms", "--heartbeat-timeout", "1s", "--",
 		"sh", "-c", "echo $$ > "+pidfile+"; exec sleep 300")
@@ -190,7 +190,7 @@ func TestKilledWrapperIsTimedOut(t *testing.T) {
 func TestStoppedWrapperFindsTimedOut(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, pair)
-	f.move(t, "long", state.ActivityChange{From: []state.ActivityState{state.Requested}, To: state.Queued})
+	f.move(t, "long", state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Queued})
 	pidfile := filepath.Join(t.TempDir(), "pid")
 	w := f.wrap(t, "long", nil, "--heartbeat-interval", "200ms", "--heartbeat-timeout", "1s", "--kill-grace", "5s", "--",
 		"sh", "-c", "echo $$ > "+pidfile+"; exec sleep 300")
@@ -232,7 +232,7 @@ func TestStoppedWrapperFindsTimedOut(t *testing.T) {
 func TestSlowHeartbeatsAreNotTimedOut(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, pair)
-	f.move(t, "long", state.ActivityChange{From: []state.ActivityState{state.Requested}, To: state.Queued})
+	f.move(t, "long", state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Queued})
 	proxy := dynamotest.NewProxy(t)
 	proxy.SetDelay(500 * time.Millisecond)
 	w := f.wrap(t, "long", []string{"AWS_ENDPOINT_URL_DYNAMODB=" + proxy.Endpoint},
@@ -262,7 +262,7 @@ func TestSlowHeartbeatsAreNotTimedOut(t *testing.T) {
 func TestRepairAfterDeathAfterFinish(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, "name: wf\nactivities:\n  a: {command: [\"true\"]}\n  b: {command: [\"true\"], depends_on: [a]}\n  c: {command: [\"true\"], depends_on: [a]}\n")
-	f.move(t, "a", state.ActivityChange{From: []state.ActivityState{state.Requested}, To: state.Queued})
+	f.move(t, "a", state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Queued})
 	w := f.wrap(t, "a", []string{fault.Env + "=" + fault.AfterFinish}, "--", "true")
 	var ee *exec.ExitError
 	if err := w.Wait(); !errors.As(err, &ee) || ee.ExitCode() != fault.ExitCode {
@@ -294,7 +294,7 @@ func TestRepairAfterDeathAfterFinish(t *testing.T) {
 func TestQueuedNeverStarted(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, "name: wf\nactivities:\n  a: {command: [\"true\"], queued_timeout: 2m}\n  b: {command: [\"true\"], depends_on: [a]}\n")
-	f.move(t, "a", state.ActivityChange{From: []state.ActivityState{state.Requested}, To: state.Queued, LaunchedAs: "container:4f2c"})
+	f.move(t, "a", state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Queued, LaunchedAs: "container:4f2c"})
 	now := time.Now()
 	at := func(d time.Duration) monitor.Config {
 		return monitor.Config{Now: func() time.Time { return now.Add(d) }}
@@ -332,7 +332,7 @@ func TestFourMonitorsActOnce(t *testing.T) {
 	past := time.Now().Add(-5 * time.Minute)
 	for i := 0; i < 20; i++ {
 		n := fmt.Sprintf("a%02d", i)
-		f.move(t, n, state.ActivityChange{From: []state.ActivityState{state.Requested}, To: state.Queued, At: past})
+		f.move(t, n, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Queued, At: past})
 		f.move(t, n, state.ActivityChange{From: []state.ActivityState{state.Queued}, To: state.Running, At: past,
 			Claim: &state.Claim{Owner: "gone-" + n, HeartbeatEnabled: true, HeartbeatInterval: 15 * time.Second, HeartbeatTimeout: time.Minute}})
 	}
@@ -379,11 +379,10 @@ func TestFourMonitorsActOnce(t *testing.T) {
 // cancelled workflow's running ones become CANCELLED_RUNNING.
 func TestCleanup(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, "name: wf\nactivities:\n  run: {command: [\"true\"]}\n  wait: {command: [\"true\"]}\n  ready: {command: [\"true\"]}\n")
-	f.move(t, "run", state.ActivityChange{From: []state.ActivityState{state.Requested}, To: state.Queued})
+	f := newFixture(t, "name: wf\nactivities:\n  run: {command: [\"true\"]}\n  wait: {command: [\"true\"], depends_on: [run]}\n  ready: {command: [\"true\"]}\n")
+	f.move(t, "run", state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Queued})
 	f.move(t, "run", state.ActivityChange{From: []state.ActivityState{state.Queued}, To: state.Running,
 		Claim: &state.Claim{Owner: "o", HeartbeatEnabled: true, HeartbeatTimeout: time.Hour}})
-	f.move(t, "ready", state.ActivityChange{From: []state.ActivityState{state.Requested}, To: state.Ready})
 	if _, err := f.st.UpdateWorkflow(bg(t), f.id, state.WorkflowChange{
 		From: []state.WorkflowState{state.WorkflowRunning}, To: state.WorkflowCancelled, Reason: "operator"}); err != nil {
 		t.Fatal(err)
@@ -458,7 +457,7 @@ func TestSweepCostIgnoresHistory(t *testing.T) {
 		for _, n := range []string{"a", "b"} {
 			k := state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, n), WorkflowExecID: id}
 			for _, c := range []state.ActivityChange{
-				{From: []state.ActivityState{state.Requested}, To: state.Queued},
+				{From: []state.ActivityState{state.Ready}, To: state.Queued},
 				{From: []state.ActivityState{state.Queued}, To: state.Running, Claim: &state.Claim{Owner: "o"}},
 				{From: []state.ActivityState{state.Running}, To: state.Completed, Owner: "o"},
 			} {
@@ -473,5 +472,23 @@ func TestSweepCostIgnoresHistory(t *testing.T) {
 	}
 	if after := cost(); after != empty {
 		t.Errorf("a sweep read %.1f units over 30 finished workflows, %.1f over none: it must not grow with history", after, empty)
+	}
+}
+
+// TestReadiesWhatAStartLeft: a workflow whose start died after moving it to
+// RUNNING but before readying its first activities; one sweep readies them.
+func TestReadiesWhatAStartLeft(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	w := storetest.NewWorkflow(t, "half", storetest.DAG{"a": nil, "b": nil, "c": {"a"}})
+	storetest.Create(t, st, w) // RUNNING, every activity REQUESTED
+	r, err := monitor.New(st, monitor.Config{}).Sweep(bg(t))
+	if err != nil || r.Readied != 2 {
+		t.Fatalf("sweep: %+v %v; want a and b readied", r, err)
+	}
+	for n, want := range map[string]state.ActivityState{"a": state.Ready, "b": state.Ready, "c": state.Requested} {
+		if a, _ := st.GetActivity(bg(t), storetest.Key(w, n)); a.State != want {
+			t.Errorf("%s is %s, want %s", n, a.State, want)
+		}
 	}
 }

@@ -149,6 +149,10 @@ type ActivityChange struct {
 	// Claim, with To == Running, records the new owner and its settings and
 	// increments the attempt.
 	Claim *Claim
+	// Hold records a token as the owner without a claim: a launcher's move
+	// to QUEUED, so that a launcher whose answer was lost can tell that the
+	// move was its own.
+	Hold string
 	// LaunchedAs records what a launcher started (pid, container, task ARN).
 	LaunchedAs string
 	// Exit records how the command ended; with an empty To it also records

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -33,9 +34,14 @@ var pendingStates = []state.ActivityState{state.Requested, state.Ready, state.Qu
 // its workflow. When it COMPLETED, each activity waiting on it loses that
 // edge, and moves REQUESTED → READY once nothing remains. When it ended any
 // other way, everything downstream of it that has not started is
-// CANCELLED, with the reason. Then, if every activity is terminal, the
-// workflow is settled. Each step is a conditional write that a repeat
-// finds done, so Advance may be called any number of times, by anyone.
+// CANCELLED, with the reason. Then, unless a dependent is still waiting, the
+// workflow is settled if every activity is terminal. Each step is a
+// conditional write that a repeat finds done, so Advance may be called any
+// number of times, by anyone.
+//
+// Dependents come from the definition stored with the workflow (one
+// consistent read), or, for a workflow started without one, from the
+// dependency index.
 func Advance(ctx context.Context, st state.Store, a *state.ActivityExec, log hclog.Logger) (Result, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
@@ -44,35 +50,88 @@ func Advance(ctx context.Context, st state.Store, a *state.ActivityExec, log hcl
 	if !a.State.Terminal() {
 		return res, fmt.Errorf("advance after %s: it is %s, not terminal", a.ActivityExecID, a.State)
 	}
-	var err error
+	g, err := graphOf(ctx, st, a.WorkflowExecID)
+	if err != nil {
+		return res, fmt.Errorf("advance after %s: %w", a.ActivityExecID, err)
+	}
+	waiting := false
 	if a.State == state.Completed {
-		res.Readied, err = readyDependents(ctx, st, a, log)
+		res.Readied, waiting, err = readyDependents(ctx, st, g, a, log)
 	} else {
-		res.Cancelled, err = cancelDownstream(ctx, st, a, log)
+		res.Cancelled, err = cancelDownstream(ctx, st, g, a, log)
 	}
 	if err != nil {
 		return res, err
 	}
-	if len(res.Readied) > 0 {
-		return res, nil // something is about to run: the workflow is not done
+	if len(res.Readied) > 0 || waiting {
+		return res, nil // the workflow is not done
 	}
-	res.Settled, err = Settle(ctx, st, a.WorkflowExecID, log)
+	res.Settled, err = settle(ctx, st, g, log)
 	return res, err
 }
 
-func readyDependents(ctx context.Context, st state.Store, a *state.ActivityExec, log hclog.Logger) ([]string, error) {
-	deps, err := st.Dependents(ctx, a.ActivityExecID)
+// graph answers which activities wait on which.
+type graph struct {
+	st  state.Store
+	id  string
+	def *Definition // nil for a workflow stored without one
+}
+
+func graphOf(ctx context.Context, st state.Store, id string) (graph, error) {
+	wf, err := st.GetWorkflow(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("advance after %s: %w", a.ActivityExecID, err)
+		return graph{}, err
 	}
-	var readied []string
-	for _, d := range deps {
-		k := state.ActivityKey{ActivityExecID: d.ActivityExecID, WorkflowExecID: d.WorkflowExecID}
-		waiting, _, err := st.ResolveDependency(ctx, k, a.ActivityExecID)
+	g := graph{st: st, id: id}
+	if d, err := ParseStored(wf.Definition); err == nil {
+		g.def = d
+	} // else: stored by another client, in another form; the index serves
+	return g, nil
+}
+
+// dependents lists the activities that wait on the given one.
+func (g graph) dependents(ctx context.Context, activityExecID string) ([]state.ActivityKey, error) {
+	var out []state.ActivityKey
+	if g.def != nil {
+		name, _, err := state.SplitID(activityExecID)
 		if err != nil {
-			return readied, fmt.Errorf("advance after %s: %w", a.ActivityExecID, err)
+			return nil, err
 		}
-		if len(waiting.PendingDependencies) > 0 || waiting.State != state.Requested {
+		for _, n := range g.def.Names() {
+			if slices.Contains(g.def.Activities[n].DependsOn, name) {
+				out = append(out, state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(g.id, n), WorkflowExecID: g.id})
+			}
+		}
+		return out, nil
+	}
+	deps, err := g.st.Dependents(ctx, activityExecID)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range deps {
+		out = append(out, state.ActivityKey{ActivityExecID: d.ActivityExecID, WorkflowExecID: d.WorkflowExecID})
+	}
+	return out, nil
+}
+
+// readyDependents resolves the edge to a from each dependent, readying the
+// ones left with nothing pending. waiting reports a dependent that still
+// waits on something else.
+func readyDependents(ctx context.Context, st state.Store, g graph, a *state.ActivityExec, log hclog.Logger) (readied []string, waiting bool, err error) {
+	deps, err := g.dependents(ctx, a.ActivityExecID)
+	if err != nil {
+		return nil, false, fmt.Errorf("advance after %s: %w", a.ActivityExecID, err)
+	}
+	for _, k := range deps {
+		dep, _, err := st.ResolveDependency(ctx, k, a.ActivityExecID)
+		if err != nil {
+			return readied, waiting, fmt.Errorf("advance after %s: %w", a.ActivityExecID, err)
+		}
+		if dep.State != state.Requested {
+			continue
+		}
+		if len(dep.PendingDependencies) > 0 {
+			waiting = true
 			continue
 		}
 		_, err = st.UpdateActivity(ctx, k, state.ActivityChange{
@@ -86,15 +145,15 @@ func readyDependents(ctx context.Context, st state.Store, a *state.ActivityExec,
 		case errors.Is(err, state.ErrConflict):
 			// Another participant readied (or cancelled) it first.
 		default:
-			return readied, fmt.Errorf("advance after %s: ready %s: %w", a.ActivityExecID, k.ActivityExecID, err)
+			return readied, waiting, fmt.Errorf("advance after %s: ready %s: %w", a.ActivityExecID, k.ActivityExecID, err)
 		}
 	}
-	return readied, nil
+	return readied, waiting, nil
 }
 
 // cancelDownstream cancels, breadth first, every activity that waits on a
 // directly or transitively and has not started.
-func cancelDownstream(ctx context.Context, st state.Store, a *state.ActivityExec, log hclog.Logger) ([]string, error) {
+func cancelDownstream(ctx context.Context, st state.Store, g graph, a *state.ActivityExec, log hclog.Logger) ([]string, error) {
 	var cancelled []string
 	type edge struct{ upstream, upstreamState string }
 	queue := []edge{{a.ActivityExecID, string(a.State)}}
@@ -102,16 +161,15 @@ func cancelDownstream(ctx context.Context, st state.Store, a *state.ActivityExec
 	for len(queue) > 0 {
 		e := queue[0]
 		queue = queue[1:]
-		deps, err := st.Dependents(ctx, e.upstream)
+		deps, err := g.dependents(ctx, e.upstream)
 		if err != nil {
 			return cancelled, fmt.Errorf("advance after %s: %w", a.ActivityExecID, err)
 		}
-		for _, d := range deps {
-			if seen[d.ActivityExecID] {
+		for _, k := range deps {
+			if seen[k.ActivityExecID] {
 				continue
 			}
-			seen[d.ActivityExecID] = true
-			k := state.ActivityKey{ActivityExecID: d.ActivityExecID, WorkflowExecID: d.WorkflowExecID}
+			seen[k.ActivityExecID] = true
 			reason := fmt.Sprintf("upstream %s ended %s", e.upstream, e.upstreamState)
 			_, err := st.UpdateActivity(ctx, k, state.ActivityChange{
 				From: pendingStates, To: state.Cancelled, Reason: reason,
@@ -127,7 +185,7 @@ func cancelDownstream(ctx context.Context, st state.Store, a *state.ActivityExec
 			default:
 				return cancelled, fmt.Errorf("advance after %s: cancel %s: %w", a.ActivityExecID, k.ActivityExecID, err)
 			}
-			queue = append(queue, edge{d.ActivityExecID, string(state.Cancelled)})
+			queue = append(queue, edge{k.ActivityExecID, string(state.Cancelled)})
 		}
 	}
 	return cancelled, nil
@@ -142,9 +200,23 @@ func Settle(ctx context.Context, st state.Store, workflowExecID string, log hclo
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
+	g, err := graphOf(ctx, st, workflowExecID)
+	if err != nil {
+		return "", fmt.Errorf("settle %s: %w", workflowExecID, err)
+	}
+	return settle(ctx, st, g, log)
+}
+
+func settle(ctx context.Context, st state.Store, g graph, log hclog.Logger) (state.WorkflowState, error) {
+	workflowExecID := g.id
 	acts, err := st.Activities(ctx, workflowExecID)
 	if err != nil {
 		return "", fmt.Errorf("settle %s: %w", workflowExecID, err)
+	}
+	if g.def != nil && len(acts) < len(g.def.Activities) {
+		// The listing goes through an index that has not caught up: do
+		// not judge the workflow on part of it.
+		return "", nil
 	}
 	var failed []string
 	for _, a := range acts {

@@ -30,11 +30,11 @@ func end(t *testing.T, st state.Store, k state.ActivityKey, to state.ActivitySta
 		t.Fatal(err)
 	}
 	if a.State == state.Requested {
-		if a, err = st.UpdateActivity(bg(t), k, state.ActivityChange{From: []state.ActivityState{state.Requested}, To: state.Ready}); err != nil {
+		if _, err = st.UpdateActivity(bg(t), k, state.ActivityChange{From: []state.ActivityState{state.Requested}, To: state.Ready}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if a, err = st.UpdateActivity(bg(t), k, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running,
+	if _, err = st.UpdateActivity(bg(t), k, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running,
 		Claim: &state.Claim{Owner: "o"}}); err != nil {
 		t.Fatal(err)
 	}

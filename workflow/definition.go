@@ -1,9 +1,11 @@
 package workflow
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"sort"
@@ -233,9 +235,17 @@ func Load(path string) (*Definition, error) {
 // Parse reads and checks a definition; file names it in errors. Every
 // problem found is reported, each with its line.
 func Parse(file string, b []byte) (*Definition, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(b))
 	var root yaml.Node
-	if err := yaml.Unmarshal(b, &root); err != nil {
+	if err := dec.Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%s: the file is empty: a workflow needs a name and activities", file)
+		}
 		return nil, fmt.Errorf("%s: %s", file, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	var more yaml.Node
+	if err := dec.Decode(&more); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s:%d: a second YAML document: a file holds one workflow", file, more.Line)
 	}
 	if len(root.Content) == 0 {
 		return nil, fmt.Errorf("%s: the file is empty: a workflow needs a name and activities", file)
@@ -292,27 +302,106 @@ func (p *problems) err() error {
 }
 
 func field(m *yaml.Node, key string) *yaml.Node {
+	m = resolve(m)
 	if m.Kind != yaml.MappingNode {
 		return nil
 	}
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		if m.Content[i].Value == key {
-			return m.Content[i+1]
+			return resolve(m.Content[i+1])
 		}
 	}
 	return nil
 }
 
+// resolve follows an alias (*name) to the node its anchor (&name) marks.
+func resolve(n *yaml.Node) *yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	return n
+}
+
+// The kinds of the fields' values.
+var (
+	durationKeys = []string{"heartbeat_interval", "heartbeat_timeout", "timeout", "queued_timeout", "kill_grace"}
+	listKeys     = []string{"command", "depends_on", "docker_args", "subnets", "security_groups"}
+	textKeys     = []string{"name", "description", "type", "image", "cluster", "task_definition", "container",
+		"launch_type", "platform_version", "capacity_provider"}
+)
+
+// checkValue checks the kind of one field's value where the YAML still
+// knows its line.
+func checkValue(p *problems, key string, v *yaml.Node, where string) {
+	v = resolve(v)
+	isNull := v.Kind == yaml.ScalarNode && v.Tag == "!!null"
+	switch {
+	case slices.Contains(durationKeys, key):
+		if v.Kind != yaml.ScalarNode || isNull {
+			p.add(v.Line, "%s: %s must be a duration such as 30s, 15m or 1h", where, key)
+			return
+		}
+		if d, err := time.ParseDuration(v.Value); err != nil {
+			p.add(v.Line, "%s: %s %q is not a duration: write it as 30s, 15m or 1h", where, key, v.Value)
+		} else if d < 0 {
+			p.add(v.Line, "%s: %s %q is negative", where, key, v.Value)
+		}
+	case slices.Contains(listKeys, key):
+		if v.Kind != yaml.SequenceNode {
+			p.add(v.Line, "%s: %s must be a list, such as [a, b]", where, key)
+			return
+		}
+		for _, e := range v.Content {
+			e = resolve(e)
+			if e.Kind != yaml.ScalarNode || e.Tag == "!!null" || e.Value == "" {
+				p.add(e.Line, "%s: %s holds an empty or non-text entry", where, key)
+			}
+		}
+	case slices.Contains(textKeys, key):
+		if v.Kind != yaml.ScalarNode || isNull {
+			p.add(v.Line, "%s: %s must be text", where, key)
+		}
+	case key == "env":
+		if v.Kind != yaml.MappingNode {
+			p.add(v.Line, "%s: env must be a mapping of NAME: value", where)
+			return
+		}
+		for i := 0; i+1 < len(v.Content); i += 2 {
+			if val := resolve(v.Content[i+1]); val.Kind != yaml.ScalarNode {
+				p.add(val.Line, "%s: env %s must be text", where, v.Content[i].Value)
+			}
+		}
+	case key == "assign_public_ip":
+		if v.Kind != yaml.ScalarNode || v.Tag != "!!bool" {
+			p.add(v.Line, "%s: assign_public_ip must be true or false", where)
+		}
+	}
+}
+
 // checkKeys refuses unknown and repeated keys of a mapping, suggesting the
 // nearest known key, and descends into the mappings it knows.
 func checkKeys(p *problems, m *yaml.Node, where string, known []string) {
+	m = resolve(m)
 	if m.Kind != yaml.MappingNode {
 		p.add(m.Line, "%s must be a mapping of fields", where)
 		return
 	}
 	seen := map[string]int{}
 	for i := 0; i+1 < len(m.Content); i += 2 {
-		k, v := m.Content[i], m.Content[i+1]
+		k, v := m.Content[i], resolve(m.Content[i+1])
+		if k.Value == "<<" { // a merge key brings in the fields of an anchor
+			merged := []*yaml.Node{v}
+			if v.Kind == yaml.SequenceNode {
+				merged = v.Content
+			}
+			for _, mm := range merged {
+				checkKeys(p, mm, where, known)
+			}
+			continue
+		}
+		if where == "the workflow" && strings.HasPrefix(k.Value, "x-") {
+			continue // a place for anchors, by convention
+		}
 		if first, dup := seen[k.Value]; dup {
 			p.add(k.Line, "%s: %q is given twice (first at line %d)", where, k.Value, first)
 			continue
@@ -328,6 +417,7 @@ func checkKeys(p *problems, m *yaml.Node, where string, known []string) {
 			p.add(k.Line, "%s", msg)
 			continue
 		}
+		checkValue(p, k.Value, v, where)
 		switch k.Value {
 		case "defaults":
 			checkKeys(p, v, "defaults", settingKeys)
@@ -340,7 +430,7 @@ func checkKeys(p *problems, m *yaml.Node, where string, known []string) {
 			}
 			names := map[string]int{}
 			for j := 0; j+1 < len(v.Content); j += 2 {
-				name, act := v.Content[j], v.Content[j+1]
+				name, act := v.Content[j], resolve(v.Content[j+1])
 				if first, dup := names[name.Value]; dup {
 					p.add(name.Line, "activity %q is defined twice (first at line %d)", name.Value, first)
 					continue
@@ -473,6 +563,15 @@ func (s Settings) check() error {
 		case LaunchECS:
 			if l.TaskDefinition == "" || l.Container == "" {
 				errs = append(errs, "launch type ecs needs a task_definition and the container that runs whimbrel-run")
+			}
+			if l.LaunchType != "" && !slices.Contains([]string{"EC2", "FARGATE", "EXTERNAL"}, l.LaunchType) {
+				errs = append(errs, fmt.Sprintf("launch_type %q is not EC2, FARGATE or EXTERNAL", l.LaunchType))
+			}
+			if l.LaunchType != "" && l.CapacityProvider != "" {
+				errs = append(errs, "launch_type and capacity_provider exclude each other in RunTask: give one")
+			}
+			if len(l.SecurityGroups) > 0 && len(l.Subnets) == 0 {
+				errs = append(errs, "security_groups need subnets (awsvpc networking)")
 			}
 		default:
 			msg := fmt.Sprintf("launch type %q is unknown: use local, docker or ecs", l.Type)

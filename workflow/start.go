@@ -20,7 +20,8 @@ type StartOptions struct {
 
 // Start records a new execution of d — the request (manual, as the Full
 // Logic API writes it), the workflow, every activity REQUESTED and the
-// dependency items — then moves the workflow to RUNNING. It returns the
+// dependency items — then moves the workflow to RUNNING and the activities
+// that wait on nothing to READY, for the launchers. It returns the
 // execution's ID, and created=false when the request had already started
 // it, in which case nothing is written.
 //
@@ -67,6 +68,20 @@ func Start(ctx context.Context, st state.Store, d *Definition, opts StartOptions
 	})
 	if err != nil && !errors.Is(err, state.ErrConflict) { // a concurrent start of the same request moved it
 		return "", false, fmt.Errorf("start %s: %w", d.Name, err)
+	}
+	// The activities that wait on nothing are ready now. If this dies
+	// before it is done, the monitor readies what is left.
+	for _, name := range d.Names() {
+		if len(d.Activities[name].DependsOn) > 0 {
+			continue
+		}
+		k := state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, name), WorkflowExecID: id}
+		_, err := st.UpdateActivity(ctx, k, state.ActivityChange{
+			From: []state.ActivityState{state.Requested}, To: state.Ready, Reason: "it waits on nothing",
+		})
+		if err != nil && !errors.Is(err, state.ErrConflict) {
+			return "", false, fmt.Errorf("start %s: ready %s: %w", d.Name, name, err)
+		}
 	}
 	return id, true, nil
 }

@@ -317,9 +317,8 @@ func TestSIGTERMReachesTheGroup(t *testing.T) {
 	pidfile := filepath.Join(dir, "grandchild")
 	w := start(t, f.env(t, "a"), "--", "sh", "-c", "sleep 300 & echo $! > "+pidfile+"; wait")
 	waitFile(t, pidfile)
-	grandchild := readPID(t, pidfile)
 	time.Sleep(100 * time.Millisecond) // let the file be written in full
-	grandchild = readPID(t, pidfile)
+	grandchild := readPID(t, pidfile)
 	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,9 @@ type StartCmd struct {
 
 // Run starts the workflow and prints its workflow_exec_id.
 func (c *StartCmd) Run(g *Globals, k *kong.Context) error {
+	if c.Every <= 0 {
+		return &cli.UsageError{Msg: "--wait-interval must be positive"}
+	}
 	def, err := workflow.Load(c.File)
 	if err != nil {
 		return err
@@ -51,7 +54,14 @@ func (c *StartCmd) Run(g *Globals, k *kong.Context) error {
 	for {
 		wf, err := st.GetWorkflow(ctx, id)
 		if err != nil {
-			return err
+			// A passing store error must not end the wait.
+			g.Logger("whimbrel", k.Stderr).Warn("reading the workflow failed; trying again", "error", err)
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("stopped waiting for workflow %s", id)
+			case <-t.C:
+			}
+			continue
 		}
 		if wf.State.Terminal() {
 			fmt.Fprintf(k.Stderr, "workflow %s %s: %s\n", id, wf.State, wf.Reason)

@@ -141,6 +141,9 @@ func ActivityChange(c state.ActivityChange) (Cond, Update, error) {
 			}
 		}
 	}
+	if c.Claim != nil && c.Hold != "" {
+		return Cond{}, Update{}, errors.New("a change records a claim or a hold, not both")
+	}
 	if c.Claim != nil && c.To != state.Running {
 		return Cond{}, Update{}, fmt.Errorf("a claim moves to %s, not to %q", state.Running, c.To)
 	}
@@ -193,6 +196,9 @@ func ActivityChange(c state.ActivityChange) (Cond, Update, error) {
 			set["heartbeat_timeout"] = Seconds(cl.HeartbeatTimeout)
 		}
 		u.AddAttempt = true
+	}
+	if c.Hold != "" {
+		set["owner"] = S(c.Hold)
 	}
 	if c.LaunchedAs != "" {
 		set["launched_as"] = S(c.LaunchedAs)
