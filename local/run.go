@@ -239,7 +239,11 @@ func (p *progress) show(wf *state.WorkflowExec, acts []*state.ActivityExec) {
 		if a == nil {
 			continue
 		}
-		fmt.Fprintf(p.out, "\x1b[2K  %s %-*s  %-17s %8s%s\n", mark(a.State), width, n, a.State, elapsed(a), detail(a))
+		why := ""
+		if a.State == state.Failed || a.State == state.TimedOut {
+			why = detail(a)
+		}
+		fmt.Fprintf(p.out, "\x1b[2K  %s %-*s  %-17s %8s%s\n", mark(a.State), width, n, a.State, elapsed(a), why)
 	}
 	fmt.Fprintf(p.out, "\x1b[2K  workflow %s %s\n", wf.State, time.Since(p.start).Round(100*time.Millisecond))
 	p.lines = len(acts) + 1

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/alecthomas/kong"
+	"github.com/hashicorp/go-hclog"
 	"golang.org/x/term"
 
 	"github.com/whimbrel/whimbrel/internal/cli"
@@ -44,6 +45,11 @@ func (c *RunCmd) Run(g *Globals, k *kong.Context) error {
 	}
 	ctx := context.Background()
 	log := g.Logger("whimbrel", k.Stderr)
+	if g.LogLevel == "info" {
+		// The progress tells what happens; the launcher's and monitor's
+		// own lines would only repeat it. --log-level debug shows them.
+		log.SetLevel(hclog.Warn)
+	}
 	st, err := c.OpenOr(ctx, log, defaultRunStore)
 	if err != nil {
 		return err
