@@ -39,8 +39,9 @@ type Store interface {
 	// item as written. A refused move returns a *ConflictError.
 	UpdateWorkflow(ctx context.Context, workflowExecID string, c WorkflowChange) (*WorkflowExec, error)
 
-	// Workflows lists executions in a state, newest first, through an index.
-	// Index reads are eventually consistent.
+	// Workflows lists executions, newest first, through an index (by state,
+	// or by name). Index reads are eventually consistent; the items carry
+	// no definition.
 	Workflows(ctx context.Context, q WorkflowQuery) ([]*WorkflowExec, error)
 
 	// GetActivity reads an activity execution (strongly consistent).
@@ -107,9 +108,10 @@ type WorkflowChange struct {
 
 // WorkflowQuery selects workflow executions.
 type WorkflowQuery struct {
-	State WorkflowState
-	Since time.Time // only those started at or after this time (zero: all)
-	Limit int       // at most this many (0: no limit)
+	State WorkflowState // only those in this state (empty: any)
+	Name  string        // only those of this workflow (empty: any)
+	Since time.Time     // only those started at or after this time (zero: all)
+	Limit int           // at most this many (0: no limit)
 }
 
 // ActivityQuery selects activities by state.

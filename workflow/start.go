@@ -16,6 +16,10 @@ type StartOptions struct {
 	RequestID string
 	// Source says who or what asked, for the record.
 	Source string
+	// Carry records these activities, by name, as COMPLETED in the new
+	// execution before it runs, pointing at where they completed: a redrive
+	// (see Rerun).
+	Carry map[string]*state.ActivityExec
 }
 
 // Start records a new execution of d — the request (manual, as the Full
@@ -63,6 +67,11 @@ func Start(ctx context.Context, st state.Store, d *Definition, opts StartOptions
 	case err != nil:
 		return "", false, fmt.Errorf("start %s: %w", d.Name, err)
 	}
+	// While the workflow is REQUESTED nobody launches its activities, so
+	// the carried ones can be walked to COMPLETED here.
+	if err := carry(ctx, st, d, id, opts.Carry); err != nil {
+		return "", false, fmt.Errorf("start %s: %w", d.Name, err)
+	}
 	_, err = st.UpdateWorkflow(ctx, id, state.WorkflowChange{
 		From: []state.WorkflowState{state.WorkflowRequested}, To: state.WorkflowRunning,
 	})
@@ -84,4 +93,43 @@ func Start(ctx context.Context, st state.Store, d *Definition, opts StartOptions
 		}
 	}
 	return id, true, nil
+}
+
+// carry records activities that completed in an earlier execution as
+// COMPLETED in this one, dependencies first, through the contract's own
+// moves, and advances past each. Repeating it skips what is done.
+func carry(ctx context.Context, st state.Store, d *Definition, id string, done map[string]*state.ActivityExec) error {
+	for _, name := range d.Names() {
+		old := done[name]
+		if old == nil {
+			continue
+		}
+		k := state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, name), WorkflowExecID: id}
+		a, err := st.GetActivity(ctx, k)
+		if err != nil {
+			return err
+		}
+		owner := "carried-from:" + old.ActivityExecID
+		steps := []state.ActivityChange{
+			{From: []state.ActivityState{state.Requested}, To: state.Ready, Reason: "completed in " + old.WorkflowExecID},
+			{From: []state.ActivityState{state.Ready}, To: state.Running, Claim: &state.Claim{Owner: owner, Host: old.Host}},
+			{From: []state.ActivityState{state.Running}, To: state.Completed, Owner: owner, Exit: &state.Exit{Code: 0},
+				LaunchedAs: "carried from " + old.ActivityExecID, Reason: "completed in " + old.WorkflowExecID + " as " + old.ActivityExecID},
+		}
+		for _, c := range steps {
+			if a.State != c.From[0] {
+				continue
+			}
+			if a, err = st.UpdateActivity(ctx, k, c); err != nil {
+				return fmt.Errorf("carry %s: %w", name, err)
+			}
+		}
+		if a.State != state.Completed {
+			return fmt.Errorf("carry %s: it is %s, not COMPLETED", name, a.State)
+		}
+		if _, err := Advance(ctx, st, a, nil); err != nil {
+			return fmt.Errorf("carry %s: %w", name, err)
+		}
+	}
+	return nil
 }

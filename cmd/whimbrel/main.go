@@ -20,7 +20,12 @@ Examples:
   WHIMBREL_TABLE_PREFIX=dev_ whimbrel install
   AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000 whimbrel install
   whimbrel start examples/etl.yaml                   start a workflow
-  whimbrel start --request-id nightly-2026-11-21 --wait examples/etl.yaml`
+  whimbrel start --request-id nightly-2026-11-21 --wait examples/etl.yaml
+  whimbrel status nightly-etl::0b0e3c0f-…     what happened, activity by activity
+  whimbrel list --state FAILED --since 7d      what failed this week
+  whimbrel rerun --from-failure nightly-etl::0b0e3c0f-…
+  whimbrel cancel nightly-etl::0b0e3c0f-…
+  whimbrel stats --since 30d`
 
 // Globals are the flags every command takes.
 type Globals struct {
@@ -35,6 +40,11 @@ type CLI struct {
 	Install InstallCmd `cmd:"" help:"Create Whimbrel's tables and indexes (a no-op when they exist)."`
 	Start   StartCmd   `cmd:"" help:"Start a workflow from its definition; print its workflow_exec_id."`
 	Run     RunCmd     `cmd:"" help:"Run a workflow to its end on this machine: start it, launch its activities locally, monitor them (embedded store by default)."`
+	Status  StatusCmd  `cmd:"" help:"Show an execution: its state, and every activity's state, times, attempt, host, exit code, stderr tail, heartbeat age."`
+	List    ListCmd    `cmd:"" help:"List executions, newest first."`
+	Cancel  CancelCmd  `cmd:"" help:"Cancel an execution: pending activities CANCELLED, running ones stopped."`
+	Rerun   RerunCmd   `cmd:"" help:"Start the execution's definition again; --from-failure runs only what had not completed."`
+	Stats   StatsCmd   `cmd:"" help:"Count executions by state per workflow, with success rate and duration percentiles."`
 }
 
 func main() {

@@ -348,25 +348,54 @@ func (st *Store) UpdateWorkflow(ctx context.Context, id string, c state.Workflow
 	return w, err
 }
 
-// Workflows implements state.Store.
+// Workflows implements state.Store: through the name index when a name is
+// given, else through the state index, one state or all of them.
 func (st *Store) Workflows(ctx context.Context, q state.WorkflowQuery) ([]*state.WorkflowExec, error) {
-	kc := expression.Key("state").Equal(expression.Value(avS(string(q.State))))
+	if q.Name == "" && q.State == "" {
+		var all []*state.WorkflowExec
+		for _, s := range state.WorkflowStates {
+			q.State = s
+			some, err := st.Workflows(ctx, q)
+			if err != nil {
+				return nil, err
+			}
+			all = append(all, some...)
+		}
+		sort.SliceStable(all, func(i, j int) bool { return all[i].StartTime.After(all[j].StartTime) })
+		if q.Limit > 0 && len(all) > q.Limit {
+			all = all[:q.Limit]
+		}
+		return all, nil
+	}
+	index, hash := indexWorkflowState, expression.Key("state").Equal(expression.Value(avS(string(q.State))))
+	if q.Name != "" {
+		index, hash = indexWorkflowName, expression.Key("workflow_name").Equal(expression.Value(avS(q.Name)))
+	}
+	kc := hash
 	if !q.Since.IsZero() {
 		kc = kc.And(expression.Key("start_time_epoch").GreaterThanEqual(expression.Value(avN(state.FormatEpoch(q.Since)))))
 	}
-	expr, err := expression.NewBuilder().WithKeyCondition(kc).Build()
+	b := expression.NewBuilder().WithKeyCondition(kc)
+	if q.Name != "" && q.State != "" {
+		b = b.WithFilter(expression.Name("state").Equal(expression.Value(avS(string(q.State)))))
+	}
+	expr, err := b.Build()
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
-	var out []*state.WorkflowExec
-	err = st.query(ctx, "Workflows", &dynamodb.QueryInput{
+	in := &dynamodb.QueryInput{
 		TableName:                 st.table(TableWorkflowExec),
-		IndexName:                 aws.String(indexWorkflowState),
+		IndexName:                 aws.String(index),
 		KeyConditionExpression:    expr.KeyCondition(),
 		ExpressionAttributeNames:  expr.Names(),
 		ExpressionAttributeValues: expr.Values(),
 		ScanIndexForward:          aws.Bool(false),
-	}, q.Limit, func(m item) error {
+	}
+	if expr.Filter() != nil {
+		in.FilterExpression = expr.Filter()
+	}
+	var out []*state.WorkflowExec
+	err = st.query(ctx, "Workflows", in, q.Limit, func(m item) error {
 		w, err := attr.DecodeWorkflow(st.prefix+TableWorkflowExec, fromAVItem(m))
 		if err != nil {
 			return err
@@ -374,7 +403,10 @@ func (st *Store) Workflows(ctx context.Context, q state.WorkflowQuery) ([]*state
 		out = append(out, w)
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, fmt.Errorf("list workflows: %w", err)
+	}
+	return out, nil
 }
 
 // --- activities

@@ -479,8 +479,15 @@ func (st *Store) Workflows(ctx context.Context, q state.WorkflowQuery) ([]*state
 	if limit <= 0 {
 		limit = -1
 	}
-	its, err := st.items(ctx, "workflow_exec", fmt.Sprintf(`SELECT item FROM %s WHERE state = ? AND start_time_epoch >= ? ORDER BY start_time_epoch DESC LIMIT ?`,
-		st.name("workflow_exec")), string(q.State), since, limit)
+	where, args := []string{"start_time_epoch >= ?"}, []any{since}
+	if q.State != "" {
+		where, args = append(where, "state = ?"), append(args, string(q.State))
+	}
+	if q.Name != "" {
+		where, args = append(where, "workflow_name = ?"), append(args, q.Name)
+	}
+	its, err := st.items(ctx, "workflow_exec", fmt.Sprintf(`SELECT item FROM %s WHERE %s ORDER BY start_time_epoch DESC LIMIT ?`,
+		st.name("workflow_exec"), strings.Join(where, " AND ")), append(args, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
@@ -490,6 +497,7 @@ func (st *Store) Workflows(ctx context.Context, q state.WorkflowQuery) ([]*state
 		if err != nil {
 			return nil, err
 		}
+		w.Definition = "" // as the DynamoDB index would: listings carry none
 		out = append(out, w)
 	}
 	return out, nil

@@ -759,6 +759,27 @@ func testWorkflowMoves(t *testing.T, h Harness) {
 	if err != nil || len(failed) != 1 || failed[0].Reason != "activity a FAILED" {
 		t.Errorf("FAILED workflows since its start: %+v, %v", failed, err)
 	}
+
+	// By name, any state, newest first; by name and state; every state.
+	other := NewWorkflow(t, "other", DAG{"a": nil})
+	Create(t, st, other)
+	byName, err := st.Workflows(ctx(t), state.WorkflowQuery{Name: "moves"})
+	if err != nil || len(byName) != 2 || byName[0].WorkflowExecID != w2.Exec.WorkflowExecID || byName[1].State != state.WorkflowFailed {
+		t.Errorf("workflows named moves: %+v, %v; want w2 then the FAILED w1", byName, err)
+	}
+	for _, w := range byName {
+		if w.Definition != "" {
+			t.Errorf("a listing carries the definition of %s", w.WorkflowExecID)
+		}
+	}
+	named, err := st.Workflows(ctx(t), state.WorkflowQuery{Name: "moves", State: state.WorkflowFailed})
+	if err != nil || len(named) != 1 || named[0].WorkflowExecID != w1.Exec.WorkflowExecID {
+		t.Errorf("FAILED workflows named moves: %+v, %v", named, err)
+	}
+	all, err := st.Workflows(ctx(t), state.WorkflowQuery{Limit: 2})
+	if err != nil || len(all) != 2 || all[0].WorkflowExecID != other.Exec.WorkflowExecID {
+		t.Errorf("the 2 newest workflows: %+v, %v; want other first", all, err)
+	}
 }
 
 func testPreconditions(t *testing.T, h Harness) {

@@ -1,0 +1,47 @@
+package workflow
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/whimbrel/whimbrel/state"
+)
+
+// Rerun starts a fresh execution of the definition stored with an earlier
+// one. With fromFailure it redrives instead: the activities that completed
+// in the earlier execution are recorded COMPLETED in the new one, pointing
+// at the old ones, and only the rest run. The earlier execution must have
+// settled; a redrive needs one that did not complete.
+func Rerun(ctx context.Context, st state.Store, id string, fromFailure bool, opts StartOptions) (string, error) {
+	wf, err := st.GetWorkflow(ctx, id)
+	if err != nil {
+		return "", fmt.Errorf("rerun %s: %w", id, err)
+	}
+	d, err := ParseStored(wf.Definition)
+	if err != nil {
+		return "", fmt.Errorf("rerun %s: it has no definition Whimbrel can read (it was not started with whimbrel start): %w", id, err)
+	}
+	if fromFailure {
+		switch wf.State {
+		case state.WorkflowCompleted:
+			return "", fmt.Errorf("rerun %s --from-failure: it COMPLETED, so nothing is left to run; rerun it without --from-failure", id)
+		case state.WorkflowRunning, state.WorkflowRequested:
+			return "", fmt.Errorf("rerun %s --from-failure: it is still %s; wait for it to settle, or cancel it first", id, wf.State)
+		}
+		acts, err := st.Activities(ctx, id)
+		if err != nil {
+			return "", fmt.Errorf("rerun %s: %w", id, err)
+		}
+		opts.Carry = map[string]*state.ActivityExec{}
+		for _, a := range acts {
+			if a.State == state.Completed && d.Activities[a.ActivityName] != nil {
+				opts.Carry[a.ActivityName] = a
+			}
+		}
+	}
+	if opts.Source == "" {
+		opts.Source = "rerun of " + id
+	}
+	newID, _, err := Start(ctx, st, d, opts)
+	return newID, err
+}
