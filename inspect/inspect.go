@@ -34,6 +34,7 @@ type Workflow struct {
 	Started   *time.Time `json:"start_time,omitempty"`
 	Ended     *time.Time `json:"end_time,omitempty"`
 	Seconds   *float64   `json:"duration_seconds,omitempty"`
+	Expires   *time.Time `json:"expires_at,omitempty"`
 }
 
 // Activity is what Status shows of an activity.
@@ -80,7 +81,7 @@ func viewWorkflow(w *state.WorkflowExec, now time.Time) Workflow {
 	}
 	return Workflow{ID: w.WorkflowExecID, Name: w.WorkflowName, State: string(w.State), Reason: w.Reason,
 		RequestID: w.WorkflowRequestID, Source: w.Source, Started: timePtr(w.StartTime), Ended: timePtr(w.EndTime),
-		Seconds: seconds(w.StartTime, end)}
+		Seconds: seconds(w.StartTime, end), Expires: timePtr(w.Expires)}
 }
 
 // Load reads an execution and lays its activities out as the DAG:
@@ -167,6 +168,9 @@ func (s *Status) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "  started %s UTC, ended %s, took %s\n", clock(wf.Started), clock(wf.Ended), took(wf.Seconds))
 	if wf.Reason != "" {
 		fmt.Fprintf(w, "  why: %s\n", wf.Reason)
+	}
+	if wf.Expires != nil {
+		fmt.Fprintf(w, "  kept until %s UTC\n", clock(wf.Expires))
 	}
 	if wf.RequestID != "" || wf.Source != "" {
 		fmt.Fprintf(w, "  request %s, from %s\n", orDash(wf.RequestID), orDash(wf.Source))

@@ -52,6 +52,8 @@ type WorkflowExec struct {
 	Definition string // definition
 	// Reason says why the workflow is in its state, for people.
 	Reason string // reason
+	// Expires is when the execution's items are deleted (zero: never).
+	Expires time.Time // expires_at (epoch seconds)
 }
 
 // ActivityKey is the primary key of an activity execution item.
@@ -98,6 +100,8 @@ type ActivityExec struct {
 	Error    string // error: the tail of the command's stderr, or a launch error
 	// Reason says why the activity is in its state, for people.
 	Reason string // reason
+	// Expires is when the item is deleted (zero: never).
+	Expires time.Time // expires_at (epoch seconds)
 }
 
 // Dependency records that one activity waits on another. Write-once.

@@ -71,6 +71,11 @@ type Store interface {
 	// activityExecID.
 	Dependents(ctx context.Context, activityExecID string) ([]Dependency, error)
 
+	// Expire marks every item of a workflow execution (the workflow, its
+	// request, its activities and its dependency items) to be deleted at
+	// the given time: DynamoDB's TTL on the attribute expires_at.
+	Expire(ctx context.Context, workflowExecID string, at time.Time) error
+
 	// ResolveDependency removes upstreamID from the pending dependencies of
 	// the waiting activity, exactly once: a replay removes nothing and
 	// reports resolved=false. Either way it returns the waiting activity as

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -240,15 +241,32 @@ func settle(ctx context.Context, st state.Store, g graph, log hclog.Logger) (sta
 			reason = strings.Join(failed, ", ")
 		}
 	}
-	_, err = st.UpdateWorkflow(ctx, workflowExecID, state.WorkflowChange{
+	settled, err := st.UpdateWorkflow(ctx, workflowExecID, state.WorkflowChange{
 		From: []state.WorkflowState{state.WorkflowRunning}, To: to, Reason: reason,
 	})
 	switch {
 	case err == nil:
 		log.Info("settled workflow", "workflow_exec_id", workflowExecID, "state", to, "reason", reason)
+		expire(ctx, st, g.def, settled, log)
 		return to, nil
 	case errors.Is(err, state.ErrConflict):
 		return "", nil // settled (or cancelled) by someone else
 	}
 	return "", fmt.Errorf("settle %s: %w", workflowExecID, err)
+}
+
+// expire marks a settled execution's items for deletion after the
+// definition's retention. A failure is logged: the outcome stands, and the
+// items are merely kept.
+func expire(ctx context.Context, st state.Store, def *Definition, wf *state.WorkflowExec, log hclog.Logger) {
+	if def == nil || def.Retention <= 0 || wf == nil {
+		return
+	}
+	end := wf.EndTime
+	if end.IsZero() {
+		end = time.Now()
+	}
+	if err := st.Expire(ctx, wf.WorkflowExecID, end.Add(time.Duration(def.Retention))); err != nil {
+		log.Warn("marking the execution's items to expire failed; they are kept", "workflow_exec_id", wf.WorkflowExecID, "error", err)
+	}
 }

@@ -233,3 +233,32 @@ func TestCancel(t *testing.T) {
 		t.Errorf("cancel of a completed workflow: %v, want a conflict naming COMPLETED", err)
 	}
 }
+
+// TestRetention: a settled execution's items expire after the definition's
+// retention.
+func TestRetention(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	d, err := workflow.Parse("r.yaml", []byte("name: kept\nretention: 30d\nactivities:\n  a: {command: [\"true\"]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _, err := workflow.Start(bg(t), st, d, workflow.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := end(t, st, state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, "a"), WorkflowExecID: id}, state.Completed)
+	if res, err := workflow.Advance(bg(t), st, a, nil); err != nil || res.Settled != state.WorkflowCompleted {
+		t.Fatalf("advance: %+v %v", res, err)
+	}
+	wf, err := st.GetWorkflow(bg(t), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := wf.EndTime.Add(30 * 24 * time.Hour); wf.Expires.Sub(want).Abs() > time.Second {
+		t.Errorf("workflow expires %v, want %v", wf.Expires, want)
+	}
+	if a, _ := st.GetActivity(bg(t), a.ActivityKey); a.Expires.IsZero() {
+		t.Error("the activity does not expire")
+	}
+}

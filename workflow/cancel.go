@@ -27,13 +27,16 @@ func Cancel(ctx context.Context, st state.Store, id, reason string, log hclog.Lo
 		log = hclog.NewNullLogger()
 	}
 	var res Cancelled
-	_, err := st.UpdateWorkflow(ctx, id, state.WorkflowChange{
+	cancelled, err := st.UpdateWorkflow(ctx, id, state.WorkflowChange{
 		From: []state.WorkflowState{state.WorkflowRequested, state.WorkflowRunning}, To: state.WorkflowCancelled, Reason: reason,
 	})
 	var ce *state.ConflictError
 	switch {
 	case err == nil:
 		res.Workflow = true
+		if g, err := graphOf(ctx, st, id); err == nil {
+			expire(ctx, st, g.def, cancelled, log)
+		}
 	case errors.As(err, &ce) && ce.State == string(state.WorkflowCancelled):
 		// Cancelled before: finish the activities below.
 	default:

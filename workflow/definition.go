@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +34,9 @@ import (
 type Definition struct {
 	Name        string               `yaml:"name" json:"name"`
 	Description string               `yaml:"description,omitempty" json:"description,omitempty"`
+	// Retention is how long an execution's items are kept once it settled
+	// (DynamoDB's TTL deletes them then); zero keeps them.
+	Retention Duration `yaml:"retention,omitempty" json:"retention,omitempty"`
 	Defaults    Settings             `yaml:"defaults,omitempty" json:"defaults,omitempty"`
 	Activities  map[string]*Activity `yaml:"activities" json:"activities"`
 }
@@ -93,8 +98,21 @@ const (
 // (Airflow's task_queued_timeout).
 const DefaultQueuedTimeout = 10 * time.Minute
 
-// Duration is a time.Duration written as "90s", "15m" or "1h30m".
+// Duration is a time.Duration written as "90s", "15m", "1h30m" or "30d".
 type Duration time.Duration
+
+// ParseDuration reads what time.ParseDuration reads, and whole or
+// fractional days ("30d").
+func ParseDuration(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.ParseFloat(days, 64)
+		if err != nil || math.IsNaN(n) || math.IsInf(n, 0) || math.Abs(n) > 100*365 {
+			return 0, fmt.Errorf("%q is not a number of days", s)
+		}
+		return time.Duration(n * 24 * float64(time.Hour)), nil
+	}
+	return time.ParseDuration(s)
+}
 
 // UnmarshalYAML reads a duration string.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
@@ -102,9 +120,9 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	if err := n.Decode(&s); err != nil || n.Kind != yaml.ScalarNode {
 		return fmt.Errorf("want a duration such as 30s, 15m or 1h")
 	}
-	v, err := time.ParseDuration(s)
+	v, err := ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("%q is not a duration: write it as 30s, 15m or 1h", s)
+		return fmt.Errorf("%q is not a duration: write it as 30s, 15m, 1h or 7d", s)
 	}
 	if v < 0 {
 		return fmt.Errorf("%q is negative", s)
@@ -123,7 +141,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return err
 	}
-	v, err := time.ParseDuration(s)
+	v, err := ParseDuration(s)
 	*d = Duration(v)
 	return err
 }
@@ -273,7 +291,7 @@ func Parse(file string, b []byte) (*Definition, error) {
 }
 
 var (
-	topKeys      = []string{"name", "description", "defaults", "activities"}
+	topKeys      = []string{"name", "description", "retention", "defaults", "activities"}
 	settingKeys  = []string{"env", "heartbeat_interval", "heartbeat_timeout", "timeout", "queued_timeout", "kill_grace", "launch"}
 	activityKeys = append([]string{"description", "command", "depends_on"}, settingKeys...)
 	launchKeys   = []string{"type", "image", "docker_args", "cluster", "task_definition", "container", "launch_type",
@@ -324,7 +342,7 @@ func resolve(n *yaml.Node) *yaml.Node {
 
 // The kinds of the fields' values.
 var (
-	durationKeys = []string{"heartbeat_interval", "heartbeat_timeout", "timeout", "queued_timeout", "kill_grace"}
+	durationKeys = []string{"heartbeat_interval", "heartbeat_timeout", "timeout", "queued_timeout", "kill_grace", "retention"}
 	listKeys     = []string{"command", "depends_on", "docker_args", "subnets", "security_groups"}
 	textKeys     = []string{"name", "description", "type", "image", "cluster", "task_definition", "container",
 		"launch_type", "platform_version", "capacity_provider"}
@@ -341,8 +359,8 @@ func checkValue(p *problems, key string, v *yaml.Node, where string) {
 			p.add(v.Line, "%s: %s must be a duration such as 30s, 15m or 1h", where, key)
 			return
 		}
-		if d, err := time.ParseDuration(v.Value); err != nil {
-			p.add(v.Line, "%s: %s %q is not a duration: write it as 30s, 15m or 1h", where, key, v.Value)
+		if d, err := ParseDuration(v.Value); err != nil {
+			p.add(v.Line, "%s: %s %q is not a duration: write it as 30s, 15m, 1h or 7d", where, key, v.Value)
 		} else if d < 0 {
 			p.add(v.Line, "%s: %s %q is negative", where, key, v.Value)
 		}

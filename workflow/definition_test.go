@@ -102,7 +102,7 @@ func TestParseErrors(t *testing.T) {
 		{"typo in activity field", "name: w\nactivities:\n  a:\n    command: [true]\n    depend_on: [b]\n",
 			[]string{`w.yaml:5: activity "a": unknown field "depend_on" (did you mean "depends_on"?)`}},
 		{"typo in top field", "name: w\nactivitys:\n  a: {command: [true]}\n", []string{`unknown field "activitys" (did you mean "activities"?)`}},
-		{"unknown field, no suggestion", "name: w\nowner: me\nactivities:\n  a: {command: [true]}\n", []string{`unknown field "owner" (known: name, description, defaults, activities)`}},
+		{"unknown field, no suggestion", "name: w\nowner: me\nactivities:\n  a: {command: [true]}\n", []string{`unknown field "owner" (known: name, description, retention, defaults, activities)`}},
 		{"typo in launch", "name: w\nactivities:\n  a:\n    launch: {type: docker, imag: x}\n", []string{`activity "a": launch: unknown field "imag" (did you mean "image"?)`}},
 		{"bad duration", "name: w\nactivities:\n  a: {command: [true], timeout: 10 minutes}\n", []string{`"10 minutes" is not a duration`}},
 		{"negative duration", "name: w\nactivities:\n  a: {command: [true], timeout: -5s}\n", []string{`"-5s" is negative`}},
@@ -125,6 +125,7 @@ func TestParseErrors(t *testing.T) {
 		{"lowercase launch type", "name: w\nactivities:\n  a: {launch: {type: ecs, task_definition: t, container: c, launch_type: fargate}}\n", []string{`launch_type "fargate" is not EC2, FARGATE or EXTERNAL`}},
 		{"security groups without subnets", "name: w\nactivities:\n  a: {launch: {type: ecs, task_definition: t, container: c, security_groups: [sg-1]}}\n", []string{"security_groups need subnets"}},
 		{"launch type and capacity provider", "name: w\nactivities:\n  a: {launch: {type: ecs, task_definition: t, container: c, launch_type: FARGATE, capacity_provider: FARGATE_SPOT}}\n", []string{"exclude each other"}},
+		{"bad retention", "name: w\nretention: forever\nactivities:\n  a: {command: [true]}\n", []string{`w.yaml:2: the workflow: retention "forever" is not a duration`}},
 		{"several problems at once", "name: w\nactivities:\n  a: {command: [true], depends_on: [x]}\n  b: {command: [true], depends_on: [y]}\n",
 			[]string{`"a" depends on "x"`, `"b" depends on "y"`}},
 	}
@@ -140,6 +141,17 @@ func TestParseErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestParseRetention(t *testing.T) {
+	d, err := workflow.Parse("w.yaml", []byte("name: w\nretention: 30d\nactivities:\n  a: {command: [\"true\"]}\n"))
+	if err != nil || time.Duration(d.Retention) != 30*24*time.Hour {
+		t.Fatalf("retention: %v %v", d, err)
+	}
+	back, err := workflow.ParseStored(d.JSON())
+	if err != nil || back.Retention != d.Retention {
+		t.Errorf("stored retention: %v %v", back, err)
 	}
 }
 

@@ -28,13 +28,17 @@ type RunCmd struct {
 	cli.StoreFlags
 	File    string `arg:"" name:"file" help:"The workflow definition (YAML or JSON)."`
 	Wrapper string `name:"wrapper" type:"path" help:"The whimbrel-run binary (default: beside this binary, else on PATH)."`
-	LogDir  string `name:"log-dir" type:"path" default:".whimbrel/logs" help:"Where each activity's output goes."`
+	LogDir    string `name:"log-dir" type:"path" default:".whimbrel/logs" help:"Where each activity's output goes."`
+	Retention string `name:"retention" help:"Keep the execution's items this long after it settles (30d, 72h). Overrides the definition's retention."`
 }
 
 // Run runs the workflow to its end on this machine.
 func (c *RunCmd) Run(g *Globals, k *kong.Context) error {
 	def, err := workflow.Load(c.File)
 	if err != nil {
+		return err
+	}
+	if err := applyRetention(def, c.Retention); err != nil {
 		return err
 	}
 	wrapper := c.Wrapper

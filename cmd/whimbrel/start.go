@@ -21,6 +21,20 @@ type StartCmd struct {
 	RequestID string        `name:"request-id" help:"Names the request: the same ID never starts a second execution, it answers with the first."`
 	Wait      bool          `name:"wait" help:"Wait until the workflow settles; exit 0 only if it COMPLETED."`
 	Every     time.Duration `name:"wait-interval" default:"1s" help:"How often --wait looks."`
+	Retention string        `name:"retention" help:"Keep the execution's items this long after it settles (30d, 72h; DynamoDB's TTL deletes them then). Overrides the definition's retention."`
+}
+
+// applyRetention overrides the definition's retention with a flag's value.
+func applyRetention(def *workflow.Definition, flag string) error {
+	if flag == "" {
+		return nil
+	}
+	d, err := workflow.ParseDuration(flag)
+	if err != nil || d <= 0 {
+		return &cli.UsageError{Msg: fmt.Sprintf("--retention %q: give a positive duration such as 30d or 72h", flag)}
+	}
+	def.Retention = workflow.Duration(d)
+	return nil
 }
 
 // Run starts the workflow and prints its workflow_exec_id.
@@ -30,6 +44,9 @@ func (c *StartCmd) Run(g *Globals, k *kong.Context) error {
 	}
 	def, err := workflow.Load(c.File)
 	if err != nil {
+		return err
+	}
+	if err := applyRetention(def, c.Retention); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

@@ -51,6 +51,16 @@ func TestStartCommand(t *testing.T) {
 	if code != 0 || strings.TrimSpace(out) != id || !strings.Contains(errOut, "already started") {
 		t.Errorf("second start: exit %d stdout %q stderr %q; want the same ID", code, out, errOut)
 	}
+
+	// --retention goes with the stored definition; a bad one is refused.
+	out, _, code = whimbrel(t, env, "start", file, "--retention", "7d")
+	kept, err := st.GetWorkflow(context.Background(), strings.TrimSpace(out))
+	if code != 0 || err != nil || !strings.Contains(kept.Definition, `"retention":"168h0m0s"`) {
+		t.Errorf("start --retention 7d: exit %d %v %+v", code, err, kept)
+	}
+	if _, errOut, code := whimbrel(t, env, "start", file, "--retention", "0d"); code != 2 || !strings.Contains(errOut, "--retention") {
+		t.Errorf("--retention 0d: exit %d %s", code, errOut)
+	}
 }
 
 func TestStartRefusesBadDefinitions(t *testing.T) {

@@ -38,6 +38,8 @@ type API interface {
 	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
 	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
 	UpdateTable(ctx context.Context, in *dynamodb.UpdateTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateTableOutput, error)
+	DescribeTimeToLive(ctx context.Context, in *dynamodb.DescribeTimeToLiveInput, opts ...func(*dynamodb.Options)) (*dynamodb.DescribeTimeToLiveOutput, error)
+	UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
 }
 
 // Options configure a Store.
@@ -542,6 +544,58 @@ func (st *Store) updateActivity(ctx context.Context, op string, key state.Activi
 		return a, nil
 	}
 	return a, err
+}
+
+// Expire implements state.Store: one UpdateItem per item, each only if the
+// item exists.
+func (st *Store) Expire(ctx context.Context, id string, at time.Time) error {
+	wf, err := st.GetWorkflow(ctx, id)
+	if err != nil {
+		return fmt.Errorf("expire %s: %w", id, err)
+	}
+	upd := attr.Expire(at)
+	type target struct {
+		base string
+		key  item
+		pk   string
+	}
+	targets := []target{{TableWorkflowExec, workflowKey(id, wf.WorkflowName), "workflow_exec_id"}}
+	if wf.WorkflowRequestID != "" {
+		targets = append(targets, target{TableWorkflowRequest,
+			item{"workflow_request_id": avS(wf.WorkflowRequestID), "workflow_name": avS(wf.WorkflowName)}, "workflow_request_id"})
+	}
+	for _, q := range []struct{ base, pk, rk string }{
+		{TableActivityExec, "activity_exec_id", "workflow_exec_id"},
+		{TableActivityDependency, "activity_exec_dependency", "activity_exec_id"},
+	} {
+		err := st.query(ctx, "Expire", &dynamodb.QueryInput{
+			TableName:                 st.table(q.base),
+			IndexName:                 aws.String(indexWorkflow),
+			KeyConditionExpression:    aws.String("workflow_exec_id = :w"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":w": avS(id)},
+		}, 0, func(m item) error {
+			targets = append(targets, target{q.base, item{q.pk: m[q.pk], q.rk: m[q.rk]}, q.pk})
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("expire %s: %w", id, err)
+		}
+	}
+	for _, tg := range targets {
+		_, err := st.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                 st.table(tg.base),
+			Key:                       tg.key,
+			ConditionExpression:       aws.String("attribute_exists(#k)"),
+			UpdateExpression:          aws.String("SET #e = :e"),
+			ExpressionAttributeNames:  map[string]string{"#k": tg.pk, "#e": attr.ExpiresAt},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":e": toAV(upd.Set[attr.ExpiresAt])},
+		})
+		var ccf *types.ConditionalCheckFailedException
+		if err != nil && !errors.As(err, &ccf) { // a vanished item needs no expiry
+			return fmt.Errorf("expire %s: %w", id, err)
+		}
+	}
+	return nil
 }
 
 // --- dependencies

@@ -296,6 +296,18 @@ func TestInstall(t *testing.T) {
 		}
 	}
 
+	// TTL by expires_at on the tables of executions.
+	if count(did, "enable TTL on expires_at") != 5 {
+		t.Errorf("install enabled TTL %d times, want 5: %v", count(did, "enable TTL on expires_at"), did)
+	}
+	for _, base := range []string{"workflow_exec", "activity_exec", "activity_exec_dependency", "workflow_request", "activity_event"} {
+		ttl, err := client.DescribeTimeToLive(ctx, &awsdynamodb.DescribeTimeToLiveInput{TableName: aws.String(prefix + base)})
+		if err != nil || ttl.TimeToLiveDescription.TimeToLiveStatus != types.TimeToLiveStatusEnabled ||
+			aws.ToString(ttl.TimeToLiveDescription.AttributeName) != "expires_at" {
+			t.Errorf("TTL of %s: %+v %v", base, ttl, err)
+		}
+	}
+
 	// The second run changes nothing.
 	again, err := st.Install(ctx, false)
 	if err != nil {

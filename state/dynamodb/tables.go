@@ -77,6 +77,9 @@ type tableDef struct {
 	hash        keyAttr
 	rng         *keyAttr
 	indexes     []index
+	// ttl: the table's items expire by expires_at (an execution's items,
+	// once it settled under a retention).
+	ttl bool
 }
 
 func s(name string) keyAttr   { return keyAttr{name, types.ScalarAttributeTypeS} }
@@ -88,11 +91,11 @@ func pn(name string) *keyAttr { a := n(name); return &a }
 var tableDefs = []tableDef{
 	{base: TableInstallStatus, description: "installed version of each Whimbrel object",
 		hash: s("object_id"), rng: ps("object_type")},
-	{base: TableWorkflowRequest, description: "requests to start a workflow (write-once)",
+	{base: TableWorkflowRequest, ttl: true, description: "requests to start a workflow (write-once)",
 		hash: s("workflow_request_id"), rng: ps("workflow_name")},
-	{base: TableActivityEvent, description: "requested activity transitions (write-once)",
+	{base: TableActivityEvent, ttl: true, description: "requested activity transitions (write-once)",
 		hash: s("activity_event_id"), rng: ps("activity_exec_id")},
-	{base: TableWorkflowExec, description: "workflow executions",
+	{base: TableWorkflowExec, ttl: true, description: "workflow executions",
 		hash: s("workflow_exec_id"), rng: ps("workflow_name"),
 		indexes: []index{
 			{name: indexWorkflowState, hash: s("state"), rng: pn("start_time_epoch"),
@@ -100,13 +103,13 @@ var tableDefs = []tableDef{
 			{name: indexWorkflowName, hash: s("workflow_name"), rng: pn("start_time_epoch"),
 				projection: types.ProjectionTypeInclude, include: append([]string{"state"}, workflowIndexAttrs...)},
 		}},
-	{base: TableActivityExec, description: "activity executions",
+	{base: TableActivityExec, ttl: true, description: "activity executions",
 		hash: s("activity_exec_id"), rng: ps("workflow_exec_id"),
 		indexes: []index{
 			{name: indexState, hash: s("state"), rng: pn("state_time_epoch"), projection: types.ProjectionTypeKeysOnly},
 			{name: indexWorkflow, hash: s("workflow_exec_id"), rng: ps("activity_exec_id"), projection: types.ProjectionTypeKeysOnly},
 		}},
-	{base: TableActivityDependency, description: "which activity waits on which (write-once)",
+	{base: TableActivityDependency, ttl: true, description: "which activity waits on which (write-once)",
 		hash: s("activity_exec_dependency"), rng: ps("activity_exec_id"),
 		indexes: []index{
 			{name: indexWorkflow, hash: s("workflow_exec_id"), projection: types.ProjectionTypeAll},
@@ -253,6 +256,15 @@ func (st *Store) Install(ctx context.Context, dryRun bool) ([]state.InstallActio
 		}
 	}
 	for _, t := range tableDefs {
+		act, err := st.enableTTL(ctx, t, dryRun)
+		if err != nil {
+			return actions, err
+		}
+		if act != nil {
+			actions = append(actions, *act)
+		}
+	}
+	for _, t := range tableDefs {
 		act, err := st.recordVersion(ctx, t, dryRun)
 		if err != nil {
 			return actions, err
@@ -262,6 +274,40 @@ func (st *Store) Install(ctx context.Context, dryRun bool) ([]state.InstallActio
 		}
 	}
 	return actions, nil
+}
+
+// enableTTL turns on TTL by expires_at where the table wants it and it is
+// off.
+func (st *Store) enableTTL(ctx context.Context, t tableDef, dryRun bool) (*state.InstallAction, error) {
+	if !t.ttl {
+		return nil, nil
+	}
+	name := st.prefix + t.base
+	act := &state.InstallAction{Object: "table " + name, Action: "enable TTL on " + attr.ExpiresAt}
+	out, err := st.api.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(name)})
+	var nf *types.ResourceNotFoundException
+	switch {
+	case dryRun && errors.As(err, &nf):
+		return act, nil
+	case err != nil:
+		return nil, fmt.Errorf("describe TTL of %s: %w", name, err)
+	}
+	if d := out.TimeToLiveDescription; d != nil && (d.TimeToLiveStatus == types.TimeToLiveStatusEnabled || d.TimeToLiveStatus == types.TimeToLiveStatusEnabling) {
+		if got := aws.ToString(d.AttributeName); got != attr.ExpiresAt {
+			return nil, fmt.Errorf("table %s has TTL on %q, but Whimbrel expires items by %q: switch it off, then run install again", name, got, attr.ExpiresAt)
+		}
+		return nil, nil
+	}
+	if dryRun {
+		return act, nil
+	}
+	if _, err := st.api.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+		TableName:               aws.String(name),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(attr.ExpiresAt), Enabled: aws.Bool(true)},
+	}); err != nil {
+		return nil, fmt.Errorf("enable TTL on %s: %w", name, err)
+	}
+	return act, nil
 }
 
 // recordVersion writes the table's install_status item unless it already

@@ -172,6 +172,15 @@ func (st *Store) Install(ctx context.Context, dryRun bool) ([]state.InstallActio
 			}
 		}
 	}
+	if !dryRun {
+		n, err := st.purge(ctx, time.Now())
+		if err != nil {
+			return actions, err
+		}
+		if n > 0 {
+			actions = append(actions, state.InstallAction{Object: "store " + st.path, Action: fmt.Sprintf("delete %d expired items", n)})
+		}
+	}
 	for _, t := range tables {
 		obj := "table " + st.prefix + t.base
 		act := state.InstallAction{Object: obj, Action: fmt.Sprintf("record version %d", schemaVersion)}
@@ -621,6 +630,85 @@ func (st *Store) lenient(it attr.Item) (*state.ActivityExec, error) {
 		return a, nil
 	}
 	return a, err
+}
+
+// Expire implements state.Store. SQLite has no TTL: Install deletes the
+// items whose time has come.
+func (st *Store) Expire(ctx context.Context, id string, at time.Time) error {
+	name, err := state.WorkflowNameOf(id)
+	if err != nil {
+		return fmt.Errorf("expire: %w", err)
+	}
+	upd := attr.Expire(at)
+	return st.tx(ctx, func(tx *sql.Tx) error {
+		wf, err := st.get(ctx, tx, "workflow_exec", id, name)
+		if err != nil {
+			return err
+		}
+		if wf == nil {
+			return &state.NotFoundError{Kind: "workflow", ID: id}
+		}
+		type entry struct {
+			base string
+			it   attr.Item
+		}
+		items := []entry{{"workflow_exec", wf}}
+		if req, ok := wf["workflow_request_id"].(attr.S); ok {
+			r, err := st.get(ctx, tx, "workflow_request", string(req), name)
+			if err != nil {
+				return err
+			}
+			if r != nil {
+				items = append(items, entry{"workflow_request", r})
+			}
+		}
+		for _, base := range []string{"activity_exec", "activity_exec_dependency"} {
+			rows, err := tx.QueryContext(ctx, fmt.Sprintf(`SELECT item FROM %s WHERE workflow_exec_id = ?`, st.name(base)), id)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var raw string
+				if err := rows.Scan(&raw); err != nil {
+					rows.Close()
+					return err
+				}
+				it, err := decodeJSON(st.prefix+base, raw)
+				if err != nil {
+					rows.Close()
+					return err
+				}
+				items = append(items, entry{base, it})
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+		}
+		for _, x := range items {
+			upd.Apply(x.it)
+			if err := st.put(ctx, tx, x.base, x.it); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// purge deletes the items whose expires_at has passed, as DynamoDB's TTL
+// would.
+func (st *Store) purge(ctx context.Context, now time.Time) (int64, error) {
+	var n int64
+	for _, t := range tables {
+		res, err := st.db.ExecContext(ctx, fmt.Sprintf(`DELETE FROM %s WHERE CAST(json_extract(item, '$.%s.N') AS REAL) < ?`,
+			st.name(t.base), attr.ExpiresAt), float64(now.Unix()))
+		if err != nil {
+			return n, fmt.Errorf("purge expired items of %s: %w", t.base, err)
+		}
+		k, _ := res.RowsAffected()
+		n += k
+	}
+	return n, nil
 }
 
 // --- dependencies

@@ -196,3 +196,29 @@ func TestClaimRaceAcrossProcesses(t *testing.T) {
 		t.Errorf("item: %+v %v", a, err)
 	}
 }
+
+// TestInstallPurgesExpired: SQLite has no TTL; install deletes what expired.
+func TestInstallPurgesExpired(t *testing.T) {
+	st := newStore(t)
+	ctx := context.Background()
+	old := storetest.NewWorkflow(t, "old", storetest.DAG{"a": nil, "b": {"a"}})
+	kept := storetest.NewWorkflow(t, "kept", storetest.DAG{"a": nil})
+	storetest.Create(t, st, old)
+	storetest.Create(t, st, kept)
+	if err := st.Expire(ctx, old.Exec.WorkflowExecID, time.Now().Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Expire(ctx, kept.Exec.WorkflowExecID, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	did, err := st.Install(ctx, false)
+	if err != nil || len(did) != 1 || !strings.Contains(did[0].Action, "delete 5 expired items") { // workflow, request, 2 activities, 1 dependency
+		t.Fatalf("install: %v %v", did, err)
+	}
+	if _, err := st.GetWorkflow(ctx, old.Exec.WorkflowExecID); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("the expired workflow is still there: %v", err)
+	}
+	if _, err := st.GetWorkflow(ctx, kept.Exec.WorkflowExecID); err != nil {
+		t.Errorf("the workflow not yet expired is gone: %v", err)
+	}
+}

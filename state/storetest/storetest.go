@@ -52,6 +52,7 @@ func Run(t *testing.T, h Harness) {
 		{"TimeoutLosesToANewHeartbeat", testHeartbeatSeen},
 		{"LandedWriteOnMalformedItem", testLandedWriteOnMalformedItem},
 		{"CreateRefusesBadInput", testCreateRefusesBadInput},
+		{"Expire", testExpire},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -892,5 +893,31 @@ func testCreateRefusesBadInput(t *testing.T, h Harness) {
 				t.Errorf("refused input was written: %v", err)
 			}
 		})
+	}
+}
+
+func testExpire(t *testing.T, h Harness) {
+	st := h.New(t)
+	w := NewWorkflow(t, "old", DAG{"a": nil, "b": {"a"}})
+	Create(t, st, w)
+	at := time.Now().Add(30 * 24 * time.Hour).Truncate(time.Second).UTC()
+	if err := st.Expire(ctx(t), w.Exec.WorkflowExecID, at); err != nil {
+		t.Fatalf("Expire: %v", err)
+	}
+	wf, err := st.GetWorkflow(ctx(t), w.Exec.WorkflowExecID)
+	if err != nil || !wf.Expires.Equal(at) {
+		t.Errorf("workflow expires %v (%v), want %v", wf.Expires, err, at)
+	}
+	acts, err := st.Activities(ctx(t), w.Exec.WorkflowExecID)
+	if err != nil || len(acts) != 2 {
+		t.Fatal(acts, err)
+	}
+	for _, a := range acts {
+		if !a.Expires.Equal(at) {
+			t.Errorf("activity %s expires %v, want %v", a.ActivityName, a.Expires, at)
+		}
+	}
+	if err := st.Expire(ctx(t), state.NewWorkflowExecID("ghost"), at); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("Expire of a missing workflow: %v, want ErrNotFound", err)
 	}
 }

@@ -350,3 +350,11 @@ func CheckNewWorkflow(w *state.NewWorkflow) error {
 	}
 	return nil
 }
+
+// ExpiresAt is the attribute DynamoDB's TTL deletes items by: epoch seconds.
+const ExpiresAt = "expires_at"
+
+// Expire is the update that marks an item for deletion at t.
+func Expire(t time.Time) Update {
+	return Update{Set: Item{ExpiresAt: N(strconv.FormatInt(t.Unix(), 10))}}
+}

@@ -210,6 +210,19 @@ func (d *decoder) time(name string) time.Time {
 	return t
 }
 
+// expires reads the TTL attribute: whole epoch seconds.
+func (d *decoder) expires() time.Time {
+	f, ok := d.number(ExpiresAt)
+	if !ok || f <= 0 {
+		return time.Time{}
+	}
+	if f > 1e11 {
+		d.fail(ExpiresAt, "%v seconds is out of range", f)
+		return time.Time{}
+	}
+	return time.Unix(int64(f), 0).UTC()
+}
+
 func (d *decoder) activityState(attr string) state.ActivityState {
 	s := state.ActivityState(d.str(attr, true))
 	if d.err == nil && !s.Valid() {
@@ -255,6 +268,7 @@ func DecodeWorkflow(table string, m Item) (*state.WorkflowExec, error) {
 		Source:            d.str("source", false),
 		Definition:        d.str("definition", false),
 		Reason:            d.str("reason", false),
+		Expires:           d.expires(),
 	}
 	return w, d.err
 }
@@ -361,6 +375,7 @@ func DecodeActivity(table string, m Item) (*state.ActivityExec, error) {
 		Signal:              d.str("signal", false),
 		Error:               d.str("error", false),
 		Reason:              d.str("reason", false),
+		Expires:             d.expires(),
 	}
 	a.Attempt, _ = d.integer("attempt")
 	a.PID, _ = d.integer("pid")
