@@ -32,13 +32,13 @@ import (
 //	    depends_on: [extract]
 //	    command: ["sh", "-c", "echo transforming"]
 type Definition struct {
-	Name        string               `yaml:"name" json:"name"`
-	Description string               `yaml:"description,omitempty" json:"description,omitempty"`
+	Name        string `yaml:"name" json:"name"`
+	Description string `yaml:"description,omitempty" json:"description,omitempty"`
 	// Retention is how long an execution's items are kept once it settled
 	// (DynamoDB's TTL deletes them then); zero keeps them.
-	Retention Duration `yaml:"retention,omitempty" json:"retention,omitempty"`
-	Defaults    Settings             `yaml:"defaults,omitempty" json:"defaults,omitempty"`
-	Activities  map[string]*Activity `yaml:"activities" json:"activities"`
+	Retention  Duration             `yaml:"retention,omitempty" json:"retention,omitempty"`
+	Defaults   Settings             `yaml:"defaults,omitempty" json:"defaults,omitempty"`
+	Activities map[string]*Activity `yaml:"activities" json:"activities"`
 }
 
 // Activity is one step of a workflow.

@@ -26,8 +26,8 @@ const defaultRunStore = "sqlite:.whimbrel/state.db"
 // RunCmd is `whimbrel run`.
 type RunCmd struct {
 	cli.StoreFlags
-	File    string `arg:"" name:"file" help:"The workflow definition (YAML or JSON)."`
-	Wrapper string `name:"wrapper" type:"path" help:"The whimbrel-run binary (default: beside this binary, else on PATH)."`
+	File      string `arg:"" name:"file" help:"The workflow definition (YAML or JSON)."`
+	Wrapper   string `name:"wrapper" type:"path" help:"The whimbrel-run binary (default: beside this binary, else on PATH)."`
 	LogDir    string `name:"log-dir" type:"path" default:".whimbrel/logs" help:"Where each activity's output goes."`
 	Retention string `name:"retention" help:"Keep the execution's items this long after it settles (30d, 72h). Overrides the definition's retention."`
 }
