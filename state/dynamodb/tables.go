@@ -160,6 +160,18 @@ func (t tableDef) attributeDefinitions(indexes []index) []types.AttributeDefinit
 	return defs
 }
 
+// TTLTables lists the tables (without prefix) whose items expire by
+// expires_at.
+func TTLTables() []string {
+	var out []string
+	for _, t := range tableDefs {
+		if t.ttl {
+			out = append(out, t.base)
+		}
+	}
+	return out
+}
+
 // CreateTableInputs returns the CreateTable requests Install sends for the
 // given prefix. The CloudFormation template is checked against them.
 func CreateTableInputs(prefix string) []*dynamodb.CreateTableInput {

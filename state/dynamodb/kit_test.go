@@ -1,0 +1,185 @@
+package dynamodb_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/whimbrel/whimbrel/state/dynamodb"
+)
+
+// cfnTable is what the test reads of an AWS::DynamoDB::Table resource.
+type cfnTable struct {
+	Type       string `yaml:"Type"`
+	Properties struct {
+		TableName            yaml.Node `yaml:"TableName"`
+		BillingMode          string    `yaml:"BillingMode"`
+		AttributeDefinitions []struct {
+			AttributeName string `yaml:"AttributeName"`
+			AttributeType string `yaml:"AttributeType"`
+		} `yaml:"AttributeDefinitions"`
+		KeySchema              []keyElem `yaml:"KeySchema"`
+		GlobalSecondaryIndexes []struct {
+			IndexName  string    `yaml:"IndexName"`
+			KeySchema  []keyElem `yaml:"KeySchema"`
+			Projection struct {
+				ProjectionType   string   `yaml:"ProjectionType"`
+				NonKeyAttributes []string `yaml:"NonKeyAttributes"`
+			} `yaml:"Projection"`
+		} `yaml:"GlobalSecondaryIndexes"`
+		TimeToLiveSpecification *struct {
+			AttributeName string `yaml:"AttributeName"`
+			Enabled       bool   `yaml:"Enabled"`
+		} `yaml:"TimeToLiveSpecification"`
+	} `yaml:"Properties"`
+}
+
+type keyElem struct {
+	AttributeName string `yaml:"AttributeName"`
+	KeyType       string `yaml:"KeyType"`
+}
+
+func describe(attrs map[string]string, keys []keyElem, projection string, nonKey []string) string {
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %s %s", k.AttributeName, k.KeyType, attrs[k.AttributeName]))
+	}
+	nk := slices.Clone(nonKey)
+	sort.Strings(nk)
+	return strings.Join(parts, ", ") + " / " + projection + " " + strings.Join(nk, ",")
+}
+
+// TestCloudFormationMatchesInstall keeps examples/cloudformation/tables.yaml
+// equal to what whimbrel install creates: tables, keys and their types,
+// indexes and their projections, billing, TTL.
+func TestCloudFormationMatchesInstall(t *testing.T) {
+	b, err := os.ReadFile("../../examples/cloudformation/tables.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tmpl struct {
+		Resources map[string]cfnTable `yaml:"Resources"`
+	}
+	if err := yaml.Unmarshal(b, &tmpl); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for name, r := range tmpl.Resources {
+		if r.Type != "AWS::DynamoDB::Table" {
+			continue
+		}
+		p := r.Properties
+		if p.TableName.Tag != "!Sub" || !strings.HasPrefix(p.TableName.Value, "${Prefix}") {
+			t.Errorf("%s: TableName %q must be !Sub \"${Prefix}…\"", name, p.TableName.Value)
+		}
+		base := strings.TrimPrefix(p.TableName.Value, "${Prefix}")
+		attrs := map[string]string{}
+		var defs []string
+		for _, d := range p.AttributeDefinitions {
+			attrs[d.AttributeName] = d.AttributeType
+			defs = append(defs, d.AttributeName+" "+d.AttributeType)
+		}
+		sort.Strings(defs)
+		desc := []string{"billing " + p.BillingMode, "attributes " + strings.Join(defs, ", "), "keys " + describe(attrs, p.KeySchema, "", nil)}
+		var ix []string
+		for _, g := range p.GlobalSecondaryIndexes {
+			ix = append(ix, g.IndexName+": "+describe(attrs, g.KeySchema, g.Projection.ProjectionType, g.Projection.NonKeyAttributes))
+		}
+		sort.Strings(ix)
+		desc = append(desc, ix...)
+		if ttl := p.TimeToLiveSpecification; ttl != nil && ttl.Enabled {
+			desc = append(desc, "ttl "+ttl.AttributeName)
+		}
+		got[base] = strings.Join(desc, "\n")
+	}
+
+	want := map[string]string{}
+	for _, in := range dynamodb.CreateTableInputs("") {
+		base := aws.ToString(in.TableName)
+		attrs := map[string]string{}
+		var defs []string
+		for _, d := range in.AttributeDefinitions {
+			attrs[aws.ToString(d.AttributeName)] = string(d.AttributeType)
+			defs = append(defs, aws.ToString(d.AttributeName)+" "+string(d.AttributeType))
+		}
+		sort.Strings(defs)
+		var ks []keyElem
+		for _, k := range in.KeySchema {
+			ks = append(ks, keyElem{aws.ToString(k.AttributeName), string(k.KeyType)})
+		}
+		desc := []string{"billing " + string(in.BillingMode), "attributes " + strings.Join(defs, ", "), "keys " + describe(attrs, ks, "", nil)}
+		var ix []string
+		for _, g := range in.GlobalSecondaryIndexes {
+			var gk []keyElem
+			for _, k := range g.KeySchema {
+				gk = append(gk, keyElem{aws.ToString(k.AttributeName), string(k.KeyType)})
+			}
+			ix = append(ix, aws.ToString(g.IndexName)+": "+describe(attrs, gk, string(g.Projection.ProjectionType), g.Projection.NonKeyAttributes))
+		}
+		sort.Strings(ix)
+		desc = append(desc, ix...)
+		if slices.Contains(dynamodb.TTLTables(), base) {
+			desc = append(desc, "ttl expires_at")
+		}
+		want[base] = strings.Join(desc, "\n")
+	}
+	if len(got) != len(want) {
+		t.Errorf("the template has %d tables, install creates %d", len(got), len(want))
+	}
+	for base, w := range want {
+		if got[base] != w {
+			t.Errorf("table %s:\ntemplate:\n%s\ninstall:\n%s", base, got[base], w)
+		}
+	}
+}
+
+// TestIAMPolicies: every policy parses, and grants what its binary calls.
+func TestIAMPolicies(t *testing.T) {
+	needs := map[string][]string{
+		"whimbrel-run":      {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchGetItem"},
+		"whimbrel-monitor":  {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchGetItem"},
+		"whimbrel-launcher": {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchGetItem", "ecs:RunTask", "ecs:TagResource", "iam:PassRole"},
+		"whimbrel-operator": {"dynamodb:CreateTable", "dynamodb:DescribeTable", "dynamodb:UpdateTable", "dynamodb:DescribeTimeToLive",
+			"dynamodb:UpdateTimeToLive", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem",
+			"dynamodb:Query", "dynamodb:BatchGetItem"},
+	}
+	for name, actions := range needs {
+		b, err := os.ReadFile("../../examples/iam/" + name + ".json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var policy struct {
+			Version   string
+			Statement []struct {
+				Effect   string
+				Action   []string
+				Resource any
+			}
+		}
+		if err := json.Unmarshal(b, &policy); err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		var granted []string
+		for _, s := range policy.Statement {
+			if s.Effect == "Allow" {
+				granted = append(granted, s.Action...)
+			}
+		}
+		for _, a := range actions {
+			if !slices.Contains(granted, a) {
+				t.Errorf("%s does not grant %s", name, a)
+			}
+		}
+		if name != "whimbrel-operator" && slices.Contains(granted, "dynamodb:CreateTable") {
+			t.Errorf("%s grants CreateTable: only the operator installs", name)
+		}
+	}
+}
