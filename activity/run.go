@@ -349,8 +349,9 @@ func (r *run) supervise(ctx context.Context, p *runner.Process, since time.Time)
 	}
 
 	// The runner relays SIGTERM and SIGINT to the command; if the command
-	// ignores them, it is killed after the grace, as docker stop does.
-	term := make(chan os.Signal, 1)
+	// ignores them, it is killed after the grace, as docker stop does, or
+	// at once on a second signal (someone means it).
+	term := make(chan os.Signal, 2)
 	signal.Notify(term, syscall.SIGTERM, syscall.SIGINT)
 	wg.Add(1)
 	go func() {
@@ -368,6 +369,9 @@ func (r *run) supervise(ctx context.Context, p *runner.Process, since time.Time)
 			case <-p.Done():
 			case <-t.C:
 				r.log.Warn("command outlived the kill grace; killing it", "grace", r.cfg.KillGrace)
+				_ = p.Signal(syscall.SIGKILL)
+			case sig := <-term:
+				r.log.Warn("second signal; killing the command", "signal", sig)
 				_ = p.Signal(syscall.SIGKILL)
 			}
 		}

@@ -37,7 +37,10 @@ type Job struct {
 	WorkflowName string
 	ActivityName string
 	Attempt      int // claims so far; with the key, it names this launch
-	Command      []string
+	// Token is the launcher's claim token, the item's owner until the
+	// wrapper claims it.
+	Token   string
+	Command []string
 	// Env is the environment of the wrapper: its identity, the store, the
 	// activity's settings and the definition's env.
 	Env      map[string]string
@@ -66,6 +69,9 @@ type Config struct {
 	// StoreEnv is passed to every wrapper so it reaches the same store
 	// (WHIMBREL_STORE, WHIMBREL_TABLE_PREFIX, …).
 	StoreEnv map[string]string
+	// Workflow, when set, limits the launcher to that execution's
+	// activities (whimbrel run's own launcher).
+	Workflow string
 	Logger   hclog.Logger
 }
 
@@ -133,6 +139,9 @@ func (l *Launcher) Once(ctx context.Context) (int, error) {
 	for _, ref := range refs {
 		if ctx.Err() != nil || l.full() {
 			break
+		}
+		if l.cfg.Workflow != "" && ref.WorkflowExecID != l.cfg.Workflow {
+			continue
 		}
 		ok, err := l.try(ctx, p, ref.ActivityKey)
 		if err != nil {
@@ -258,6 +267,7 @@ func (l *Launcher) try(ctx context.Context, p *pass, k state.ActivityKey) (ok bo
 		return true, l.fail(lctx, claimed, fmt.Errorf("activity %q is not in the workflow's definition", a.ActivityName))
 	}
 	job := l.job(claimed, w.def, act, settings)
+	job.Token = claimed.Owner
 	launchedAs, err := backend.Launch(lctx, job)
 	if err != nil {
 		log.Warn("launch failed", "error", err)
@@ -303,6 +313,31 @@ func (l *Launcher) claim(ctx context.Context, k state.ActivityKey) (*state.Activ
 		return a, nil
 	}
 	return nil, nil
+}
+
+// Exited is told that the process a backend started for j has ended. If
+// the wrapper never claimed the activity (it is still QUEUED under the
+// launcher's token), it will never run: it is failed now, with why,
+// instead of waiting for the queued timeout.
+func (l *Launcher) Exited(ctx context.Context, j Job, status string) {
+	if j.Token == "" {
+		return
+	}
+	msg := fmt.Sprintf("whimbrel-run exited (%s) before claiming the activity", status)
+	failed, err := l.st.UpdateActivity(ctx, j.Key, state.ActivityChange{
+		From: []state.ActivityState{state.Queued}, To: state.Failed, Owner: j.Token,
+		Error: msg, Reason: "launch failed: " + msg,
+	})
+	if err != nil {
+		if !errors.Is(err, state.ErrConflict) { // claimed after all: its wrapper recorded the rest
+			l.log.Warn("recording a wrapper that never claimed failed", "activity_exec_id", j.Key.ActivityExecID, "error", err)
+		}
+		return
+	}
+	l.log.Warn("a wrapper exited before claiming its activity", "activity_exec_id", j.Key.ActivityExecID, "status", status)
+	if _, err := workflow.Advance(ctx, l.st, failed, l.log.Named("advance")); err != nil {
+		l.log.Warn("advancing the workflow failed; the monitor will finish it", "error", err)
+	}
 }
 
 // fail records a launch that did not happen and advances the workflow.

@@ -569,3 +569,30 @@ func TestWorkflowWithoutDefinition(t *testing.T) {
 		t.Errorf("launched %d (%v), want only the activity with a definition", n, err)
 	}
 }
+
+// TestWrapperThatNeverClaims: a local wrapper that exits before claiming
+// its activity fails it at once, with why, instead of leaving it QUEUED
+// until the queued timeout.
+func TestWrapperThatNeverClaims(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	id, _ := start(t, st, "name: w\nactivities:\n  a: {command: [\"true\"]}\n  b: {command: [\"true\"], depends_on: [a]}\n")
+	broken := filepath.Join(t.TempDir(), "whimbrel-run")
+	if err := os.WriteFile(broken, []byte("#!/bin/sh\necho 'cannot reach the store' >&2\nexit 125\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	local := &launcher.Local{Wrapper: broken, LogDir: t.TempDir()}
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: local}})
+	local.Exited = func(j launcher.Job, status string) { l.Exited(context.Background(), j, status) }
+	if n, err := l.Once(bg(t)); n != 1 || err != nil {
+		t.Fatalf("Once: %d %v", n, err)
+	}
+	local.Wait()
+	a, err := st.GetActivity(bg(t), state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, "a"), WorkflowExecID: id})
+	if err != nil || a.State != state.Failed || !strings.Contains(a.Reason, "exit status 125") || !strings.Contains(a.Reason, "before claiming") {
+		t.Errorf("activity: %+v %v", a, err)
+	}
+	if wf := waitSettled(t, st, id, 10*time.Second); wf.State != state.WorkflowFailed {
+		t.Errorf("workflow %s, want FAILED", wf.State)
+	}
+}

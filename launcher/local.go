@@ -27,6 +27,8 @@ type Local struct {
 	// and stderr.
 	LogDir string
 	Logger hclog.Logger
+	// Exited, when set, is called once a child has exited, with how.
+	Exited func(j Job, status string)
 
 	wg sync.WaitGroup
 	mu sync.Mutex
@@ -92,8 +94,15 @@ func (b *Local) Launch(ctx context.Context, j Job) (string, error) {
 		b.mu.Lock()
 		delete(b.children, pid)
 		b.mu.Unlock()
+		status := "exit status 0"
+		if err != nil {
+			status = err.Error()
+		}
 		if b.Logger != nil {
-			b.Logger.Debug("activity process ended", "pid", pid, "activity_exec_id", j.Key.ActivityExecID, "status", err)
+			b.Logger.Debug("activity process ended", "pid", pid, "activity_exec_id", j.Key.ActivityExecID, "status", status)
+		}
+		if b.Exited != nil {
+			b.Exited(j, status)
 		}
 	}()
 	return "pid:" + strconv.Itoa(pid), nil

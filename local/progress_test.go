@@ -27,19 +27,24 @@ func TestProgress(t *testing.T) {
 
 	// On a terminal: a table redrawn in place.
 	var tty bytes.Buffer
-	p := newProgress(&tty, true, d, "w::1", "/logs")
+	p := newProgress(&tty, true, 40, d, "w::1", "/logs")
 	p.show(wf, acts(state.Running))
 	p.show(wf, acts(state.Failed))
 	out := tty.String()
-	for _, want := range []string{"✓ a", "▶ b", "✗ b", "\x1b[3A", "exit status 3", "workflow RUNNING"} {
+	for _, want := range []string{"✓ a", "▶ b", "✗ b", "\x1b[3A", "exi…", "workflow RUNNING"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("terminal output lacks %q:\n%q", want, out)
+		}
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if len([]rune(strings.TrimPrefix(line, "\x1b[2K"))) > 40 && !strings.HasPrefix(line, "workflow w::1") && !strings.Contains(line, "\x1b[3A") {
+			t.Errorf("row wider than the terminal: %q", line)
 		}
 	}
 
 	// Elsewhere: one plain line per change, no escape codes.
 	var plain bytes.Buffer
-	p = newProgress(&plain, false, d, "w::1", "/logs")
+	p = newProgress(&plain, false, 0, d, "w::1", "/logs")
 	p.show(wf, acts(state.Running))
 	p.show(wf, acts(state.Running))
 	p.show(wf, acts(state.Failed))

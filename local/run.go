@@ -19,6 +19,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/whimbrel/whimbrel/activity"
 	"github.com/whimbrel/whimbrel/internal/nudge"
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/monitor"
@@ -31,10 +32,6 @@ const (
 	pollInterval    = 250 * time.Millisecond // progress
 	launchInterval  = time.Second            // the launcher's poll; nudges make it sooner
 	monitorInterval = 2 * time.Second
-	monitorSkew     = time.Second
-	// stopGrace bounds how long an interrupted run waits for its processes
-	// after SIGTERM before it kills them.
-	stopGrace = 10 * time.Second
 )
 
 // Options configure Run.
@@ -48,6 +45,8 @@ type Options struct {
 	// one line is printed per change.
 	Out io.Writer
 	TTY bool
+	// Width is the terminal's width; rows are cut to it (0: not cut).
+	Width int
 	// Interrupt, when it delivers, cancels the workflow.
 	Interrupt <-chan os.Signal
 	Logger    hclog.Logger
@@ -59,6 +58,7 @@ type Result struct {
 	Workflow       *state.WorkflowExec
 	Activities     []*state.ActivityExec
 	Interrupted    bool
+	interrupts     int
 }
 
 // Run starts d and runs it to its end. It returns an error only when it
@@ -88,67 +88,101 @@ func Run(ctx context.Context, st state.Store, d *workflow.Definition, opts Optio
 	}
 	backend := &launcher.Local{Wrapper: opts.Wrapper, LogDir: logDir, Logger: opts.Logger.Named("local"),
 		Env: append(os.Environ(), nudge.Env+"="+nl.Addr())}
+	// Both serve this workflow only: others in the same store are
+	// someone else's.
 	l := launcher.New(st, launcher.Config{
 		Backends: map[string]launcher.Backend{workflow.LaunchLocal: backend},
 		Interval: launchInterval, Nudge: nl.C(), StoreEnv: opts.StoreEnv, Logger: opts.Logger.Named("launcher"),
+		Workflow: id,
 	})
-	m := monitor.New(st, monitor.Config{Interval: monitorInterval, Skew: monitorSkew, Logger: opts.Logger.Named("monitor")})
+	backend.Exited = func(j launcher.Job, status string) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		l.Exited(ctx, j, status)
+	}
+	m := monitor.New(st, monitor.Config{Interval: monitorInterval, Skew: monitor.DefaultSkew,
+		Logger: opts.Logger.Named("monitor"), Workflow: id})
 
-	// The launcher and the monitor run until the workflow settles; this
-	// function owns them and waits for them.
-	bgCtx, stopBackground := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	for _, run := range []func(context.Context) error{l.Run, m.Run} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = run(bgCtx)
-		}()
+	// The launcher and the monitor run until the workflow settles (the
+	// launcher stops earlier on an interrupt); this function owns them and
+	// waits for them.
+	launchCtx, stopLaunching := context.WithCancel(ctx)
+	monitorCtx, stopMonitoring := context.WithCancel(ctx)
+	var launching, monitoring sync.WaitGroup
+	launching.Add(1)
+	go func() {
+		defer launching.Done()
+		_ = l.Run(launchCtx)
+	}()
+	monitoring.Add(1)
+	go func() {
+		defer monitoring.Done()
+		_ = m.Run(monitorCtx)
+	}()
+	stopLauncher := func() {
+		stopLaunching()
+		launching.Wait()
 	}
 	stop := func() {
-		stopBackground()
-		wg.Wait()
+		stopLauncher()
+		stopMonitoring()
+		monitoring.Wait()
 	}
 
-	p := newProgress(opts.Out, opts.TTY, d, id, logDir)
+	p := newProgress(opts.Out, opts.TTY, opts.Width, d, id, logDir)
 	res := &Result{WorkflowExecID: id}
 	t := time.NewTicker(pollInterval)
 	defer t.Stop()
+	var force <-chan time.Time // after an interrupt: when to insist
 	for {
 		wf, acts, err := read(ctx, st, id)
 		if err == nil {
 			p.show(wf, acts)
-			if wf.State.Terminal() && allTerminal(acts) {
+			if wf.State.Terminal() && allTerminal(acts) && (!res.Interrupted || backend.Running() == 0) {
 				res.Workflow, res.Activities = wf, acts
 				break
 			}
 		} else {
 			opts.Logger.Warn("reading the workflow failed", "error", err)
 		}
+		escalate := false
 		select {
 		case <-ctx.Done():
 			stop()
 			return res, ctx.Err()
 		case <-opts.Interrupt:
+			escalate = true
+		case <-force:
+			escalate = true
+		case <-t.C:
+		}
+		if !escalate {
+			continue
+		}
+		res.interrupts++
+		switch res.interrupts {
+		case 1:
 			res.Interrupted = true
-			fmt.Fprintln(opts.Out, "interrupted: cancelling the workflow and stopping its activities…")
+			p.note("interrupted: cancelling the workflow and stopping its activities (again to force)…")
 			if _, err := workflow.Cancel(ctx, st, id, "interrupted (whimbrel run)", opts.Logger); err != nil {
 				opts.Logger.Warn("cancelling the workflow failed", "error", err)
 			}
-			// Stop the launcher first, so nothing new starts, then the
-			// processes already running.
-			stopBackground()
-			wg.Wait()
-			stopProcesses(backend, opts.Interrupt)
-		case <-t.C:
-		}
-		if res.Interrupted && backend.Running() == 0 {
-			wf, acts, err := read(ctx, st, id)
-			if err == nil && allTerminal(acts) {
-				p.show(wf, acts)
-				res.Workflow, res.Activities = wf, acts
-				break
-			}
+			// Nothing new starts; the monitor goes on finishing what the
+			// cancellation leaves.
+			stopLauncher()
+			backend.Signal(syscall.SIGTERM)
+			force = time.After(maxKillGrace(d) + 15*time.Second)
+		case 2:
+			p.note("forcing: the activities' commands are killed (again to quit at once)")
+			backend.Signal(syscall.SIGTERM) // a wrapper's second signal kills its command
+			force = nil
+		default:
+			p.note("quitting: killing the activities' wrappers")
+			backend.Signal(syscall.SIGKILL)
+			stop()
+			backend.Wait()
+			res.Workflow, res.Activities, _ = read(ctx, st, id)
+			return res, nil
 		}
 	}
 	stop()
@@ -157,23 +191,17 @@ func Run(ctx context.Context, st state.Store, d *workflow.Definition, opts Optio
 	return res, nil
 }
 
-// stopProcesses asks every process to stop, and kills what is left after
-// the grace or a second interrupt.
-func stopProcesses(b *launcher.Local, again <-chan os.Signal) {
-	b.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() {
-		b.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return
-	case <-again:
-	case <-time.After(stopGrace):
+// maxKillGrace is the longest a wrapper of d may wait for its command.
+func maxKillGrace(d *workflow.Definition) time.Duration {
+	longest := time.Duration(0)
+	for _, n := range d.Names() {
+		g := time.Duration(d.Effective(n).KillGrace)
+		if g == 0 {
+			g = activity.DefaultKillGrace
+		}
+		longest = max(longest, g)
 	}
-	b.Signal(syscall.SIGKILL)
-	<-done
+	return longest
 }
 
 func read(ctx context.Context, st state.Store, id string) (*state.WorkflowExec, []*state.ActivityExec, error) {
@@ -198,6 +226,7 @@ func allTerminal(acts []*state.ActivityExec) bool {
 type progress struct {
 	out    io.Writer
 	tty    bool
+	width  int
 	order  []string // activity names, dependencies first
 	id     string
 	logDir string
@@ -206,9 +235,25 @@ type progress struct {
 	lines  int // lines drawn last time, on a terminal
 }
 
-func newProgress(out io.Writer, tty bool, d *workflow.Definition, id, logDir string) *progress {
+func newProgress(out io.Writer, tty bool, width int, d *workflow.Definition, id, logDir string) *progress {
 	fmt.Fprintf(out, "workflow %s started; logs in %s\n", id, logDir)
-	return &progress{out: out, tty: tty, order: d.Names(), id: id, logDir: logDir, start: time.Now(), last: map[string]state.ActivityState{}}
+	return &progress{out: out, tty: tty, width: width, order: d.Names(), id: id, logDir: logDir, start: time.Now(), last: map[string]state.ActivityState{}}
+}
+
+// note prints a line outside the table; the table is drawn anew below it.
+func (p *progress) note(line string) {
+	fmt.Fprintln(p.out, line)
+	p.lines = 0
+}
+
+// fit cuts a row to the terminal's width, so that redrawing in place
+// never meets a wrapped line.
+func (p *progress) fit(row string) string {
+	row = strings.ReplaceAll(row, "\n", " ")
+	if r := []rune(row); p.width > 1 && len(r) > p.width-1 {
+		return string(r[:p.width-2]) + "…"
+	}
+	return row
 }
 
 func (p *progress) show(wf *state.WorkflowExec, acts []*state.ActivityExec) {
@@ -243,9 +288,9 @@ func (p *progress) show(wf *state.WorkflowExec, acts []*state.ActivityExec) {
 		if a.State == state.Failed || a.State == state.TimedOut {
 			why = detail(a)
 		}
-		fmt.Fprintf(p.out, "\x1b[2K  %s %-*s  %-17s %8s%s\n", mark(a.State), width, n, a.State, elapsed(a), why)
+		fmt.Fprintf(p.out, "\x1b[2K%s\n", p.fit(fmt.Sprintf("  %s %-*s  %-17s %8s%s", mark(a.State), width, n, a.State, elapsed(a), why)))
 	}
-	fmt.Fprintf(p.out, "\x1b[2K  workflow %s %s\n", wf.State, time.Since(p.start).Round(100*time.Millisecond))
+	fmt.Fprintf(p.out, "\x1b[2K%s\n", p.fit(fmt.Sprintf("  workflow %s %s", wf.State, time.Since(p.start).Round(100*time.Millisecond))))
 	p.lines = len(acts) + 1
 }
 

@@ -43,6 +43,9 @@ type Config struct {
 	Logger        hclog.Logger
 	// Now is the clock (default time.Now); tests move it.
 	Now func() time.Time
+	// Workflow, when set, limits the sweeps to that execution (whimbrel
+	// run's own monitor).
+	Workflow string
 }
 
 // Report counts what one sweep did.
@@ -138,14 +141,24 @@ func (s *sweep) activities(ctx context.Context, st state.ActivityState) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if err := s.judge(ctx, ref.ActivityKey); err != nil {
+		if s.cfg.Workflow != "" && ref.WorkflowExecID != s.cfg.Workflow {
+			continue
+		}
+		if err := s.judge(ctx, ref.ActivityKey, st); err != nil {
 			s.log.Warn("could not judge an activity", "activity_exec_id", ref.ActivityExecID, "error", err)
 		}
 	}
 	return nil
 }
 
-func (s *sweep) judge(ctx context.Context, k state.ActivityKey) error {
+func (s *sweep) judge(ctx context.Context, k state.ActivityKey, listed state.ActivityState) error {
+	wf, err := s.workflow(ctx, k.WorkflowExecID)
+	if err != nil {
+		return err
+	}
+	if (listed == state.Requested || listed == state.Ready) && !wf.State.Terminal() {
+		return nil // pending in a live workflow: nothing to judge
+	}
 	// The index is eventually consistent: judge the item itself.
 	a, err := s.st.GetActivity(ctx, k)
 	if errors.Is(err, state.ErrNotFound) {
@@ -156,10 +169,6 @@ func (s *sweep) judge(ctx context.Context, k state.ActivityKey) error {
 	}
 	if a.State.Terminal() {
 		return nil
-	}
-	wf, err := s.workflow(ctx, k.WorkflowExecID)
-	if err != nil {
-		return err
 	}
 	switch {
 	case wf.State.Terminal() && a.State != state.Running:
@@ -201,7 +210,7 @@ func (s *sweep) heartbeat(ctx context.Context, a *state.ActivityExec) error {
 	reason := fmt.Sprintf("no heartbeat for %s (%s at %s; timeout %s)", age.Round(time.Second), since, last.Format(time.RFC3339), timeout)
 	done, err := s.st.UpdateActivity(ctx, a.ActivityKey, state.ActivityChange{
 		From: []state.ActivityState{state.Running}, To: state.TimedOut, HeartbeatSeen: &seen,
-		At: s.now, Reason: reason,
+		Owner: a.Owner, At: s.now, Reason: reason,
 	})
 	if errors.Is(err, state.ErrConflict) {
 		return nil // a heartbeat landed, or someone else acted first
@@ -219,7 +228,9 @@ func (s *sweep) heartbeat(ctx context.Context, a *state.ActivityExec) error {
 func (s *sweep) launch(ctx context.Context, a *state.ActivityExec) error {
 	timeout := s.cfg.QueuedTimeout
 	if def := s.definition(ctx, a.WorkflowExecID); def != nil && def.Activities[a.ActivityName] != nil {
-		timeout = time.Duration(def.Effective(a.ActivityName).QueuedTimeout)
+		if own := time.Duration(def.Effective(a.ActivityName).QueuedTimeout); own > 0 {
+			timeout = own
+		}
 	}
 	age := s.now.Sub(a.StateTime)
 	if a.StateTime.IsZero() || age <= timeout {
@@ -282,6 +293,9 @@ func (s *sweep) repair(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if s.cfg.Workflow != "" && wf.WorkflowExecID != s.cfg.Workflow {
+			continue
+		}
 		if err := s.repairWorkflow(ctx, wf.WorkflowExecID); err != nil {
 			s.log.Warn("could not repair a workflow", "workflow_exec_id", wf.WorkflowExecID, "error", err)
 		}
@@ -311,24 +325,41 @@ func (s *sweep) repairWorkflow(ctx context.Context, id string) error {
 			}
 		}
 	}
-	// A REQUESTED activity with nothing pending was never readied: its
-	// start, or the advance that resolved its last edge, died before.
-	for _, a := range acts {
-		if a.State != state.Requested || len(a.PendingDependencies) > 0 {
-			continue
+	// A REQUESTED activity whose upstreams all completed was never readied:
+	// its start, or the advance that resolved its last edge, died before.
+	// Only for workflows with a stored definition: another client's may
+	// keep no pending sets, and its own rules.
+	if def := s.definition(ctx, id); def != nil {
+		byName := map[string]*state.ActivityExec{}
+		for _, a := range acts {
+			byName[a.ActivityName] = a
 		}
-		_, err := s.st.UpdateActivity(ctx, a.ActivityKey, state.ActivityChange{
-			From: []state.ActivityState{state.Requested}, To: state.Ready, At: s.now,
-			Reason: "nothing it waits on is pending",
-		})
-		switch {
-		case errors.Is(err, state.ErrConflict):
-		case err != nil:
-			return err
-		default:
-			s.report.Repaired++
-			s.report.Readied++
-			s.log.Info("readied an activity a crash left waiting on nothing", "activity_exec_id", a.ActivityExecID)
+		for _, a := range acts {
+			if a.State != state.Requested || len(a.PendingDependencies) > 0 || def.Activities[a.ActivityName] == nil {
+				continue
+			}
+			done := true
+			for _, up := range def.Activities[a.ActivityName].DependsOn {
+				if u := byName[up]; u == nil || u.State != state.Completed {
+					done = false
+				}
+			}
+			if !done {
+				continue
+			}
+			_, err := s.st.UpdateActivity(ctx, a.ActivityKey, state.ActivityChange{
+				From: []state.ActivityState{state.Requested}, To: state.Ready, At: s.now,
+				Reason: "every activity it waits on completed",
+			})
+			switch {
+			case errors.Is(err, state.ErrConflict):
+			case err != nil:
+				return err
+			default:
+				s.report.Repaired++
+				s.report.Readied++
+				s.log.Info("readied an activity a crash left waiting", "activity_exec_id", a.ActivityExecID)
+			}
 		}
 	}
 	for upID := range unfinished {
@@ -344,6 +375,11 @@ func (s *sweep) repairWorkflow(ctx context.Context, id string) error {
 	}
 	if len(unfinished) > 0 {
 		return nil // the advances settle the workflow if it is done
+	}
+	for _, a := range acts {
+		if !a.State.Terminal() {
+			return nil // not done: no need to read it all again
+		}
 	}
 	settled, err := workflow.Settle(ctx, s.st, id, s.log.Named("advance"))
 	if settled != "" {
@@ -361,9 +397,12 @@ func (s *sweep) staleStarts(ctx context.Context) error {
 		return fmt.Errorf("list requested workflows: %w", err)
 	}
 	for _, wf := range wfs {
-		age := s.now.Sub(wf.StartTime)
-		if age <= s.cfg.QueuedTimeout {
+		if s.cfg.Workflow != "" && wf.WorkflowExecID != s.cfg.Workflow {
 			continue
+		}
+		age := s.now.Sub(wf.StartTime)
+		if age <= s.cfg.QueuedTimeout || s.definition(ctx, wf.WorkflowExecID) == nil {
+			continue // young, or another client's, which may keep it REQUESTED
 		}
 		reason := fmt.Sprintf("its start did not finish within %s (created %s ago)", s.cfg.QueuedTimeout, age.Round(time.Second))
 		_, err := s.st.UpdateWorkflow(ctx, wf.WorkflowExecID, state.WorkflowChange{

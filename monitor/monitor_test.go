@@ -14,6 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/internal/fault"
 	"github.com/whimbrel/whimbrel/internal/testbin"
@@ -227,19 +231,21 @@ func TestStoppedWrapperFindsTimedOut(t *testing.T) {
 }
 
 // TestSlowHeartbeatsAreNotTimedOut: every heartbeat takes half a second to
-// reach the store, but each lands within the timeout: the activity is never
-// timed out.
+// reach the store, but each lands within the timeout: over more than two
+// timeouts of sweeping, the activity is never timed out (a monitor that
+// judged it from its start would).
 func TestSlowHeartbeatsAreNotTimedOut(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, pair)
 	f.move(t, "long", state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Queued})
 	proxy := dynamotest.NewProxy(t)
 	proxy.SetDelay(500 * time.Millisecond)
+	const timeout = 5 * time.Second
 	w := f.wrap(t, "long", []string{"AWS_ENDPOINT_URL_DYNAMODB=" + proxy.Endpoint},
-		"--heartbeat-interval", "1s", "--heartbeat-timeout", "5s", "--", "sleep", "6")
+		"--heartbeat-interval", "1s", "--heartbeat-timeout", timeout.String(), "--", "sleep", "13")
+	waitFor(t, "RUNNING", 30*time.Second, func() bool { return f.get(t, "long").State == state.Running })
 	mon := monitor.New(f.st, monitor.Config{}) // no skew allowance at all
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	for end := time.Now().Add(2*timeout + time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		r, err := mon.Sweep(bg(t))
 		if err != nil {
 			t.Fatal(err)
@@ -247,7 +253,6 @@ func TestSlowHeartbeatsAreNotTimedOut(t *testing.T) {
 		if r.TimedOut != 0 {
 			t.Fatalf("timed out an activity whose heartbeats were slow but in time: %+v", f.get(t, "long"))
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	if err := w.Wait(); err != nil {
 		t.Fatalf("wrapper: %v", err)
@@ -315,6 +320,15 @@ func TestQueuedNeverStarted(t *testing.T) {
 	}
 	if wf := f.workflow(t); wf.State != state.WorkflowFailed {
 		t.Errorf("workflow %s, want FAILED", wf.State)
+	}
+
+	// A definition that sets none leaves it to the monitor's setting.
+	g := newFixture(t, "name: wf\nactivities:\n  a: {command: [\"true\"]}\n")
+	g.move(t, "a", state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Queued})
+	cfg := at(3 * time.Minute)
+	cfg.QueuedTimeout = time.Minute
+	if r, err := monitor.New(g.st, cfg).Sweep(bg(t)); err != nil || r.FailedLaunches != 1 {
+		t.Errorf("with --queued-timeout 1m, 3 minutes QUEUED: %+v %v; want it failed", r, err)
 	}
 }
 
@@ -403,8 +417,14 @@ func TestCleanup(t *testing.T) {
 func TestStaleStart(t *testing.T) {
 	t.Parallel()
 	st := dynamotest.NewStore(t, dynamodb.Options{})
-	w := storetest.NewWorkflow(t, "half", storetest.DAG{"a": nil})
+	w := withDefinition(t, storetest.NewWorkflow(t, "half", storetest.DAG{"a": nil}), "name: half\nactivities:\n  a: {command: [\"true\"]}\n")
 	if err := st.CreateWorkflow(bg(t), w); err != nil {
+		t.Fatal(err)
+	}
+	// Another client's workflow, without a definition, stays as it is.
+	foreign := storetest.NewWorkflow(t, "foreign", storetest.DAG{"a": nil})
+	foreign.Exec.Definition = ""
+	if err := st.CreateWorkflow(bg(t), foreign); err != nil {
 		t.Fatal(err)
 	}
 	later := func() time.Time { return time.Now().Add(time.Hour) }
@@ -480,7 +500,8 @@ func TestSweepCostIgnoresHistory(t *testing.T) {
 func TestReadiesWhatAStartLeft(t *testing.T) {
 	t.Parallel()
 	st := dynamotest.NewStore(t, dynamodb.Options{})
-	w := storetest.NewWorkflow(t, "half", storetest.DAG{"a": nil, "b": nil, "c": {"a"}})
+	w := withDefinition(t, storetest.NewWorkflow(t, "half", storetest.DAG{"a": nil, "b": nil, "c": {"a"}}),
+		"name: half\nactivities:\n  a: {command: [\"true\"]}\n  b: {command: [\"true\"]}\n  c: {command: [\"true\"], depends_on: [a]}\n")
 	storetest.Create(t, st, w) // RUNNING, every activity REQUESTED
 	r, err := monitor.New(st, monitor.Config{}).Sweep(bg(t))
 	if err != nil || r.Readied != 2 {
@@ -490,5 +511,99 @@ func TestReadiesWhatAStartLeft(t *testing.T) {
 		if a, _ := st.GetActivity(bg(t), storetest.Key(w, n)); a.State != want {
 			t.Errorf("%s is %s, want %s", n, a.State, want)
 		}
+	}
+}
+
+// withDefinition stores a definition with a test workflow, as whimbrel
+// start would.
+func withDefinition(t *testing.T, w *state.NewWorkflow, yaml string) *state.NewWorkflow {
+	t.Helper()
+	d, err := workflow.Parse("test.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Exec.Definition = d.JSON()
+	return w
+}
+
+// TestForeignWorkflowIsNotReadiedEarly: another client's workflow keeps no
+// pending sets; a dependent whose upstream still runs is not readied.
+func TestForeignWorkflowIsNotReadiedEarly(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	w := storetest.NewWorkflow(t, "foreign", storetest.DAG{"a": nil, "b": {"a"}})
+	w.Exec.Definition = ""
+	for i := range w.Activities {
+		w.Activities[i].PendingDependencies = nil
+	}
+	w.Dependencies[0].ActivityExecID = storetest.Key(w, "b").ActivityExecID
+	// CreateWorkflow insists on pending sets that match the dependency
+	// items; resolving the edge at once leaves b as a seed client writes
+	// it: dependency items, and no pending set.
+	if err := st.CreateWorkflow(bg(t), withPending(w)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.ResolveDependency(bg(t), storetest.Key(w, "b"), storetest.Key(w, "a").ActivityExecID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.UpdateWorkflow(bg(t), w.Exec.WorkflowExecID, state.WorkflowChange{
+		From: []state.WorkflowState{state.WorkflowRequested}, To: state.WorkflowRunning}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []state.ActivityChange{
+		{From: []state.ActivityState{state.Requested}, To: state.Queued},
+		{From: []state.ActivityState{state.Queued}, To: state.Running, Claim: &state.Claim{Owner: "o", HeartbeatEnabled: true, HeartbeatTimeout: time.Hour}},
+	} {
+		if _, err := st.UpdateActivity(bg(t), storetest.Key(w, "a"), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := monitor.New(st, monitor.Config{}).Sweep(bg(t)); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := st.GetActivity(bg(t), storetest.Key(w, "b")); b.State != state.Requested {
+		t.Errorf("b is %s while a runs, want REQUESTED", b.State)
+	}
+}
+
+func withPending(w *state.NewWorkflow) *state.NewWorkflow {
+	for i := range w.Activities {
+		if w.Activities[i].ActivityName == "b" {
+			w.Activities[i].PendingDependencies = []string{w.Dependencies[0].DependentActivityExecID}
+		}
+	}
+	return w
+}
+
+// TestFineHeartbeatEpochs: a foreign client's heartbeat epoch with
+// microseconds is judged like any other: timed out when stale, kept when a
+// newer one landed.
+func TestFineHeartbeatEpochs(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	w := storetest.NewWorkflow(t, "fine", storetest.DAG{"a": nil})
+	storetest.Create(t, st, w)
+	k := storetest.Key(w, "a")
+	for _, c := range []state.ActivityChange{
+		{From: []state.ActivityState{state.Requested}, To: state.Queued},
+		{From: []state.ActivityState{state.Queued}, To: state.Running, Claim: &state.Claim{Owner: "o", HeartbeatEnabled: true, HeartbeatTimeout: time.Minute}},
+	} {
+		if _, err := st.UpdateActivity(bg(t), k, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stale := float64(time.Now().Add(-10*time.Minute).UnixMicro()) / 1e6
+	_, err := dynamotest.Client(t).UpdateItem(bg(t), &awsdynamodb.UpdateItemInput{
+		TableName:                 aws.String(st.Prefix() + "activity_exec"),
+		Key:                       map[string]types.AttributeValue{"activity_exec_id": &types.AttributeValueMemberS{Value: k.ActivityExecID}, "workflow_exec_id": &types.AttributeValueMemberS{Value: k.WorkflowExecID}},
+		UpdateExpression:          aws.String("SET heartbeat_time_epoch = :e"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":e": &types.AttributeValueMemberN{Value: strconv.FormatFloat(stale, 'f', 6, 64)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := monitor.New(st, monitor.Config{}).Sweep(bg(t))
+	if err != nil || r.TimedOut != 1 {
+		t.Fatalf("sweep: %+v %v; want the stale activity timed out", r, err)
 	}
 }

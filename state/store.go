@@ -71,6 +71,9 @@ type Store interface {
 	// activityExecID.
 	Dependents(ctx context.Context, activityExecID string) ([]Dependency, error)
 
+	// Dependencies lists every dependency item of a workflow execution.
+	Dependencies(ctx context.Context, workflowExecID string) ([]Dependency, error)
+
 	// Expire marks every item of a workflow execution (the workflow, its
 	// request, its activities and its dependency items) to be deleted at
 	// the given time: DynamoDB's TTL on the attribute expires_at.
@@ -147,9 +150,9 @@ type ActivityChange struct {
 	// Owner fences the write: the item's owner must equal it. A wrapper that
 	// lost its lease can then never overwrite a newer owner's record.
 	Owner string
-	// HeartbeatSeen, when set, makes the write conditional on the last
-	// heartbeat still being the one the caller saw (the zero time: none
-	// yet), so a heartbeat landing in between wins over a timeout.
+	// HeartbeatSeen, when set, makes the write conditional on no heartbeat
+	// newer than the one the caller saw having landed (the zero time: none
+	// at all), so a heartbeat landing in between wins over a timeout.
 	HeartbeatSeen *time.Time
 	At            time.Time // when (default now)
 

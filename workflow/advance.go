@@ -115,6 +115,28 @@ func (g graph) dependents(ctx context.Context, activityExecID string) ([]state.A
 	return out, nil
 }
 
+// upstreamsCompleted reports, from the dependency items, whether every
+// activity k waits on has completed.
+func (g graph) upstreamsCompleted(ctx context.Context, k state.ActivityKey) (bool, error) {
+	deps, err := g.st.Dependencies(ctx, g.id)
+	if err != nil {
+		return false, err
+	}
+	for _, d := range deps {
+		if d.ActivityExecID != k.ActivityExecID {
+			continue
+		}
+		up, err := g.st.GetActivity(ctx, state.ActivityKey{ActivityExecID: d.DependentActivityExecID, WorkflowExecID: g.id})
+		if err != nil {
+			return false, err
+		}
+		if up.State != state.Completed {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 // readyDependents resolves the edge to a from each dependent, readying the
 // ones left with nothing pending. waiting reports a dependent that still
 // waits on something else.
@@ -134,6 +156,18 @@ func readyDependents(ctx context.Context, st state.Store, g graph, a *state.Acti
 		if len(dep.PendingDependencies) > 0 {
 			waiting = true
 			continue
+		}
+		if g.def == nil {
+			// Written by another client, which may keep no pending set:
+			// ready it only when everything it waits on completed.
+			done, err := g.upstreamsCompleted(ctx, k)
+			if err != nil {
+				return readied, waiting, fmt.Errorf("advance after %s: %w", a.ActivityExecID, err)
+			}
+			if !done {
+				waiting = true
+				continue
+			}
 		}
 		_, err = st.UpdateActivity(ctx, k, state.ActivityChange{
 			From: []state.ActivityState{state.Requested}, To: state.Ready,

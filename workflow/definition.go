@@ -161,10 +161,7 @@ func (d *Definition) Effective(name string) Settings {
 		s.Timeout = def.Timeout
 	}
 	if s.QueuedTimeout == 0 {
-		s.QueuedTimeout = def.QueuedTimeout
-	}
-	if s.QueuedTimeout == 0 {
-		s.QueuedTimeout = Duration(DefaultQueuedTimeout)
+		s.QueuedTimeout = def.QueuedTimeout // still 0: the monitor's setting applies
 	}
 	if s.KillGrace == 0 {
 		s.KillGrace = def.KillGrace

@@ -32,7 +32,7 @@ func TestParseMinimal(t *testing.T) {
 		t.Errorf("parsed %+v, names %v", d, d.Names())
 	}
 	eff := d.Effective("transform")
-	if eff.Launch.Type != workflow.LaunchLocal || time.Duration(eff.QueuedTimeout) != workflow.DefaultQueuedTimeout {
+	if eff.Launch.Type != workflow.LaunchLocal || eff.QueuedTimeout != 0 {
 		t.Errorf("effective settings: %+v", eff)
 	}
 	// JSON is accepted, and the stored form reads back the same.

@@ -114,6 +114,13 @@ func (c *CLI) Run(k *kong.Context) error {
 		cfg.Backends[workflow.LaunchECS] = &launcher.ECS{API: ecs.NewFromConfig(awsCfg)}
 	}
 	l := launcher.New(st, cfg)
+	if local, ok := cfg.Backends[workflow.LaunchLocal].(*launcher.Local); ok {
+		local.Exited = func(j launcher.Job, status string) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			l.Exited(ctx, j, status)
+		}
+	}
 	if c.Once {
 		n, err := l.Once(ctx)
 		log.Info("pass done", "launched", n)

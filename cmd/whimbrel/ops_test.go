@@ -107,7 +107,7 @@ activities:
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 
 	// status, as text and as JSON.
-	out, _, code = whimbrel(t, env, "status", failedID)
+	out, _, _ = whimbrel(t, env, "status", failedID)
 	for _, want := range []string{"FAILED", "prepare", "  check", "exit status 3", "stderr: input file missing", "    publish", "CANCELLED"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status of the failed workflow lacks %q:\n%s", want, out)

@@ -62,16 +62,19 @@ func (c *RunCmd) Run(g *Globals, k *kong.Context) error {
 		return fmt.Errorf("install the store: %w", err)
 	}
 	interrupt := make(chan os.Signal, 1)
-	signal.Notify(interrupt, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(interrupt, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(interrupt)
 
 	logDir, err := filepath.Abs(c.LogDir)
 	if err != nil {
 		return err
 	}
-	tty := false
-	if f, ok := k.Stdout.(*os.File); ok {
-		tty = term.IsTerminal(int(f.Fd()))
+	tty, width := false, 0
+	if f, ok := k.Stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		tty = true
+		if w, _, err := term.GetSize(int(f.Fd())); err == nil {
+			width = w
+		}
 	}
 	res, err := local.Run(ctx, st, def, local.Options{
 		Wrapper:   wrapper,
@@ -79,6 +82,7 @@ func (c *RunCmd) Run(g *Globals, k *kong.Context) error {
 		LogDir:    logDir,
 		Out:       k.Stdout,
 		TTY:       tty,
+		Width:     width,
 		Interrupt: interrupt,
 		Logger:    log,
 	})

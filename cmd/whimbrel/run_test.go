@@ -15,6 +15,7 @@ import (
 
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/state/dynamodb"
 	"github.com/whimbrel/whimbrel/state/sqlite"
 )
 
@@ -51,11 +52,7 @@ func example(t *testing.T, name string) string {
 // on DynamoDB Local (WHIMBREL_STORE=dynamodb).
 func TestRunExample(t *testing.T) {
 	t.Parallel()
-	stores := map[string][]string{
-		"sqlite":   nil,
-		"dynamodb": append(dynamotest.Env(t, dynamotest.Prefix(t)), "WHIMBREL_STORE=dynamodb"),
-	}
-	for name, env := range stores {
+	for name, env := range stores(t) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
@@ -76,105 +73,157 @@ func TestRunExample(t *testing.T) {
 	}
 }
 
-func TestRunFailingExample(t *testing.T) {
-	t.Parallel()
-	out, errOut, code := runIn(t, t.TempDir(), nil, example(t, "failing.yaml"))
-	for _, want := range []string{
-		"FAILED in",
-		"activity transform FAILED (exit code 3)",
-		`orders.csv line 57: amount "12,5" is not a number`,
-		"full log:",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("stdout lacks %q", want)
-		}
-	}
-	if code != 1 || t.Failed() {
-		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+// stores are the two places whimbrel run keeps its state in the tests: the
+// embedded default, and DynamoDB Local.
+func stores(t *testing.T) map[string][]string {
+	return map[string][]string{
+		"sqlite":   nil,
+		"dynamodb": append(dynamotest.Env(t, dynamotest.Prefix(t)), "WHIMBREL_STORE=dynamodb"),
 	}
 }
 
-// TestRunInterrupt: Ctrl-C cancels the workflow, stops its processes, and
-// records the cancellation; nothing is left running.
-func TestRunInterrupt(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	pidfile := filepath.Join(dir, "pid")
-	def := filepath.Join(dir, "long.yaml")
-	if err := os.WriteFile(def, []byte(`name: long
-activities:
-  slow:
-    command: ["sh", "-c", "echo $$ > `+pidfile+`; exec sleep 300"]
-  after:
-    depends_on: [slow]
-    command: ["true"]
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(binary, "run", def)
-	cmd.Dir = dir
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if b, err := os.ReadFile(pidfile); err == nil && strings.HasSuffix(string(b), "\n") {
-			break
+// openStore opens what a run in dir with env wrote to.
+func openStore(t *testing.T, dir string, env []string) state.Store {
+	t.Helper()
+	for _, kv := range env {
+		if p, ok := strings.CutPrefix(kv, "WHIMBREL_TABLE_PREFIX="); ok {
+			return dynamodb.New(dynamotest.Client(t), dynamodb.Options{Prefix: p})
 		}
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			t.Fatalf("the activity never started:\n%s", out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
-	b, _ := os.ReadFile(pidfile)
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err := cmd.Process.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
-			t.Errorf("whimbrel run ended with %v, want exit 1\n%s", err, out.String())
-		}
-	case <-time.After(60 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatalf("whimbrel run did not stop after the interrupt:\n%s", out.String())
-	}
-	if err := syscall.Kill(pid, 0); err == nil {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-		t.Errorf("the activity's process %d is still running", pid)
-	}
-	if !strings.Contains(out.String(), "interrupted") || !strings.Contains(out.String(), "CANCELLED") {
-		t.Errorf("output:\n%s", out.String())
-	}
-
 	st, err := sqlite.Open(filepath.Join(dir, ".whimbrel", "state.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	wfs, err := st.Workflows(context.Background(), state.WorkflowQuery{State: state.WorkflowCancelled})
-	if err != nil || len(wfs) != 1 {
-		t.Fatalf("cancelled workflows: %v %v", wfs, err)
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func TestRunFailingExample(t *testing.T) {
+	t.Parallel()
+	for name, env := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			out, errOut, code := runIn(t, t.TempDir(), env, example(t, "failing.yaml"))
+			for _, want := range []string{
+				"FAILED in",
+				"activity transform FAILED (exit code 3)",
+				`orders.csv line 57: amount "12,5" is not a number`,
+				"full log:",
+			} {
+				if !strings.Contains(out, want) {
+					t.Errorf("stdout lacks %q", want)
+				}
+			}
+			if code != 1 || t.Failed() {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+			}
+		})
 	}
-	acts, err := st.Activities(context.Background(), wfs[0].WorkflowExecID)
-	if err != nil {
-		t.Fatal(err)
+}
+
+func readPIDFile(t *testing.T, path string) int {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if b, err := os.ReadFile(path); err == nil && strings.HasSuffix(string(b), "\n") {
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never appeared", path)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	for _, a := range acts {
-		want := map[string]state.ActivityState{"slow": state.CancelledRunning, "after": state.Cancelled}[a.ActivityName]
-		if a.State != want {
-			t.Errorf("%s is %s, want %s", a.ActivityName, a.State, want)
-		}
-		if a.ActivityName == "slow" && (a.ExitCode == nil || a.EndTime.IsZero()) {
-			t.Errorf("the stopped activity's exit was not recorded: %+v", *a)
-		}
+}
+
+// TestRunInterrupt: Ctrl-C cancels the workflow and stops its processes;
+// a command that ignores SIGTERM is killed on a second Ctrl-C. The
+// cancellation is recorded and nothing is left running: no command, no
+// wrapper.
+func TestRunInterrupt(t *testing.T) {
+	t.Parallel()
+	for name, env := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			slow, stubborn := filepath.Join(dir, "slow"), filepath.Join(dir, "stubborn")
+			def := filepath.Join(dir, "long.yaml")
+			if err := os.WriteFile(def, []byte(`name: long
+activities:
+  slow:
+    command: ["sh", "-c", "echo $$ > `+slow+`; exec sleep 300"]
+  stubborn:
+    command: ["sh", "-c", "trap '' TERM; echo $$ > `+stubborn+`; while true; do sleep 1; done"]
+  after:
+    depends_on: [slow, stubborn]
+    command: ["true"]
+`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(binary, "run", def)
+			cmd.Dir = dir
+			cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			pids := []int{readPIDFile(t, slow), readPIDFile(t, stubborn)}
+			st := openStore(t, dir, env)
+			if err := cmd.Process.Signal(os.Interrupt); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			// The stubborn command ignores the first; a second Ctrl-C forces.
+			select {
+			case err := <-done:
+				t.Fatalf("whimbrel run ended before the stubborn command did: %v\n%s", err, out.String())
+			case <-time.After(2 * time.Second):
+			}
+			if err := cmd.Process.Signal(os.Interrupt); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-done:
+				var ee *exec.ExitError
+				if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+					t.Errorf("whimbrel run ended with %v, want exit 1\n%s", err, out.String())
+				}
+			case <-time.After(60 * time.Second):
+				_ = cmd.Process.Kill()
+				t.Fatalf("whimbrel run did not stop after two interrupts:\n%s", out.String())
+			}
+			wfs, err := st.Workflows(context.Background(), state.WorkflowQuery{State: state.WorkflowCancelled})
+			if err != nil || len(wfs) != 1 {
+				t.Fatalf("cancelled workflows: %v %v\n%s", wfs, err, out.String())
+			}
+			acts, err := st.Activities(context.Background(), wfs[0].WorkflowExecID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range acts {
+				want := map[string]state.ActivityState{"slow": state.CancelledRunning, "stubborn": state.CancelledRunning, "after": state.Cancelled}[a.ActivityName]
+				if a.State != want {
+					t.Errorf("%s is %s, want %s", a.ActivityName, a.State, want)
+				}
+				if a.State == state.CancelledRunning && (a.ExitCode == nil || a.EndTime.IsZero()) {
+					t.Errorf("%s: its exit was not recorded: %+v", a.ActivityName, *a)
+				}
+				if w, ok := strings.CutPrefix(a.LaunchedAs, "pid:"); ok {
+					pid, _ := strconv.Atoi(w)
+					pids = append(pids, pid)
+				}
+			}
+			for _, pid := range pids {
+				if err := syscall.Kill(pid, 0); err == nil {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+					t.Errorf("process %d is still running", pid)
+				}
+			}
+			if !strings.Contains(out.String(), "interrupted") || !strings.Contains(out.String(), "forcing") {
+				t.Errorf("output:\n%s", out.String())
+			}
+		})
 	}
 }

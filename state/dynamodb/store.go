@@ -51,6 +51,9 @@ type Options struct {
 	// Capacity, when set, asks DynamoDB for the capacity each call consumed
 	// and reports it. Benchmarks and cost tests use it.
 	Capacity func(Capacity)
+	// TableWait bounds how long Install waits for a table or an index to
+	// become active (default DefaultTableWait).
+	TableWait time.Duration
 }
 
 // Capacity is what one call consumed, in read or write units.
@@ -63,10 +66,11 @@ type Capacity struct {
 
 // Store is the state.Store on DynamoDB.
 type Store struct {
-	api      API
-	prefix   string
-	log      hclog.Logger
-	capacity func(Capacity)
+	api       API
+	prefix    string
+	log       hclog.Logger
+	capacity  func(Capacity)
+	tableWait time.Duration
 }
 
 var (
@@ -82,7 +86,10 @@ func New(api API, opts Options) *Store {
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
 	}
-	return &Store{api: api, prefix: opts.Prefix, log: opts.Logger, capacity: opts.Capacity}
+	if opts.TableWait <= 0 {
+		opts.TableWait = DefaultTableWait
+	}
+	return &Store{api: api, prefix: opts.Prefix, log: opts.Logger, capacity: opts.Capacity, tableWait: opts.TableWait}
 }
 
 // Open returns a Store on a client built from the SDK's default chain:
@@ -600,6 +607,29 @@ func (st *Store) Expire(ctx context.Context, id string, at time.Time) error {
 
 // --- dependencies
 
+// Dependencies implements state.Store.
+func (st *Store) Dependencies(ctx context.Context, workflowExecID string) ([]state.Dependency, error) {
+	var out []state.Dependency
+	err := st.query(ctx, "Dependencies", &dynamodb.QueryInput{
+		TableName:                 st.table(TableActivityDependency),
+		IndexName:                 aws.String(indexWorkflow),
+		KeyConditionExpression:    aws.String("workflow_exec_id = :w"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":w": avS(workflowExecID)},
+	}, 0, func(m item) error {
+		d, err := attr.DecodeDependency(st.prefix+TableActivityDependency, fromAVItem(m))
+		if err != nil {
+			return err
+		}
+		out = append(out, d)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list dependencies of %s: %w", workflowExecID, err)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
 // Dependents implements state.Store.
 func (st *Store) Dependents(ctx context.Context, activityExecID string) ([]state.Dependency, error) {
 	var out []state.Dependency
@@ -721,11 +751,18 @@ func expressionOf(c attr.Cond, u attr.Update) (expression.Expression, error) {
 		if c.HeartbeatSeen.IsZero() {
 			parts = append(parts, expression.Or(expression.AttributeNotExists(hb), hb.LessThan(expression.Value(avN("0")))))
 		} else {
-			parts = append(parts, hb.Equal(expression.Value(toAV(attr.Epoch(*c.HeartbeatSeen)))))
+			parts = append(parts, hb.LessThan(expression.Value(toAV(attr.HeartbeatCutoff(*c.HeartbeatSeen)))))
 		}
 	}
 	if c.Contains != "" {
-		parts = append(parts, expression.Contains(expression.Name("pending_dependencies"), c.Contains))
+		// contains() also matches within a String or a List; only a String
+		// Set is one, as the SQLite store reads it.
+		p := expression.Name("pending_dependencies")
+		parts = append(parts, expression.Contains(p, c.Contains), expression.AttributeType(p, expression.StringSet))
+	}
+	if c.NumericAttempt {
+		a := expression.Name("attempt")
+		parts = append(parts, expression.Or(expression.AttributeNotExists(a), expression.AttributeType(a, expression.Number)))
 	}
 	if len(parts) == 0 || (len(c.States) == 0 && c.Contains == "") {
 		return expression.Expression{}, errors.New("a condition needs a state or an edge, so the item must exist")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -195,10 +196,10 @@ func (t tableDef) createInput(prefix string) *dynamodb.CreateTableInput {
 	return in
 }
 
-// tableWait bounds how long Install waits for a table or index to become
-// active. Real DynamoDB takes seconds to minutes for a new index on a large
-// table.
-const tableWait = 10 * time.Minute
+// DefaultTableWait bounds how long Install waits for a table or index to
+// become active. Real DynamoDB takes seconds to minutes for a new index on
+// a large table.
+const DefaultTableWait = 10 * time.Minute
 
 // Install creates the missing tables and indexes, waits until they are
 // active, and records each table's version in install_status. It never
@@ -238,6 +239,7 @@ func (st *Store) Install(ctx context.Context, dryRun bool) ([]state.InstallActio
 			created = append(created, name)
 		}
 		missing := t.missingIndexes(out.Table)
+		present := t.presentIndexes(out.Table)
 		for _, ix := range missing {
 			actions = append(actions, state.InstallAction{Object: obj, Action: "add index " + ix.name})
 			if dryRun {
@@ -247,7 +249,9 @@ func (st *Store) Install(ctx context.Context, dryRun bool) ([]state.InstallActio
 			// new one while another is still being built.
 			if _, err := st.api.UpdateTable(ctx, &dynamodb.UpdateTableInput{
 				TableName:            aws.String(name),
-				AttributeDefinitions: t.attributeDefinitions([]index{ix}),
+				// The key attributes of every index the table will have,
+				// not only the new one's: the definitions replace the old.
+				AttributeDefinitions: t.attributeDefinitions(append(present, ix)),
 				GlobalSecondaryIndexUpdates: []types.GlobalSecondaryIndexUpdate{{
 					Create: &types.CreateGlobalSecondaryIndexAction{
 						IndexName: aws.String(ix.name), KeySchema: keySchema(ix.hash, ix.rng),
@@ -260,6 +264,7 @@ func (st *Store) Install(ctx context.Context, dryRun bool) ([]state.InstallActio
 			if err := st.waitActive(ctx, name); err != nil {
 				return actions, err
 			}
+			present = append(present, ix)
 		}
 	}
 	for _, name := range created {
@@ -374,8 +379,11 @@ func (st *Store) waitActive(ctx context.Context, name string) error {
 		o.MinDelay = 200 * time.Millisecond
 		o.MaxDelay = 5 * time.Second
 	})
-	deadline := time.Now().Add(tableWait)
+	deadline := time.Now().Add(st.tableWait)
 	for {
+		if time.Until(deadline) <= 0 {
+			return fmt.Errorf("wait for table %s to become active: gave up after %s", name, st.tableWait)
+		}
 		out, err := w.WaitForOutput(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, time.Until(deadline))
 		if err != nil {
 			return fmt.Errorf("wait for table %s to become active: %w", name, err)
@@ -390,7 +398,7 @@ func (st *Store) waitActive(ctx context.Context, name string) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("wait for the indexes of table %s to become active: gave up after %s", name, tableWait)
+			return fmt.Errorf("wait for the indexes of table %s to become active: gave up after %s", name, st.tableWait)
 		}
 		select {
 		case <-ctx.Done():
@@ -449,6 +457,17 @@ func active(desc *types.TableDescription) bool {
 		}
 	}
 	return true
+}
+
+func (t tableDef) presentIndexes(desc *types.TableDescription) []index {
+	missing := t.missingIndexes(desc)
+	var out []index
+	for _, ix := range t.indexes {
+		if !slices.ContainsFunc(missing, func(m index) bool { return m.name == ix.name }) {
+			out = append(out, ix)
+		}
+	}
+	return out
 }
 
 func (t tableDef) missingIndexes(desc *types.TableDescription) []index {

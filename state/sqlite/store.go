@@ -83,7 +83,21 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
 	}
-	if err := db.Ping(); err != nil {
+	// One connection per process: SQLite lets one writer in at a time
+	// anyway, and within a process the pool then queues writers in order
+	// instead of leaving them to the busy handler's sleeps.
+	db.SetMaxOpenConns(1)
+	// Turning a new file to WAL takes a lock the busy timeout does not
+	// wait for; processes opening one file at once try again.
+	deadline := time.Now().Add(BusyTimeout)
+	for {
+		err = db.Ping()
+		if err == nil || !strings.Contains(err.Error(), "database is locked") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
 	}
@@ -712,6 +726,24 @@ func (st *Store) purge(ctx context.Context, now time.Time) (int64, error) {
 }
 
 // --- dependencies
+
+// Dependencies implements state.Store.
+func (st *Store) Dependencies(ctx context.Context, workflowExecID string) ([]state.Dependency, error) {
+	its, err := st.items(ctx, "activity_exec_dependency", fmt.Sprintf(`SELECT item FROM %s WHERE workflow_exec_id = ? ORDER BY activity_exec_dependency`,
+		st.name("activity_exec_dependency")), workflowExecID)
+	if err != nil {
+		return nil, fmt.Errorf("list dependencies of %s: %w", workflowExecID, err)
+	}
+	out := make([]state.Dependency, 0, len(its))
+	for _, it := range its {
+		d, err := attr.DecodeDependency(st.prefix+"activity_exec_dependency", it)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
 
 // Dependents implements state.Store.
 func (st *Store) Dependents(ctx context.Context, activityExecID string) ([]state.Dependency, error) {

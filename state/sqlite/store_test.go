@@ -1,11 +1,13 @@
 package sqlite_test
 
 import (
+	"bufio"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -116,8 +118,8 @@ func claimer() {
 		os.Exit(2)
 	}
 	k := state.ActivityKey{ActivityExecID: os.Getenv("CLAIM_ACTIVITY"), WorkflowExecID: os.Getenv("CLAIM_WORKFLOW")}
-	start, _ := strconv.ParseInt(os.Getenv("CLAIM_AT"), 10, 64)
-	time.Sleep(time.Until(time.Unix(0, start))) // all at once
+	fmt.Println("ready")
+	_, _ = io.ReadAll(os.Stdin) // the barrier: stdin closes for all at once
 	owner := "owner-" + strconv.Itoa(os.Getpid())
 	_, err = st.UpdateActivity(context.Background(), k, state.ActivityChange{
 		From: []state.ActivityState{state.Queued}, To: state.Running, Claim: &state.Claim{Owner: owner}})
@@ -151,21 +153,40 @@ func TestClaimRaceAcrossProcesses(t *testing.T) {
 		From: []state.ActivityState{state.Requested}, To: state.Queued}); err != nil {
 		t.Fatal(err)
 	}
-	at := time.Now().Add(time.Second).UnixNano()
 	const n = 16
 	outs := make(chan string, n)
+	var gates []io.WriteCloser
 	for i := 0; i < n; i++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), "CLAIM_DB="+st.Path(), "CLAIM_ACTIVITY="+k.ActivityExecID,
-			"CLAIM_WORKFLOW="+k.WorkflowExecID, "CLAIM_AT="+strconv.FormatInt(at, 10))
+			"CLAIM_WORKFLOW="+k.WorkflowExecID)
+		gate, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		gates = append(gates, gate)
+		r := bufio.NewReader(stdout)
+		if line, err := r.ReadString('\n'); err != nil || line != "ready\n" { // opened its store
+			t.Fatalf("claimer %d: %q %v", i, line, err)
+		}
 		go func() {
-			out, err := cmd.Output()
-			if err != nil {
+			rest, _ := io.ReadAll(r)
+			if err := cmd.Wait(); err != nil {
 				outs <- "error: " + err.Error()
 				return
 			}
-			outs <- strings.TrimSpace(string(out))
+			outs <- strings.TrimSpace(string(rest))
 		}()
+	}
+	for _, g := range gates { // all at once
+		g.Close()
 	}
 	var winners, losers []string
 	for i := 0; i < n; i++ {

@@ -18,8 +18,11 @@ type Cond struct {
 	States        []string   // the item's state is one of these
 	Owner         string     // the item's owner equals this ("" : any)
 	NoPending     bool       // the item has no pending_dependencies
-	HeartbeatSeen *time.Time // heartbeat_time_epoch equals this; the zero time: absent or negative
+	HeartbeatSeen *time.Time // heartbeat_time_epoch no newer than this; the zero time: absent or negative
 	Contains      string     // pending_dependencies contains this ("" : no condition)
+	// NumericAttempt: attempt is absent or a Number, so that it can be
+	// incremented.
+	NumericAttempt bool
 }
 
 // Update is what one write changes.
@@ -49,14 +52,18 @@ func (c Cond) Holds(it Item) bool {
 		}
 	}
 	if c.HeartbeatSeen != nil {
-		got, present := number(it["heartbeat_time_epoch"])
-		if c.HeartbeatSeen.IsZero() {
+		v, present := it["heartbeat_time_epoch"]
+		got, isNumber := number(v)
+		switch {
+		case present && !isNumber:
+			return false // DynamoDB compares no String with a Number
+		case c.HeartbeatSeen.IsZero():
 			if present && got >= 0 {
 				return false
 			}
-		} else {
-			want, _ := number(Epoch(*c.HeartbeatSeen))
-			if !present || got != want {
+		default:
+			cutoff, _ := number(HeartbeatCutoff(*c.HeartbeatSeen))
+			if !present || got >= cutoff {
 				return false
 			}
 		}
@@ -67,8 +74,20 @@ func (c Cond) Holds(it Item) bool {
 			return false
 		}
 	}
+	if c.NumericAttempt {
+		if v, present := it["attempt"]; present {
+			if _, ok := v.(N); !ok {
+				return false
+			}
+		}
+	}
 	return true
 }
+
+// HeartbeatCutoff is the first heartbeat epoch newer than seen: the times
+// are stored to the millisecond, and a foreign client's finer epoch rounds
+// to within one.
+func HeartbeatCutoff(seen time.Time) N { return Epoch(seen.Add(time.Millisecond)) }
 
 func number(v Value) (float64, bool) {
 	n, ok := v.(N)
@@ -96,6 +115,9 @@ func (c Cond) Describe() string {
 	}
 	if c.Contains != "" {
 		parts = append(parts, "still waiting on "+c.Contains)
+	}
+	if c.NumericAttempt {
+		parts = append(parts, "with a numeric attempt")
 	}
 	return strings.Join(parts, " ")
 }
@@ -196,6 +218,7 @@ func ActivityChange(c state.ActivityChange) (Cond, Update, error) {
 			set["heartbeat_timeout"] = Seconds(cl.HeartbeatTimeout)
 		}
 		u.AddAttempt = true
+		cond.NumericAttempt = true
 	}
 	if c.Hold != "" {
 		set["owner"] = S(c.Hold)
