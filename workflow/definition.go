@@ -266,7 +266,10 @@ func Parse(file string, b []byte) (*Definition, error) {
 		return nil, fmt.Errorf("%s: the file is empty: a workflow needs a name and activities", file)
 	}
 	doc := root.Content[0]
-	p := &problems{file: file}
+	if len(b) > maxDefinition {
+		return nil, fmt.Errorf("%s: %d bytes is more than a workflow definition may be (%d)", file, len(b), maxDefinition)
+	}
+	p := &problems{file: file, open: map[*yaml.Node]bool{}, done: map[*yaml.Node]bool{}}
 	checkKeys(p, doc, "the workflow", topKeys)
 	if p.err() != nil {
 		return nil, p.err()
@@ -295,10 +298,16 @@ var (
 		"platform_version", "subnets", "security_groups", "assign_public_ip", "capacity_provider"}
 )
 
+// maxDefinition bounds a definition's size: it is stored with every
+// execution, in one item.
+const maxDefinition = 256 << 10
+
 // problems collects the errors of one definition.
 type problems struct {
 	file string
 	list []string
+	open map[*yaml.Node]bool // the mappings being checked, to catch a merge into itself
+	done map[*yaml.Node]bool // the mappings checked: anchors merged many times are checked once
 }
 
 func (p *problems) add(line int, format string, args ...any) {
@@ -401,6 +410,15 @@ func checkKeys(p *problems, m *yaml.Node, where string, known []string) {
 		p.add(m.Line, "%s must be a mapping of fields", where)
 		return
 	}
+	if p.open[m] {
+		p.add(m.Line, "%s merges (<<) a mapping into itself", where)
+		return
+	}
+	if p.done[m] {
+		return
+	}
+	p.open[m] = true
+	defer func() { delete(p.open, m); p.done[m] = true }()
 	seen := map[string]int{}
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := m.Content[i], resolve(m.Content[i+1])

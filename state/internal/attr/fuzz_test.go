@@ -1,0 +1,52 @@
+package attr
+
+import (
+	"testing"
+	"time"
+
+	"github.com/whimbrel/whimbrel/state"
+)
+
+// FuzzDecode: items as a foreign client or a corrupted table may hold them
+// (DynamoDB JSON, any shape) never make the decoders, the conditions or
+// the updates panic; what decodes encodes and decodes again the same.
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte(`{"activity_exec_id":{"S":"a::0b0e3c0f-5d7a-4d8e-9c43-0f6b2d7c9a51"},"workflow_exec_id":{"S":"w::0b0e3c0f-5d7a-4d8e-9c43-0f6b2d7c9a51"},"state":{"S":"RUNNING"}}`))
+	f.Add([]byte(`{"activity_exec_id":{"S":"a::1"},"workflow_exec_id":{"S":"w"},"state":{"S":"QUEUED"},"start_time":{"L":[{"N":"2026"},{"N":"2"},{"N":"30"},{"N":"0"},{"N":"0"},{"N":"60.5"}]},"attempt":{"S":"x"}}`))
+	f.Add([]byte(`{"state":{"N":"3"},"pending_dependencies":{"L":[{"S":"a"}]},"heartbeat_time_epoch":{"S":"soon"},"expires_at":{"N":"1e300"}}`))
+	f.Add([]byte(`{"workflow_exec_id":{"S":"w::x"},"workflow_name":{"S":"w"},"state":{"S":"RUNNING"},"start_time_epoch":{"N":"-1"},"definition":{"M":{}}}`))
+	now := time.Now()
+	conds := []Cond{
+		{States: []string{"RUNNING"}, Owner: "o", HeartbeatSeen: &now, NumericAttempt: true},
+		{Contains: "a::1", NoPending: true, HeartbeatSeen: &time.Time{}},
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var it Item
+		if err := it.UnmarshalJSON(b); err != nil {
+			return
+		}
+		if a, err := DecodeActivity("t", it); err == nil {
+			again, err := DecodeActivity("t", EncodeActivity(a))
+			if err != nil {
+				t.Fatalf("a decoded activity does not decode again: %v", err)
+			}
+			if again.State != a.State || again.ActivityExecID != a.ActivityExecID || again.Attempt != a.Attempt {
+				t.Fatalf("round trip changed it: %+v\n%+v", a, again)
+			}
+		}
+		_, _ = DecodeWorkflow("t", it)
+		_, _ = DecodeRequest("t", it)
+		_, _ = DecodeDependency("t", it)
+		_, _ = DecodeInstallStatus("t", it)
+		_, _ = DecodeRef("t", it)
+		_ = Conflict("activity", "t", "id", conds[0], it)
+		for _, c := range conds {
+			if c.Holds(it) {
+				Update{Set: Item{"state": S(state.Running)}, AddAttempt: true, Delete: "a::1"}.Apply(it.Clone())
+			}
+		}
+		if _, err := it.MarshalJSON(); err != nil {
+			t.Fatalf("an item read from JSON does not write back: %v", err)
+		}
+	})
+}

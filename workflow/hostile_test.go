@@ -1,0 +1,37 @@
+package workflow_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/whimbrel/whimbrel/workflow"
+)
+
+// TestParseSurvivesHostileYAML: inputs found by fuzzing that once crashed
+// or hung the parser are answered, with an error, at once.
+func TestParseSurvivesHostileYAML(t *testing.T) {
+	var bomb strings.Builder
+	bomb.WriteString("name: w\nx-0: &a0 {command: [x]}\n")
+	for i := 1; i < 40; i++ {
+		fmt.Fprintf(&bomb, "x-%d: &a%d {<<: [*a%d, *a%d]}\n", i, i, i-1, i-1)
+	}
+	bomb.WriteString("activities:\n  a: *a39\n")
+	for name, in := range map[string]string{
+		"merge into itself":     "name: w\nactivities:\n  a: &a {command: [true], <<: *a}\n",
+		"merge bomb":            bomb.String(),
+		"activities aliased in": "name: w\nactivities: &x\n  a: *x\n",
+	} {
+		done := make(chan error, 1)
+		go func() { _, err := workflow.Parse("x.yaml", []byte(in)); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Errorf("%s: accepted", name)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: the parser hangs", name)
+		}
+	}
+}
