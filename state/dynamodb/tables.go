@@ -248,7 +248,7 @@ func (st *Store) Install(ctx context.Context, dryRun bool) ([]state.InstallActio
 			// DynamoDB adds one index per UpdateTable call, and refuses a
 			// new one while another is still being built.
 			if _, err := st.api.UpdateTable(ctx, &dynamodb.UpdateTableInput{
-				TableName:            aws.String(name),
+				TableName: aws.String(name),
 				// The key attributes of every index the table will have,
 				// not only the new one's: the definitions replace the old.
 				AttributeDefinitions: t.attributeDefinitions(append(present, ix)),
