@@ -383,7 +383,7 @@ func measureRSS(ctx context.Context, bin, endpoint string) (map[string]int, erro
 		"AWS_EC2_METADATA_DISABLED=true", "WHIMBREL_ACTIVITY_EXEC_ID=" + state.ActivityExecIDFor(id, "a"), "WHIMBREL_WORKFLOW_EXEC_ID=" + id}
 	for name, args := range map[string][]string{
 		"whimbrel-run (heartbeating every 200 ms)": {filepath.Join(bin, "whimbrel-run"), "--heartbeat-interval", "200ms", "--heartbeat-timeout", "2s", "--", "sleep", "4"},
-		"tini":                                      {"tini", "-s", "--", "sleep", "4"},
+		"tini": {"tini", "-s", "--", "sleep", "4"},
 	} {
 		if _, err := exec.LookPath(args[0]); err != nil {
 			continue
