@@ -1,5 +1,6 @@
 # Whimbrel's habits. `make test` is THE test command.
 SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
 GO ?= go
 STATICCHECK_VERSION := v0.8.2
 

@@ -1,6 +1,6 @@
 module github.com/whimbrel/whimbrel
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/alecthomas/kong v1.17.0

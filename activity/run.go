@@ -183,7 +183,7 @@ func (r *run) claim(ctx context.Context) (*state.ActivityExec, int) {
 	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
 	defer cancel()
 	var claimed *state.ActivityExec
-	var refused error
+	var refused, last error
 	uncertain := false // an attempt whose answer was lost may have landed
 	host, _ := os.Hostname()
 	op := func() error {
@@ -195,6 +195,8 @@ func (r *run) claim(ctx context.Context) (*state.ActivityExec, int) {
 				refused = err
 				return backoff.Permanent(err)
 			}
+			last = err
+			r.log.Warn("reading the workflow failed; retrying", "error", err)
 			return err
 		}
 		if wf.State != state.WorkflowRunning {
@@ -230,6 +232,7 @@ func (r *run) claim(ctx context.Context) (*state.ActivityExec, int) {
 			return backoff.Permanent(err)
 		}
 		uncertain = true
+		last = err
 		r.log.Warn("claim failed; retrying", "error", err)
 		return err
 	}
@@ -243,7 +246,10 @@ func (r *run) claim(ctx context.Context) (*state.ActivityExec, int) {
 			r.log.Error("not starting the command: the activity cannot be claimed", "error", refused)
 			return nil, ExitClaimRefused
 		}
-		r.log.Error("not starting the command: the store is unreachable", "error", err)
+		if last != nil {
+			err = last // more telling than the deadline that ended the retries
+		}
+		r.log.Error("not starting the command: the store could not be used", "error", err)
 		return nil, ExitWrapperError
 	}
 	return claimed, 0

@@ -2,8 +2,9 @@
 // serverless system: each sweep times out RUNNING activities whose
 // heartbeats stopped, fails launches that never started, cancels what
 // settled workflows left pending, finishes the advances that crashed
-// wrappers left half-done, and settles workflows whose activities are all
-// terminal. Every action is a conditional write, so any number of monitors
+// wrappers left half-done (readying activities whose upstreams all
+// completed), settles workflows whose activities are all terminal, and
+// fails workflows whose start never finished. Every action is a conditional write, so any number of monitors
 // may sweep at once; each action happens once. A sweep reads the live
 // activities and workflows through the state indexes: its cost grows with
 // what is running, never with history.
@@ -54,7 +55,7 @@ type Report struct {
 	FailedLaunches   int // QUEUED or PREPARING → FAILED
 	Cancelled        int // pending activities of settled workflows → CANCELLED
 	CancelledRunning int // running activities of cancelled workflows → CANCELLED_RUNNING
-	Repaired         int // advances finished for activities that ended
+	Repaired         int // advances finished, and activities readied, after a crash
 	Readied          int // dependents readied by the advances of this sweep
 	CancelledDown    int // dependents cancelled by the advances of this sweep
 	Settled          int // workflows settled

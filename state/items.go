@@ -29,6 +29,7 @@ type WorkflowRequest struct {
 }
 
 // ActivityEvent records a requested transition of an activity. Write-once.
+// Its table is installed for the Simple Lambda API, which is not built yet.
 type ActivityEvent struct {
 	ActivityEventID string    // activity_event_id, `(activity_exec_id)::(uuid)`
 	ActivityExecID  string    // activity_exec_id
@@ -113,6 +114,7 @@ type Dependency struct {
 }
 
 // WorkflowLambda maps a workflow to the Lambda function that handles it.
+// Its table is installed for the Simple Lambda API, which is not built yet.
 type WorkflowLambda struct {
 	WorkflowName string // workflow_name
 	Lambda       string // lambda

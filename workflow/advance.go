@@ -1,7 +1,7 @@
-// Package workflow holds the contract's moves on top of a state.Store that
-// more than one participant makes: advancing a workflow after one of its
-// activities ends, and settling a workflow whose activities are all
-// terminal. The wrapper calls them when its command ends; the monitor calls
+// Package workflow is what a workflow is and the contract's moves on a
+// whole workflow: definitions (YAML or JSON, validated), starting an
+// execution, advancing it after one of its activities ends, settling it
+// when all are terminal, cancelling it, and rerunning or redriving it. The wrapper calls them when its command ends; the monitor calls
 // them again to finish what a crashed wrapper left half-done. Every move is
 // a conditional write that is safe to repeat.
 package workflow

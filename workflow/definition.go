@@ -106,7 +106,7 @@ type Duration time.Duration
 func ParseDuration(s string) (time.Duration, error) {
 	if days, ok := strings.CutSuffix(s, "d"); ok {
 		n, err := strconv.ParseFloat(days, 64)
-		if err != nil || math.IsNaN(n) || math.IsInf(n, 0) || math.Abs(n) > 100*365 {
+		if err != nil || math.IsNaN(n) || math.IsInf(n, 0) || math.Abs(n) > 100*365 || strings.ContainsAny(days, "xXpP_") {
 			return 0, fmt.Errorf("%q is not a number of days", s)
 		}
 		return time.Duration(n * 24 * float64(time.Hour)), nil

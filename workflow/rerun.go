@@ -10,8 +10,8 @@ import (
 // Rerun starts a fresh execution of the definition stored with an earlier
 // one. With fromFailure it redrives instead: the activities that completed
 // in the earlier execution are recorded COMPLETED in the new one, pointing
-// at the old ones, and only the rest run. The earlier execution must have
-// settled; a redrive needs one that did not complete.
+// at the old ones, and only the rest run; a redrive needs an earlier
+// execution that settled without completing.
 func Rerun(ctx context.Context, st state.Store, id string, fromFailure bool, opts StartOptions) (string, error) {
 	wf, err := st.GetWorkflow(ctx, id)
 	if err != nil {

@@ -21,8 +21,7 @@ import (
 	"github.com/whimbrel/whimbrel/workflow"
 )
 
-const description = `Claim READY activities (and REQUESTED ones that wait on nothing) and start
-them. Each claim is one conditional write to QUEUED, so any number of
+const description = `Claim READY activities and start them. Each claim is one conditional write to QUEUED, so any number of
 launchers may run at once and none launches an activity twice. A launch that
 fails ends the activity FAILED with the reason.
 

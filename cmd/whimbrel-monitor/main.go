@@ -20,6 +20,7 @@ const description = `Sweep the live activities and workflows, and for each one t
   pending, in a FAILED or CANCELLED workflow          → CANCELLED
   RUNNING, in a CANCELLED workflow                    → CANCELLED_RUNNING (its wrapper stops it)
   ended, but its dependents were never advanced       → advanced (ready or cancel them)
+  REQUESTED, every activity it waits on COMPLETED     → READY
   every activity terminal, workflow not settled       → COMPLETED or FAILED
   workflow still REQUESTED after --queued-timeout     → FAILED (its start never finished)
 Every change is a conditional write, so any number of monitors may run at
@@ -62,7 +63,8 @@ func (c *CLI) Run(k *kong.Context) error {
 	if c.Once {
 		r, err := m.Sweep(ctx)
 		log.Info("sweep done", "timed_out", r.TimedOut, "failed_launches", r.FailedLaunches, "cancelled", r.Cancelled,
-			"cancelled_running", r.CancelledRunning, "repaired", r.Repaired, "settled", r.Settled, "failed_starts", r.FailedStarts)
+			"cancelled_running", r.CancelledRunning, "repaired", r.Repaired, "readied", r.Readied, "cancelled_downstream", r.CancelledDown,
+			"settled", r.Settled, "failed_starts", r.FailedStarts)
 		return err
 	}
 	log.Info("sweeping", "interval", c.Interval, "skew", c.Skew, "default_queued_timeout", c.QueuedTimeout)

@@ -63,7 +63,7 @@ type CLI struct {
 	Subreaper              bool          `name:"subreaper" help:"Reap orphaned descendants even when not PID 1 (PR_SET_CHILD_SUBREAPER)."`
 	Nudge                  string        `name:"nudge" env:"WHIMBREL_LAUNCHER_NUDGE" hidden:"" help:"Address of a local launcher to wake when dependents become READY (set by the local launcher)."`
 
-	Command []string `arg:"" passthrough:"" name:"cmd" help:"The command to run, after --."`
+	Command []string `arg:"" passthrough:"partial" name:"cmd" help:"The command to run, after --."`
 }
 
 func main() {

@@ -664,3 +664,22 @@ func TestLogsStayOffStdout(t *testing.T) {
 		t.Errorf("exit %d; stderr must hold no SDK transport warnings:\n%s", w.code, w.stderr.String())
 	}
 }
+
+// TestMistypedFlag: a mistyped flag before -- is a usage error; it never
+// becomes part of the command, and nothing is claimed.
+func TestMistypedFlag(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, storetest.DAG{"a": nil})
+	f.queue(t, "a")
+	marker := filepath.Join(t.TempDir(), "ran")
+	w := run(t, f.env(t, "a"), "--kill-grac", "5s", "--", "touch", marker)
+	if w.code != 125 || !strings.Contains(w.stderr.String(), `did you mean "--kill-grace"`) {
+		t.Errorf("exit %d, stderr:\n%s", w.code, w.stderr.String())
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the command ran")
+	}
+	if a := f.get(t, "a"); a.State != state.Queued {
+		t.Errorf("activity %s, want it left QUEUED", a.State)
+	}
+}

@@ -1,5 +1,6 @@
-// Command whimbrel is Whimbrel's operator CLI: it installs the tables and,
-// as the project grows, starts, inspects, cancels and reruns workflows.
+// Command whimbrel is Whimbrel's operator CLI: it installs the tables,
+// starts workflows (or runs them here and now), and inspects, lists,
+// cancels, reruns and counts their executions.
 package main
 
 import (

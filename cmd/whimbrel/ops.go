@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os/signal"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -105,19 +103,12 @@ func (c *ListCmd) Run(g *Globals, k *kong.Context) error {
 	return inspect.WriteList(k.Stdout, rows)
 }
 
-// parseAge reads a duration that may be given in days ("7d").
+// parseAge reads a duration that may be given in days ("7d"); "0" is none.
 func parseAge(s string) (time.Duration, error) {
 	if s == "0" || s == "" {
 		return 0, nil
 	}
-	if d, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.ParseFloat(d, 64)
-		if err != nil || n < 0 {
-			return 0, fmt.Errorf("%q is not a number of days", s)
-		}
-		return time.Duration(n * 24 * float64(time.Hour)), nil
-	}
-	d, err := time.ParseDuration(s)
+	d, err := workflow.ParseDuration(s)
 	if err != nil || d < 0 {
 		return 0, fmt.Errorf("%q is not a duration such as 30m, 24h or 7d", s)
 	}

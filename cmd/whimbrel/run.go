@@ -89,7 +89,7 @@ func (c *RunCmd) Run(g *Globals, k *kong.Context) error {
 	if err != nil {
 		return err
 	}
-	if res.Workflow.State != state.WorkflowCompleted {
+	if res.Workflow == nil || res.Workflow.State != state.WorkflowCompleted {
 		return &cli.ExitError{Code: cli.ExitFailure}
 	}
 	return nil

@@ -35,8 +35,8 @@ const (
 // query across workflows, so they are global.
 const (
 	// indexState (activity_exec): state + state_time_epoch, keys only. The
-	// launcher finds READY activities and the monitor RUNNING and QUEUED
-	// ones through it. It projects keys only, and heartbeat_time_epoch is
+	// launcher finds READY activities and the monitor every live one
+	// through it. It projects keys only, and heartbeat_time_epoch is
 	// deliberately no index key, so a heartbeat writes to no index.
 	indexState = "state-index"
 	// indexWorkflow (activity_exec, dependency): the items of one workflow.

@@ -104,11 +104,10 @@ func cpuModel() string {
 // --- capacity units
 
 type phase struct {
-	name          string
-	write, read   float64
-	index         float64 // of the writes, on indexes
-	calls         int
-	representsPer string
+	name        string
+	write, read float64
+	index       float64 // of the writes, on indexes
+	calls       int
 }
 
 type unitsReport struct {

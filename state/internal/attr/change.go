@@ -111,7 +111,7 @@ func (c Cond) Describe() string {
 		parts = append(parts, "with nothing pending")
 	}
 	if c.HeartbeatSeen != nil {
-		parts = append(parts, "with its last heartbeat unchanged")
+		parts = append(parts, "with no heartbeat newer than "+c.HeartbeatSeen.UTC().Format("15:04:05.000"))
 	}
 	if c.Contains != "" {
 		parts = append(parts, "still waiting on "+c.Contains)
@@ -182,7 +182,9 @@ func ActivityChange(c state.ActivityChange) (Cond, Update, error) {
 	}
 	if (c.To == state.Ready || c.To == state.Queued) && slices.Contains(c.From, state.Requested) {
 		// READY means every activity it waits on completed; QUEUED from
-		// REQUESTED is for activities that wait on nothing.
+		// REQUESTED (which the contract allows, though Whimbrel's own
+		// launcher only takes READY ones) is for activities that wait on
+		// nothing.
 		cond.NoPending = true
 	}
 	set := Item{}

