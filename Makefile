@@ -52,7 +52,7 @@ bench: dynamodb-local-install native
 	scripts/dynamodb-local run -- $(GO) run ./internal/tools/benchreport -bin bin -o BENCHMARKS.md
 	@echo '## DAG hop (upstream exits → downstream command starts)' >> BENCHMARKS.md
 	@echo >> BENCHMARKS.md
-	@echo 'Local backend, nudged launcher, a chain of 21 activities, 3 runs (BenchmarkDAGHop in launcher/); budget p50 ≤ 100 ms:' >> BENCHMARKS.md
+	@echo 'Local backend, nudged launcher, a chain of 21 activities, 3 runs on each store (BenchmarkDAGHop in launcher/); budget p50 ≤ 100 ms on DynamoDB Local:' >> BENCHMARKS.md
 	@echo >> BENCHMARKS.md
 	scripts/dynamodb-local run -- $(GO) test -run '^$$' -bench DAGHop -benchtime 3x -timeout 30m ./launcher/ | grep -E '^Benchmark' | sed 's/^/    /' >> BENCHMARKS.md
 

@@ -16,6 +16,7 @@ import (
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
+	"github.com/whimbrel/whimbrel/state/sqlite"
 	"github.com/whimbrel/whimbrel/workflow"
 )
 
@@ -26,8 +27,26 @@ import (
 // commands write their start and end times; it reports the hops' p50 and
 // p95 in milliseconds.
 func BenchmarkDAGHop(b *testing.B) {
+	b.Run("dynamodb", func(b *testing.B) {
+		st := dynamotest.NewStore(b, dynamodb.Options{})
+		benchmarkHop(b, st, dynamotest.Env(b, st.Prefix()))
+	})
+	b.Run("sqlite", func(b *testing.B) {
+		path := filepath.Join(b.TempDir(), "state.db")
+		st, err := sqlite.Open(path, sqlite.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer st.Close()
+		if _, err := st.Install(context.Background(), false); err != nil {
+			b.Fatal(err)
+		}
+		benchmarkHop(b, st, []string{"WHIMBREL_STORE=sqlite:" + path})
+	})
+}
+
+func benchmarkHop(b *testing.B, st state.Store, storeEnv []string) {
 	const chain = 21 // 20 hops
-	st := dynamotest.NewStore(b, dynamodb.Options{})
 	var hops []time.Duration
 	for i := 0; i < b.N; i++ {
 		dir := b.TempDir()
@@ -48,7 +67,7 @@ func BenchmarkDAGHop(b *testing.B) {
 			b.Fatal(err)
 		}
 		local := &launcher.Local{Wrapper: wrapper, LogDir: dir,
-			Env: append(dynamotest.Env(b, st.Prefix()), "PATH="+os.Getenv("PATH"), nudge.Env+"="+nl.Addr())}
+			Env: append(append([]string{}, storeEnv...), "PATH="+os.Getenv("PATH"), nudge.Env+"="+nl.Addr())}
 		l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: local},
 			Interval: time.Second, Nudge: nl.C()})
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
