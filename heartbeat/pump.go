@@ -132,11 +132,11 @@ func (p *Pump) beat(ctx context.Context, last time.Time) (time.Time, error) {
 		backoff.WithMaxElapsedTime(0), // the lease deadline bounds it instead
 	)
 	op := func() error {
-		// Each attempt ends by the lease's deadline (and within one
-		// interval): a write that hangs must not outlive the lease.
+		// Each attempt ends by the lease's deadline: a write that hangs must
+		// not outlive the lease, and one that is slow but lands in time
+		// keeps it.
 		attempt := func() (context.Context, context.CancelFunc) {
-			left := max(min(p.cfg.Interval, time.Until(deadline)), minAttempt)
-			return context.WithTimeout(ctx, left)
+			return context.WithTimeout(ctx, max(time.Until(deadline), minAttempt))
 		}
 		at := p.now()
 		actx, cancel := attempt()

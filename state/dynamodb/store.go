@@ -609,35 +609,32 @@ func (st *Store) Expire(ctx context.Context, id string, at time.Time) error {
 
 // Dependencies implements state.Store.
 func (st *Store) Dependencies(ctx context.Context, workflowExecID string) ([]state.Dependency, error) {
-	var out []state.Dependency
-	err := st.query(ctx, "Dependencies", &dynamodb.QueryInput{
-		TableName:                 st.table(TableActivityDependency),
-		IndexName:                 aws.String(indexWorkflow),
-		KeyConditionExpression:    aws.String("workflow_exec_id = :w"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":w": avS(workflowExecID)},
-	}, 0, func(m item) error {
-		d, err := attr.DecodeDependency(st.prefix+TableActivityDependency, fromAVItem(m))
-		if err != nil {
-			return err
-		}
-		out = append(out, d)
-		return nil
-	})
+	out, err := st.dependencyItems(ctx, "Dependencies", indexWorkflow, "workflow_exec_id", workflowExecID)
 	if err != nil {
 		return nil, fmt.Errorf("list dependencies of %s: %w", workflowExecID, err)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
 }
 
 // Dependents implements state.Store.
 func (st *Store) Dependents(ctx context.Context, activityExecID string) ([]state.Dependency, error) {
+	out, err := st.dependencyItems(ctx, "Dependents", indexDependent, "dependent_activity_exec_id", activityExecID)
+	if err != nil {
+		return nil, fmt.Errorf("list dependents of %s: %w", activityExecID, err)
+	}
+	return out, nil
+}
+
+// dependencyItems reads the dependency items an index lists under a key,
+// ordered by ID.
+func (st *Store) dependencyItems(ctx context.Context, op, index, keyAttr, value string) ([]state.Dependency, error) {
 	var out []state.Dependency
-	err := st.query(ctx, "Dependents", &dynamodb.QueryInput{
+	err := st.query(ctx, op, &dynamodb.QueryInput{
 		TableName:                 st.table(TableActivityDependency),
-		IndexName:                 aws.String(indexDependent),
-		KeyConditionExpression:    aws.String("dependent_activity_exec_id = :a"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":a": avS(activityExecID)},
+		IndexName:                 aws.String(index),
+		KeyConditionExpression:    aws.String("#k = :v"),
+		ExpressionAttributeNames:  map[string]string{"#k": keyAttr},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":v": avS(value)},
 	}, 0, func(m item) error {
 		d, err := attr.DecodeDependency(st.prefix+TableActivityDependency, fromAVItem(m))
 		if err != nil {
@@ -646,11 +643,8 @@ func (st *Store) Dependents(ctx context.Context, activityExecID string) ([]state
 		out = append(out, d)
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("list dependents of %s: %w", activityExecID, err)
-	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out, nil
+	return out, err
 }
 
 // ResolveDependency implements state.Store. Removing the edge with DELETE

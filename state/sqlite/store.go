@@ -20,7 +20,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -729,28 +728,29 @@ func (st *Store) purge(ctx context.Context, now time.Time) (int64, error) {
 
 // Dependencies implements state.Store.
 func (st *Store) Dependencies(ctx context.Context, workflowExecID string) ([]state.Dependency, error) {
-	its, err := st.items(ctx, "activity_exec_dependency", fmt.Sprintf(`SELECT item FROM %s WHERE workflow_exec_id = ? ORDER BY activity_exec_dependency`,
-		st.name("activity_exec_dependency")), workflowExecID)
+	out, err := st.dependencyItems(ctx, "workflow_exec_id", workflowExecID)
 	if err != nil {
 		return nil, fmt.Errorf("list dependencies of %s: %w", workflowExecID, err)
-	}
-	out := make([]state.Dependency, 0, len(its))
-	for _, it := range its {
-		d, err := attr.DecodeDependency(st.prefix+"activity_exec_dependency", it)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, d)
 	}
 	return out, nil
 }
 
 // Dependents implements state.Store.
 func (st *Store) Dependents(ctx context.Context, activityExecID string) ([]state.Dependency, error) {
-	its, err := st.items(ctx, "activity_exec_dependency", fmt.Sprintf(`SELECT item FROM %s WHERE dependent_activity_exec_id = ?`,
-		st.name("activity_exec_dependency")), activityExecID)
+	out, err := st.dependencyItems(ctx, "dependent_activity_exec_id", activityExecID)
 	if err != nil {
 		return nil, fmt.Errorf("list dependents of %s: %w", activityExecID, err)
+	}
+	return out, nil
+}
+
+// dependencyItems reads the dependency items whose column equals value,
+// ordered by ID.
+func (st *Store) dependencyItems(ctx context.Context, column, value string) ([]state.Dependency, error) {
+	its, err := st.items(ctx, "activity_exec_dependency", fmt.Sprintf(`SELECT item FROM %s WHERE "%s" = ? ORDER BY activity_exec_dependency`,
+		st.name("activity_exec_dependency"), column), value)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]state.Dependency, 0, len(its))
 	for _, it := range its {
@@ -760,6 +760,5 @@ func (st *Store) Dependents(ctx context.Context, activityExecID string) ([]state
 		}
 		out = append(out, d)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
 }
