@@ -54,6 +54,26 @@ type Pump struct {
 	now func() time.Time
 }
 
+// Check returns an error unless interval and timeout make a safe lease:
+// both positive (zero takes the default), the timeout at least
+// MinTimeoutFactor intervals.
+func Check(interval, timeout time.Duration) error {
+	if interval == 0 {
+		interval = DefaultInterval
+	}
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	if interval < 0 || timeout < 0 {
+		return fmt.Errorf("heartbeat interval %s and timeout %s must be positive", interval, timeout)
+	}
+	if timeout < MinTimeoutFactor*interval {
+		return fmt.Errorf("heartbeat timeout %s is under %d× the interval %s: one late beat would lose the lease; raise the timeout or lower the interval",
+			timeout, MinTimeoutFactor, interval)
+	}
+	return nil
+}
+
 // New returns a Pump, refusing a timeout shorter than MinTimeoutFactor
 // intervals.
 func New(st Store, cfg Config) (*Pump, error) {
@@ -63,12 +83,8 @@ func New(st Store, cfg Config) (*Pump, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	if cfg.Interval < 0 || cfg.Timeout < 0 {
-		return nil, fmt.Errorf("heartbeat interval %s and timeout %s must be positive", cfg.Interval, cfg.Timeout)
-	}
-	if cfg.Timeout < MinTimeoutFactor*cfg.Interval {
-		return nil, fmt.Errorf("heartbeat timeout %s is under %d× the interval %s: one late beat would lose the lease; raise the timeout or lower the interval",
-			cfg.Timeout, MinTimeoutFactor, cfg.Interval)
+	if err := Check(cfg.Interval, cfg.Timeout); err != nil {
+		return nil, err
 	}
 	if cfg.Owner == "" {
 		return nil, errors.New("heartbeat: no owner token")

@@ -574,16 +574,8 @@ func (d *Definition) validate(file string, lines map[string]int) error {
 
 func (s Settings) check() error {
 	var errs []string
-	hb := heartbeat.Config{Owner: "check", Interval: time.Duration(s.HeartbeatInterval), Timeout: time.Duration(s.HeartbeatTimeout)}
-	if (hb.Interval != 0) != (hb.Timeout != 0) {
-		// One alone is checked against the other's default.
-		if hb.Interval == 0 {
-			hb.Interval = heartbeat.DefaultInterval
-		} else {
-			hb.Timeout = heartbeat.DefaultTimeout
-		}
-	}
-	if _, err := heartbeat.New(nil, hb); err != nil {
+	// One given alone is checked against the other's default.
+	if err := heartbeat.Check(time.Duration(s.HeartbeatInterval), time.Duration(s.HeartbeatTimeout)); err != nil {
 		errs = append(errs, err.Error())
 	}
 	if l := s.Launch; l != nil {

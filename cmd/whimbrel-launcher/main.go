@@ -76,6 +76,7 @@ func (c *CLI) Run(k *kong.Context) error {
 	if err != nil {
 		return err
 	}
+	defer st.Close()
 	cfg := launcher.Config{
 		Backends:   map[string]launcher.Backend{},
 		Interval:   c.Interval,

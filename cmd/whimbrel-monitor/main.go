@@ -59,6 +59,7 @@ func (c *CLI) Run(k *kong.Context) error {
 	if err != nil {
 		return err
 	}
+	defer st.Close()
 	m := monitor.New(st, monitor.Config{Interval: c.Interval, Skew: c.Skew, QueuedTimeout: c.QueuedTimeout, Logger: log})
 	if c.Once {
 		r, err := m.Sweep(ctx)

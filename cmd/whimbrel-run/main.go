@@ -85,7 +85,7 @@ func (c *CLI) Run(k *kong.Context) error {
 		return &cli.UsageError{Msg: "no command to run: give it after --, as in: whimbrel-run -- CMD [ARGS...]"}
 	}
 	if !c.NoHeartbeat {
-		if _, err := heartbeat.New(nil, heartbeat.Config{Owner: "check", Interval: c.HeartbeatInterval, Timeout: c.HeartbeatTimeout}); err != nil {
+		if err := heartbeat.Check(c.HeartbeatInterval, c.HeartbeatTimeout); err != nil {
 			return &cli.UsageError{Msg: err.Error()}
 		}
 	}
@@ -100,6 +100,7 @@ func (c *CLI) Run(k *kong.Context) error {
 	if err != nil {
 		return err
 	}
+	defer st.Close()
 	code := activity.Run(ctx, st, activity.Config{
 		Key:                    key,
 		Command:                c.Command,

@@ -25,6 +25,7 @@ func (c *InstallCmd) Run(g *Globals, k *kong.Context) error {
 	if err != nil {
 		return err
 	}
+	defer st.Close()
 	actions, err := st.Install(ctx, c.DryRun)
 	verb := ""
 	if c.DryRun {

@@ -26,7 +26,7 @@ func open(g *Globals, k *kong.Context, f cli.StoreFlags) (context.Context, conte
 		stop()
 		return nil, nil, nil, err
 	}
-	return ctx, stop, st, nil
+	return ctx, func() { st.Close(); stop() }, st, nil
 }
 
 func writeJSON(w io.Writer, v any) error {

@@ -58,6 +58,7 @@ func (c *RunCmd) Run(g *Globals, k *kong.Context) error {
 	if err != nil {
 		return err
 	}
+	defer st.Close()
 	if _, err := st.Install(ctx, false); err != nil {
 		return fmt.Errorf("install the store: %w", err)
 	}

@@ -55,6 +55,7 @@ func (c *StartCmd) Run(g *Globals, k *kong.Context) error {
 	if err != nil {
 		return err
 	}
+	defer st.Close()
 	id, created, err := workflow.Start(ctx, st, def, workflow.StartOptions{RequestID: c.RequestID, Source: "whimbrel start"})
 	if err != nil {
 		return err

@@ -36,11 +36,12 @@ type StoreFlags struct {
 	Prefix string `name:"prefix" env:"WHIMBREL_TABLE_PREFIX" default:"whimbrel_" help:"Prefix of every table name."`
 }
 
-// Store is what a command gets from Open: the state, and the means to
-// install its tables.
+// Store is what a command gets from Open: the state, the means to install
+// its tables, and Close, which a command calls when it is done.
 type Store interface {
 	state.Store
 	state.Installer
+	io.Closer
 }
 
 // DefaultStore is the store when none is chosen.

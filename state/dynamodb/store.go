@@ -120,6 +120,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	return New(client, opts), nil
 }
 
+// Close releases nothing: the SDK's client needs no closing. It makes the
+// Store an io.Closer, like the SQLite store.
+func (st *Store) Close() error { return nil }
+
 // Prefix returns the table prefix.
 func (st *Store) Prefix() string { return st.prefix }
 
