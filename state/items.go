@@ -26,17 +26,53 @@ type WorkflowRequest struct {
 	// WorkflowExecID is the execution the request started (an addition to
 	// the seed, so a repeated request can answer with it).
 	WorkflowExecID string // workflow_exec_id
+	// Outcome is what a Simple Lambda API processor did with the request.
+	Outcome Outcome
 }
 
-// ActivityEvent records a requested transition of an activity. Write-once.
-// Its table is installed for the Simple Lambda API, which is not built yet.
+// ActivityEvent records a requested transition of an activity: the Simple
+// Lambda API's one write, which a processor applies. Clients write it once;
+// the processor then records its Outcome on it.
 type ActivityEvent struct {
 	ActivityEventID string    // activity_event_id, `(activity_exec_id)::(uuid)`
 	ActivityExecID  string    // activity_exec_id
-	When            time.Time // when
+	WorkflowExecID  string    // workflow_exec_id: with activity_exec_id, the activity's key
+	WorkflowName    string    // workflow_name (optional: it is in workflow_exec_id)
+	ActivityName    string    // activity_name (optional)
+	When            time.Time // when, when_epoch: events of one activity take effect in this order
 	Source          string    // source
 	Manual          bool      // manual
-	Transition      string    // transition, e.g. "COMPLETED"
+	// Transition is the state asked for, e.g. "COMPLETED", or
+	// TransitionHeartbeat.
+	Transition string // transition
+
+	// Owner is the token of the wrapper that sent the event: a RUNNING
+	// event claims the activity for it, and the later events of that
+	// wrapper are fenced by it. Empty: the event's ID claims, and nothing
+	// is fenced.
+	Owner string // owner
+	Host  string // host
+	PID   int    // pid
+	// Heartbeat settings a RUNNING event claims with.
+	HeartbeatEnabled  bool          // heartbeat_enabled
+	HeartbeatInterval time.Duration // heartbeat_interval (seconds)
+	HeartbeatTimeout  time.Duration // heartbeat_timeout (seconds)
+	// How the command ended, for COMPLETED and FAILED.
+	ExitCode *int   // exit_code
+	Signal   string // signal
+	Error    string // error
+	Reason   string // reason
+
+	// Outcome is what the processor did with the event.
+	Outcome Outcome
+}
+
+// Outcome records what a Simple Lambda API processor did with a request or
+// an event. The zero Outcome: not processed yet.
+type Outcome struct {
+	Result string    // outcome: one of the Outcome* constants
+	Reason string    // outcome_reason: why, for people
+	At     time.Time // processed_time
 }
 
 // WorkflowExec is one execution of a workflow.
@@ -103,6 +139,9 @@ type ActivityExec struct {
 	Reason string // reason
 	// Expires is when the item is deleted (zero: never).
 	Expires time.Time // expires_at (epoch seconds)
+	// EventCursor orders the Simple Lambda API's events: the EventCursor of
+	// the last event decided for this activity (see EventStep).
+	EventCursor string // event_cursor
 }
 
 // Dependency records that one activity waits on another. Write-once.
@@ -113,9 +152,15 @@ type Dependency struct {
 	DependentActivityExecID string // dependent_activity_exec_id: the activity waited on
 }
 
-// WorkflowLambda maps a workflow to the Lambda function that handles it.
-// Its table is installed for the Simple Lambda API, which is not built yet.
+// WorkflowLambda registers a workflow for the Simple Lambda API: its
+// definition, so that a request can name it, and the Lambda function (or
+// poller) that handles it.
 type WorkflowLambda struct {
 	WorkflowName string // workflow_name
-	Lambda       string // lambda
+	// Lambda names the function that handles the workflow's requests and
+	// events; empty: any processor does.
+	Lambda     string    // lambda
+	Definition string    // definition: the workflow definition, as JSON
+	Registered time.Time // registered_time
+	Source     string    // source: who registered it
 }

@@ -173,6 +173,11 @@ type ActivityChange struct {
 	Error string
 	// Reason records why, for people.
 	Reason string
+	// Beat records a heartbeat at At (the Simple Lambda API's heartbeat
+	// event, which also moves the event cursor).
+	Beat bool
+	// Event makes the write the decision on a Simple Lambda API event.
+	Event *EventStep
 }
 
 // Claim is what a wrapper records when it takes an activity.

@@ -34,6 +34,9 @@ type cfnTable struct {
 				NonKeyAttributes []string `yaml:"NonKeyAttributes"`
 			} `yaml:"Projection"`
 		} `yaml:"GlobalSecondaryIndexes"`
+		StreamSpecification *struct {
+			StreamViewType string `yaml:"StreamViewType"`
+		} `yaml:"StreamSpecification"`
 		TimeToLiveSpecification *struct {
 			AttributeName string `yaml:"AttributeName"`
 			Enabled       bool   `yaml:"Enabled"`
@@ -94,6 +97,9 @@ func TestCloudFormationMatchesInstall(t *testing.T) {
 		}
 		sort.Strings(ix)
 		desc = append(desc, ix...)
+		if sp := p.StreamSpecification; sp != nil {
+			desc = append(desc, "stream "+sp.StreamViewType)
+		}
 		if ttl := p.TimeToLiveSpecification; ttl != nil && ttl.Enabled {
 			desc = append(desc, "ttl "+ttl.AttributeName)
 		}
@@ -125,6 +131,9 @@ func TestCloudFormationMatchesInstall(t *testing.T) {
 		}
 		sort.Strings(ix)
 		desc = append(desc, ix...)
+		if sp := in.StreamSpecification; sp != nil && aws.ToBool(sp.StreamEnabled) {
+			desc = append(desc, "stream "+string(sp.StreamViewType))
+		}
 		if slices.Contains(dynamodb.TTLTables(), base) {
 			desc = append(desc, "ttl expires_at")
 		}

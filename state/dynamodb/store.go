@@ -34,6 +34,7 @@ type API interface {
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+	Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
 	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
@@ -505,6 +506,9 @@ func (st *Store) UpdateActivity(ctx context.Context, key state.ActivityKey, c st
 	if err != nil {
 		return nil, fmt.Errorf("update activity %s: %w", key.ActivityExecID, err)
 	}
+	if c.Event != nil && c.Event.Outcome != nil {
+		return st.decideEvent(ctx, key, cond, upd, c.Event)
+	}
 	return st.updateActivity(ctx, "UpdateActivity", key, cond, upd)
 }
 
@@ -586,6 +590,25 @@ func (st *Store) Expire(ctx context.Context, id string, at time.Time) error {
 			ExpressionAttributeValues: map[string]types.AttributeValue{":w": avS(id)},
 		}, 0, func(m item) error {
 			targets = append(targets, target{q.base, item{q.pk: m[q.pk], q.rk: m[q.rk]}, q.pk})
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("expire %s: %w", id, err)
+		}
+	}
+	// The Simple Lambda API's events of each activity go with it.
+	for _, tg := range targets {
+		if tg.base != TableActivityExec {
+			continue
+		}
+		err := st.query(ctx, "Expire", &dynamodb.QueryInput{
+			TableName:                 st.table(TableActivityEvent),
+			IndexName:                 aws.String(indexActivity),
+			KeyConditionExpression:    aws.String("activity_exec_id = :a"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":a": tg.key["activity_exec_id"]},
+			ProjectionExpression:      aws.String("activity_event_id, activity_exec_id"),
+		}, 0, func(m item) error {
+			targets = append(targets, target{TableActivityEvent, item{"activity_event_id": m["activity_event_id"], "activity_exec_id": m["activity_exec_id"]}, "activity_event_id"})
 			return nil
 		})
 		if err != nil {
@@ -761,6 +784,14 @@ func expressionOf(c attr.Cond, u attr.Update) (expression.Expression, error) {
 	if c.NumericAttempt {
 		a := expression.Name("attempt")
 		parts = append(parts, expression.Or(expression.AttributeNotExists(a), expression.AttributeType(a, expression.Number)))
+	}
+	if c.Cursor != nil {
+		cur := expression.Name("event_cursor")
+		if *c.Cursor == "" {
+			parts = append(parts, expression.AttributeNotExists(cur))
+		} else {
+			parts = append(parts, cur.Equal(expression.Value(avS(*c.Cursor))))
+		}
 	}
 	if len(parts) == 0 || (len(c.States) == 0 && c.Contains == "") {
 		return expression.Expression{}, errors.New("a condition needs a state or an edge, so the item must exist")

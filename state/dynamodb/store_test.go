@@ -245,8 +245,8 @@ func TestInstall(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dry run: %v", err)
 	}
-	if n := count(plan, "create"); n != 7 {
-		t.Errorf("dry run plans %d creates, want 7: %v", n, plan)
+	if n := count(plan, "create"); n != 8 {
+		t.Errorf("dry run plans %d creates, want 8: %v", n, plan)
 	}
 	if _, err := client.DescribeTable(ctx, &awsdynamodb.DescribeTableInput{TableName: aws.String(prefix + "workflow_exec")}); err == nil {
 		t.Fatal("dry run created a table")
@@ -256,8 +256,8 @@ func TestInstall(t *testing.T) {
 	if err != nil {
 		t.Fatalf("install: %v", err)
 	}
-	if count(did, "create") != 7 || count(did, "record version 1") != 7 {
-		t.Errorf("install did %v, want 7 creates and 7 versions recorded", did)
+	if count(did, "create") != 8 || count(did, "record version 2") != 8 {
+		t.Errorf("install did %v, want 8 creates and 8 versions recorded", did)
 	}
 
 	// The key schemas are DESIGN.md's.
@@ -269,8 +269,10 @@ func TestInstall(t *testing.T) {
 		"activity_exec":            "activity_exec_id HASH, workflow_exec_id RANGE",
 		"activity_exec_dependency": "activity_exec_dependency HASH, activity_exec_id RANGE",
 		"workflow_lambda":          "workflow_name HASH",
+		"stream_position":          "stream_arn HASH, shard_id RANGE",
 	}
 	wantIndexes := map[string]string{
+		"activity_event":           "activity-index(activity_exec_id HASH, when_epoch RANGE)",
 		"workflow_exec":            "name-index(workflow_name HASH, start_time_epoch RANGE) state-index(state HASH, start_time_epoch RANGE)",
 		"activity_exec":            "state-index(state HASH, state_time_epoch RANGE) workflow-index(workflow_exec_id HASH, activity_exec_id RANGE)",
 		"activity_exec_dependency": "dependent-index(dependent_activity_exec_id HASH) workflow-index(workflow_exec_id HASH)",
@@ -294,13 +296,20 @@ func TestInstall(t *testing.T) {
 		if got := strings.Join(ix, " "); got != wantIndexes[base] {
 			t.Errorf("%s indexes: %s, want %s", base, got, wantIndexes[base])
 		}
+		// The Simple Lambda API's processors read new images of requests
+		// and events.
+		sp := out.Table.StreamSpecification
+		streamed := sp != nil && aws.ToBool(sp.StreamEnabled) && sp.StreamViewType == types.StreamViewTypeNewImage
+		if want := base == "workflow_request" || base == "activity_event"; streamed != want || want && aws.ToString(out.Table.LatestStreamArn) == "" {
+			t.Errorf("%s stream: %+v (ARN %q), want one of new images: %v", base, sp, aws.ToString(out.Table.LatestStreamArn), want)
+		}
 	}
 
 	// TTL by expires_at on the tables of executions.
-	if count(did, "enable TTL on expires_at") != 5 {
-		t.Errorf("install enabled TTL %d times, want 5: %v", count(did, "enable TTL on expires_at"), did)
+	if count(did, "enable TTL on expires_at") != 6 {
+		t.Errorf("install enabled TTL %d times, want 6: %v", count(did, "enable TTL on expires_at"), did)
 	}
-	for _, base := range []string{"workflow_exec", "activity_exec", "activity_exec_dependency", "workflow_request", "activity_event"} {
+	for _, base := range []string{"workflow_exec", "activity_exec", "activity_exec_dependency", "workflow_request", "activity_event", "stream_position"} {
 		ttl, err := client.DescribeTimeToLive(ctx, &awsdynamodb.DescribeTimeToLiveInput{TableName: aws.String(prefix + base)})
 		if err != nil || ttl.TimeToLiveDescription.TimeToLiveStatus != types.TimeToLiveStatusEnabled ||
 			aws.ToString(ttl.TimeToLiveDescription.AttributeName) != "expires_at" {
@@ -364,8 +373,8 @@ func TestInstallAddsMissingIndex(t *testing.T) {
 		t.Logf("DynamoDB Local left the added index building: %v", err)
 		return
 	}
-	if count(did, "create") != 6 {
-		t.Errorf("install did %v, want 6 creates and the missing index", did)
+	if count(did, "create") != 7 {
+		t.Errorf("install did %v, want 7 creates and the missing index", did)
 	}
 }
 
@@ -404,4 +413,45 @@ func describeKeys(ks []types.KeySchemaElement) string {
 		parts = append(parts, aws.ToString(k.AttributeName)+" "+string(k.KeyType))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// TestInstallUpgradesForTheSimpleAPI: tables installed before the Simple
+// Lambda API gain their streams. (Adding the events' index is the path
+// TestInstallAddsMissingIndex checks.)
+func TestInstallUpgradesForTheSimpleAPI(t *testing.T) {
+	t.Parallel()
+	client := dynamotest.Client(t)
+	prefix := dynamotest.Prefix(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, in := range dynamodb.CreateTableInputs(prefix) {
+		base := strings.TrimPrefix(aws.ToString(in.TableName), prefix)
+		if base != "workflow_request" && base != "activity_event" {
+			continue
+		}
+		in.StreamSpecification = nil
+		if _, err := client.CreateTable(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := dynamodb.New(client, dynamodb.Options{Prefix: prefix})
+	did, err := st.Install(ctx, false)
+	if err != nil {
+		t.Fatalf("install: %v", err)
+	}
+	if count(did, "enable stream (new images)") != 2 {
+		t.Errorf("install did %v, want 2 streams enabled", did)
+	}
+	for _, base := range []string{"workflow_request", "activity_event"} {
+		out, err := client.DescribeTable(ctx, &awsdynamodb.DescribeTableInput{TableName: aws.String(prefix + base)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sp := out.Table.StreamSpecification; sp == nil || !aws.ToBool(sp.StreamEnabled) || sp.StreamViewType != types.StreamViewTypeNewImage {
+			t.Errorf("%s stream after install: %+v", base, sp)
+		}
+	}
+	if again, err := st.Install(ctx, false); err != nil || len(again) != 0 {
+		t.Errorf("second install: %v, %v; want nothing done", again, err)
+	}
 }

@@ -28,6 +28,9 @@ const (
 	TableActivityExec       = "activity_exec"
 	TableActivityDependency = "activity_exec_dependency"
 	TableWorkflowLambda     = "workflow_lambda"
+	// TableStreamPosition is not the seed's: the stream poller keeps its
+	// place in each shard there, so a restart resumes where it left.
+	TableStreamPosition = "stream_position"
 )
 
 // The indexes. Seed 000 calls them local indexes, but a local index can only
@@ -47,6 +50,10 @@ const (
 	indexWorkflowState = "state-index"
 	// indexWorkflowName (workflow_exec): workflow_name + start_time_epoch.
 	indexWorkflowName = "name-index"
+	// indexActivity (activity_event): the events of one activity in the
+	// order of their when, all attributes. The seed's local index on
+	// activity_exec_id.
+	indexActivity = "activity-index"
 )
 
 // workflowIndexAttrs are the workflow_exec attributes the workflow indexes
@@ -57,7 +64,7 @@ var workflowIndexAttrs = []string{
 
 // schemaVersion is recorded in install_status for every table; raise it when
 // a table gains what an older install lacks.
-const schemaVersion = 1
+const schemaVersion = 2
 
 type keyAttr struct {
 	name string
@@ -81,6 +88,9 @@ type tableDef struct {
 	// ttl: the table's items expire by expires_at (an execution's items,
 	// once it settled under a retention).
 	ttl bool
+	// stream: the table has a stream of new images, which the Simple
+	// Lambda API's processors read.
+	stream bool
 }
 
 func s(name string) keyAttr   { return keyAttr{name, types.ScalarAttributeTypeS} }
@@ -88,14 +98,18 @@ func n(name string) keyAttr   { return keyAttr{name, types.ScalarAttributeTypeN}
 func ps(name string) *keyAttr { a := s(name); return &a }
 func pn(name string) *keyAttr { a := n(name); return &a }
 
-// tableDefs are the seven tables with the key schemas of DESIGN.md.
+// tableDefs are the seed's seven tables with the key schemas of DESIGN.md,
+// and the stream poller's positions.
 var tableDefs = []tableDef{
 	{base: TableInstallStatus, description: "installed version of each Whimbrel object",
 		hash: s("object_id"), rng: ps("object_type")},
-	{base: TableWorkflowRequest, ttl: true, description: "requests to start a workflow (write-once)",
+	{base: TableWorkflowRequest, ttl: true, stream: true, description: "requests to start a workflow (write-once)",
 		hash: s("workflow_request_id"), rng: ps("workflow_name")},
-	{base: TableActivityEvent, ttl: true, description: "requested activity transitions (write-once)",
-		hash: s("activity_event_id"), rng: ps("activity_exec_id")},
+	{base: TableActivityEvent, ttl: true, stream: true, description: "requested activity transitions (write-once)",
+		hash: s("activity_event_id"), rng: ps("activity_exec_id"),
+		indexes: []index{
+			{name: indexActivity, hash: s("activity_exec_id"), rng: pn("when_epoch"), projection: types.ProjectionTypeAll},
+		}},
 	{base: TableWorkflowExec, ttl: true, description: "workflow executions",
 		hash: s("workflow_exec_id"), rng: ps("workflow_name"),
 		indexes: []index{
@@ -116,8 +130,16 @@ var tableDefs = []tableDef{
 			{name: indexWorkflow, hash: s("workflow_exec_id"), projection: types.ProjectionTypeAll},
 			{name: indexDependent, hash: s("dependent_activity_exec_id"), projection: types.ProjectionTypeAll},
 		}},
-	{base: TableWorkflowLambda, description: "which Lambda function handles which workflow",
+	{base: TableWorkflowLambda, description: "registered workflows, and the Lambda function that handles each",
 		hash: s("workflow_name")},
+	{base: TableStreamPosition, ttl: true, description: "where the stream poller is in each shard",
+		hash: s("stream_arn"), rng: ps("shard_id")},
+}
+
+// streamSpec is the stream the Simple Lambda API's tables have: new images,
+// as a processor needs the item inserted.
+func streamSpec() *types.StreamSpecification {
+	return &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewImage}
 }
 
 func keySchema(hash keyAttr, rng *keyAttr) []types.KeySchemaElement {
@@ -192,6 +214,9 @@ func (t tableDef) createInput(prefix string) *dynamodb.CreateTableInput {
 	}
 	for _, ix := range t.indexes {
 		in.GlobalSecondaryIndexes = append(in.GlobalSecondaryIndexes, ix.gsi())
+	}
+	if t.stream {
+		in.StreamSpecification = streamSpec()
 	}
 	return in
 }
@@ -273,6 +298,15 @@ func (st *Store) Install(ctx context.Context, dryRun bool) ([]state.InstallActio
 		}
 	}
 	for _, t := range tableDefs {
+		act, err := st.enableStream(ctx, t, dryRun)
+		if err != nil {
+			return actions, err
+		}
+		if act != nil {
+			actions = append(actions, *act)
+		}
+	}
+	for _, t := range tableDefs {
 		act, err := st.enableTTL(ctx, t, dryRun)
 		if err != nil {
 			return actions, err
@@ -323,6 +357,42 @@ func (st *Store) enableTTL(ctx context.Context, t tableDef, dryRun bool) (*state
 		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(attr.ExpiresAt), Enabled: aws.Bool(true)},
 	}); err != nil {
 		return nil, fmt.Errorf("enable TTL on %s: %w", name, err)
+	}
+	return act, nil
+}
+
+// enableStream turns on the table's stream of new images where the table
+// wants one and has none (a table installed before the Simple Lambda API).
+func (st *Store) enableStream(ctx context.Context, t tableDef, dryRun bool) (*state.InstallAction, error) {
+	if !t.stream {
+		return nil, nil
+	}
+	name := st.prefix + t.base
+	act := &state.InstallAction{Object: "table " + name, Action: "enable stream (new images)"}
+	out, err := st.api.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	var nf *types.ResourceNotFoundException
+	switch {
+	case dryRun && errors.As(err, &nf):
+		return nil, nil // created with its stream
+	case err != nil:
+		return nil, fmt.Errorf("describe table %s: %w", name, err)
+	}
+	if sp := out.Table.StreamSpecification; sp != nil && aws.ToBool(sp.StreamEnabled) {
+		if sp.StreamViewType != types.StreamViewTypeNewImage && sp.StreamViewType != types.StreamViewTypeNewAndOldImages {
+			return nil, fmt.Errorf("table %s has a stream of %s, but the Simple Lambda API needs new images: switch the stream off, then run install again", name, sp.StreamViewType)
+		}
+		return nil, nil
+	}
+	if dryRun {
+		return act, nil
+	}
+	if _, err := st.api.UpdateTable(ctx, &dynamodb.UpdateTableInput{
+		TableName: aws.String(name), StreamSpecification: streamSpec(),
+	}); err != nil {
+		return nil, fmt.Errorf("enable the stream of %s: %w", name, err)
+	}
+	if err := st.waitActive(ctx, name); err != nil {
+		return nil, err
 	}
 	return act, nil
 }

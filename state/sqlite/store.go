@@ -35,7 +35,7 @@ import (
 const BusyTimeout = 30 * time.Second
 
 // schemaVersion is recorded in install_status for every table.
-const schemaVersion = 1
+const schemaVersion = 2
 
 // Options configure a Store.
 type Options struct {
@@ -124,7 +124,7 @@ type table struct {
 var tables = []table{
 	{base: "install_status", keys: []string{"object_id", "object_type"}},
 	{base: "workflow_request", keys: []string{"workflow_request_id", "workflow_name"}},
-	{base: "activity_event", keys: []string{"activity_event_id", "activity_exec_id"}},
+	{base: "activity_event", keys: []string{"activity_event_id", "activity_exec_id"}, indexes: [][]string{{"activity_exec_id"}}},
 	{base: "workflow_exec", keys: []string{"workflow_exec_id", "workflow_name"},
 		derived: []string{"state", "start_time_epoch"}, indexes: [][]string{{"state", "start_time_epoch"}, {"workflow_name", "start_time_epoch"}}},
 	{base: "activity_exec", keys: []string{"activity_exec_id", "workflow_exec_id"},
@@ -591,6 +591,9 @@ func (st *Store) UpdateActivity(ctx context.Context, key state.ActivityKey, c st
 	if err != nil {
 		return nil, fmt.Errorf("update activity %s: %w", key.ActivityExecID, err)
 	}
+	if c.Event != nil && c.Event.Outcome != nil {
+		return st.decideEvent(ctx, key, cond, upd, c.Event)
+	}
 	a, _, err := st.updateActivity(ctx, key, cond, upd)
 	return a, err
 }
@@ -675,8 +678,15 @@ func (st *Store) Expire(ctx context.Context, id string, at time.Time) error {
 				items = append(items, entry{"workflow_request", r})
 			}
 		}
-		for _, base := range []string{"activity_exec", "activity_exec_dependency"} {
-			rows, err := tx.QueryContext(ctx, fmt.Sprintf(`SELECT item FROM %s WHERE workflow_exec_id = ?`, st.name(base)), id)
+		queries := map[string]string{
+			"activity_exec":            fmt.Sprintf(`SELECT item FROM %s WHERE workflow_exec_id = ?`, st.name("activity_exec")),
+			"activity_exec_dependency": fmt.Sprintf(`SELECT item FROM %s WHERE workflow_exec_id = ?`, st.name("activity_exec_dependency")),
+			// The Simple Lambda API's events of each activity go with it.
+			"activity_event": fmt.Sprintf(`SELECT item FROM %s WHERE activity_exec_id IN (SELECT activity_exec_id FROM %s WHERE workflow_exec_id = ?)`,
+				st.name("activity_event"), st.name("activity_exec")),
+		}
+		for _, base := range []string{"activity_exec", "activity_exec_dependency", "activity_event"} {
+			rows, err := tx.QueryContext(ctx, queries[base], id)
 			if err != nil {
 				return err
 			}

@@ -53,6 +53,9 @@ func Run(t *testing.T, h Harness) {
 		{"LandedWriteOnMalformedItem", testLandedWriteOnMalformedItem},
 		{"CreateRefusesBadInput", testCreateRefusesBadInput},
 		{"Expire", testExpire},
+		{"Requests", testRequests},
+		{"Events", testEvents},
+		{"Registrations", testRegistrations},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -23,6 +23,8 @@ type Cond struct {
 	// NumericAttempt: attempt is absent or a Number, so that it can be
 	// incremented.
 	NumericAttempt bool
+	// Cursor, when set, requires event_cursor to equal *Cursor ("" : absent).
+	Cursor *string
 }
 
 // Update is what one write changes.
@@ -81,6 +83,12 @@ func (c Cond) Holds(it Item) bool {
 			}
 		}
 	}
+	if c.Cursor != nil {
+		v, present := it["event_cursor"]
+		if *c.Cursor == "" && present || *c.Cursor != "" && v != S(*c.Cursor) {
+			return false
+		}
+	}
 	return true
 }
 
@@ -118,6 +126,13 @@ func (c Cond) Describe() string {
 	}
 	if c.NumericAttempt {
 		parts = append(parts, "with a numeric attempt")
+	}
+	if c.Cursor != nil {
+		if *c.Cursor == "" {
+			parts = append(parts, "with no event decided yet")
+		} else {
+			parts = append(parts, "with event "+*c.Cursor+" decided last")
+		}
 	}
 	return strings.Join(parts, " ")
 }
@@ -239,6 +254,21 @@ func ActivityChange(c state.ActivityChange) (Cond, Update, error) {
 	}
 	if c.Reason != "" {
 		set["reason"] = S(c.Reason)
+	}
+	if c.Beat {
+		set["heartbeat_time"] = List(at)
+		set["heartbeat_time_epoch"] = Epoch(at)
+	}
+	if ev := c.Event; ev != nil {
+		if ev.Next == "" || ev.Next <= ev.Prev {
+			return Cond{}, Update{}, fmt.Errorf("event cursor %q does not come after %q", ev.Next, ev.Prev)
+		}
+		if ev.Outcome != nil && (ev.EventID == "" || !ev.Outcome.Processed()) {
+			return Cond{}, Update{}, errors.New("an event outcome needs the event's ID and a result")
+		}
+		prev := ev.Prev
+		cond.Cursor = &prev
+		set["event_cursor"] = S(ev.Next)
 	}
 	if len(set) == 0 {
 		return Cond{}, Update{}, errors.New("nothing to change")

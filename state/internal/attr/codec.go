@@ -286,6 +286,7 @@ func EncodeRequest(r *state.WorkflowRequest) Item {
 		m["manual"] = Bool(true)
 	}
 	putStr(m, "workflow_exec_id", r.WorkflowExecID)
+	putOutcome(m, r.Outcome)
 	return m
 }
 
@@ -298,6 +299,138 @@ func DecodeRequest(table string, m Item) (*state.WorkflowRequest, error) {
 		Source:            d.str("source", false),
 		Manual:            d.boolean("manual"),
 		WorkflowExecID:    d.str("workflow_exec_id", false),
+		Outcome:           d.outcome(),
+	}
+	return r, d.err
+}
+
+// --- outcomes of the Simple Lambda API
+
+func putOutcome(m Item, o state.Outcome) {
+	for k, v := range OutcomeItem(o) {
+		m[k] = v
+	}
+}
+
+// OutcomeItem is the attributes that record an outcome.
+func OutcomeItem(o state.Outcome) Item {
+	m := Item{}
+	if o.Result == "" {
+		return m
+	}
+	m["outcome"] = S(o.Result)
+	putStr(m, "outcome_reason", o.Reason)
+	putTime(m, "processed_time", o.At, false)
+	return m
+}
+
+func (d *decoder) outcome() state.Outcome {
+	return state.Outcome{
+		Result: d.str("outcome", false),
+		Reason: d.str("outcome_reason", false),
+		At:     d.time("processed_time"),
+	}
+}
+
+// --- activity_event
+
+func EncodeEvent(e *state.ActivityEvent) Item {
+	m := Item{
+		"activity_event_id": S(e.ActivityEventID),
+		"activity_exec_id":  S(e.ActivityExecID),
+	}
+	putStr(m, "workflow_exec_id", e.WorkflowExecID)
+	putStr(m, "workflow_name", e.WorkflowName)
+	putStr(m, "activity_name", e.ActivityName)
+	putTime(m, "when", e.When, false)
+	putStr(m, "source", e.Source)
+	if e.Manual {
+		m["manual"] = Bool(true)
+	}
+	putStr(m, "transition", e.Transition)
+	putStr(m, "owner", e.Owner)
+	putStr(m, "host", e.Host)
+	if e.PID > 0 {
+		m["pid"] = Int(e.PID)
+	}
+	if e.HeartbeatEnabled {
+		m["heartbeat_enabled"] = Bool(true)
+	}
+	if e.HeartbeatInterval > 0 {
+		m["heartbeat_interval"] = Seconds(e.HeartbeatInterval)
+	}
+	if e.HeartbeatTimeout > 0 {
+		m["heartbeat_timeout"] = Seconds(e.HeartbeatTimeout)
+	}
+	if e.ExitCode != nil {
+		m["exit_code"] = Int(*e.ExitCode)
+	}
+	putStr(m, "signal", e.Signal)
+	putStr(m, "error", e.Error)
+	putStr(m, "reason", e.Reason)
+	putOutcome(m, e.Outcome)
+	return m
+}
+
+// DecodeEvent reads an event. The workflow_exec_id, when and transition a
+// processor needs are required; so is a known transition.
+func DecodeEvent(table string, m Item) (*state.ActivityEvent, error) {
+	d := newDecoder(table, m, "activity_event_id")
+	e := &state.ActivityEvent{
+		ActivityEventID:   d.str("activity_event_id", true),
+		ActivityExecID:    d.str("activity_exec_id", true),
+		WorkflowExecID:    d.str("workflow_exec_id", true),
+		WorkflowName:      d.str("workflow_name", false),
+		ActivityName:      d.str("activity_name", false),
+		When:              d.time("when"),
+		Source:            d.str("source", false),
+		Manual:            d.boolean("manual"),
+		Transition:        d.str("transition", true),
+		Owner:             d.str("owner", false),
+		Host:              d.str("host", false),
+		HeartbeatEnabled:  d.boolean("heartbeat_enabled"),
+		HeartbeatInterval: d.seconds("heartbeat_interval"),
+		HeartbeatTimeout:  d.seconds("heartbeat_timeout"),
+		Signal:            d.str("signal", false),
+		Error:             d.str("error", false),
+		Reason:            d.str("reason", false),
+		Outcome:           d.outcome(),
+	}
+	e.PID, _ = d.integer("pid")
+	if code, ok := d.integer("exit_code"); ok {
+		e.ExitCode = &code
+	}
+	if d.err == nil && e.When.IsZero() {
+		d.fail("when", "missing (want when_epoch, a Number, or when, a List [year, month, day, hour, minute, second]): events take effect in its order")
+	}
+	if d.err == nil && e.Transition != state.TransitionHeartbeat && !state.ActivityState(e.Transition).Valid() {
+		d.fail("transition", "%q is neither an activity state nor %s", e.Transition, state.TransitionHeartbeat)
+	}
+	if d.err == nil && e.WorkflowName == "" {
+		e.WorkflowName, _, _ = state.SplitID(e.WorkflowExecID)
+	}
+	return e, d.err
+}
+
+// --- workflow_lambda
+
+func EncodeRegistration(r *state.WorkflowLambda) Item {
+	m := Item{"workflow_name": S(r.WorkflowName)}
+	putStr(m, "lambda", r.Lambda)
+	putStr(m, "definition", r.Definition)
+	putTime(m, "registered_time", r.Registered, false)
+	putStr(m, "source", r.Source)
+	return m
+}
+
+func DecodeRegistration(table string, m Item) (*state.WorkflowLambda, error) {
+	d := newDecoder(table, m, "workflow_name")
+	r := &state.WorkflowLambda{
+		WorkflowName: d.str("workflow_name", true),
+		Lambda:       d.str("lambda", false),
+		Definition:   d.str("definition", false),
+		Registered:   d.time("registered_time"),
+		Source:       d.str("source", false),
 	}
 	return r, d.err
 }
@@ -347,6 +480,7 @@ func EncodeActivity(a *state.ActivityExec) Item {
 	putStr(m, "signal", a.Signal)
 	putStr(m, "error", a.Error)
 	putStr(m, "reason", a.Reason)
+	putStr(m, "event_cursor", a.EventCursor)
 	return m
 }
 
@@ -376,6 +510,7 @@ func DecodeActivity(table string, m Item) (*state.ActivityExec, error) {
 		Error:               d.str("error", false),
 		Reason:              d.str("reason", false),
 		Expires:             d.expires(),
+		EventCursor:         d.str("event_cursor", false),
 	}
 	a.Attempt, _ = d.integer("attempt")
 	a.PID, _ = d.integer("pid")

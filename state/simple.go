@@ -1,0 +1,97 @@
+package state
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// The Simple Lambda API (seed 001): a client inserts a workflow_request item
+// to start a workflow, or an activity_event item to move an activity, and a
+// processor reading the tables' streams does the rest with the Full Logic
+// API's code. Inbox is what the processor and those clients need of a
+// store besides the Store.
+
+// Inbox holds the Simple Lambda API's items: the write-once requests and
+// events clients insert, the outcomes processors record on them, and the
+// registered workflows.
+type Inbox interface {
+	// PutRequest inserts a request; an *ExistsError if its ID is taken.
+	PutRequest(ctx context.Context, r *WorkflowRequest) error
+	// RecordRequest records a processor's outcome on a request, and the
+	// execution it started (if any). Only the first outcome is kept: a
+	// later one returns a *ConflictError naming the first.
+	RecordRequest(ctx context.Context, id, workflowName, workflowExecID string, o Outcome) error
+
+	// PutEvent inserts an event; an *ExistsError if its ID is taken.
+	PutEvent(ctx context.Context, e *ActivityEvent) error
+	// GetEvent reads an event (strongly consistent).
+	GetEvent(ctx context.Context, id, activityExecID string) (*ActivityEvent, error)
+	// Events lists an activity's events in the order they take effect
+	// (see EventCursor), through an index: eventually consistent.
+	Events(ctx context.Context, activityExecID string) ([]*ActivityEvent, error)
+	// RecordEvent records an outcome on an event without touching its
+	// activity: for events with no activity to decide on. Only the first
+	// outcome is kept, as with RecordRequest.
+	RecordEvent(ctx context.Context, id, activityExecID string, o Outcome) error
+
+	// Register writes (or replaces) a workflow's registration.
+	Register(ctx context.Context, r *WorkflowLambda) error
+	// Registration reads one; ErrNotFound if the workflow is not registered.
+	Registration(ctx context.Context, workflowName string) (*WorkflowLambda, error)
+	// Registrations lists every registered workflow, by name.
+	Registrations(ctx context.Context) ([]*WorkflowLambda, error)
+}
+
+// TransitionHeartbeat is the transition of an event that reports a
+// heartbeat: the activity stays RUNNING and its heartbeat time is the
+// event's when.
+const TransitionHeartbeat = "HEARTBEAT"
+
+// The results an Outcome records.
+const (
+	OutcomeStarted  = "started"  // a request started its execution
+	OutcomeApplied  = "applied"  // an event's transition took effect
+	OutcomeRejected = "rejected" // nothing was changed; the reason says why
+)
+
+// EventStep makes an activity write the decision on one event. The write
+// moves the activity's event cursor from Prev to Next and fails (a
+// *ConflictError) unless the cursor is Prev, so each event is decided
+// once and in order. When Outcome is set, it is recorded on the event in
+// the same atomic write, which fails unless the event has no outcome yet.
+type EventStep struct {
+	Prev    string // the cursor the activity must hold ("" : none yet)
+	Next    string // EventCursor of the event decided
+	EventID string // the event the outcome is recorded on
+	Outcome *Outcome
+}
+
+// EventCursor is the position of an event among its activity's: events
+// take effect in the order of their when, then of their IDs. Cursors
+// compare as strings.
+func EventCursor(e *ActivityEvent) string {
+	return fmt.Sprintf("%015d/%s", max(e.When.UnixMilli(), 0), e.ActivityEventID)
+}
+
+// NewActivityEventID returns a fresh event ID of the seed's form
+// `(activity_exec_id)::(uuid)`.
+func NewActivityEventID(activityExecID string) string {
+	return activityExecID + idSeparator + uuid.NewString()
+}
+
+// ActivityEventIDFor derives an event ID from what the event means, so that
+// a client repeating a write whose answer it lost writes the same event.
+func ActivityEventIDFor(activityExecID, meaning string) string {
+	return activityExecID + idSeparator + uuid.NewSHA1(namespace, []byte("event/"+activityExecID+"/"+meaning)).String()
+}
+
+// Processed reports whether an outcome has been recorded.
+func (o Outcome) Processed() bool { return o.Result != "" }
+
+// Rejected returns a rejection outcome with its reason, now.
+func Rejected(format string, args ...any) Outcome {
+	return Outcome{Result: OutcomeRejected, Reason: fmt.Sprintf(format, args...), At: Truncate(time.Now())}
+}

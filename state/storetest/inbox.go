@@ -1,0 +1,180 @@
+package storetest
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/whimbrel/whimbrel/state"
+)
+
+// The Simple Lambda API's items (state.Inbox), which every Store also is.
+
+func inbox(t *testing.T, st state.Store) state.Inbox {
+	t.Helper()
+	in, ok := st.(state.Inbox)
+	if !ok {
+		t.Fatalf("%T is no state.Inbox", st)
+	}
+	return in
+}
+
+func testRequests(t *testing.T, h Harness) {
+	st := h.New(t)
+	in := inbox(t, st)
+	r := &state.WorkflowRequest{WorkflowRequestID: state.NewWorkflowRequestID("etl"), WorkflowName: "etl",
+		When: state.Truncate(time.Now()), Source: "test"}
+	if err := in.PutRequest(ctx(t), r); err != nil {
+		t.Fatalf("PutRequest: %v", err)
+	}
+	if err := in.PutRequest(ctx(t), r); !errors.Is(err, state.ErrExists) {
+		t.Errorf("second PutRequest: %v, want ErrExists", err)
+	}
+	got, err := st.GetRequest(ctx(t), r.WorkflowRequestID, "etl")
+	if err != nil || got.Manual || got.Outcome.Processed() || !got.When.Equal(r.When) {
+		t.Fatalf("GetRequest = %+v, %v", got, err)
+	}
+	execID := state.WorkflowExecIDForRequest("etl", r.WorkflowRequestID)
+	o := state.Outcome{Result: state.OutcomeStarted, Reason: "started", At: state.Truncate(time.Now())}
+	if err := in.RecordRequest(ctx(t), r.WorkflowRequestID, "etl", execID, o); err != nil {
+		t.Fatalf("RecordRequest: %v", err)
+	}
+	got, err = st.GetRequest(ctx(t), r.WorkflowRequestID, "etl")
+	if err != nil || got.Outcome != o || got.WorkflowExecID != execID {
+		t.Errorf("after RecordRequest: %+v, %v", got, err)
+	}
+	// The first outcome stays.
+	err = in.RecordRequest(ctx(t), r.WorkflowRequestID, "etl", "", state.Rejected("late"))
+	if ce := conflict(t, err); ce.State != state.OutcomeStarted {
+		t.Errorf("second RecordRequest: %v, want a conflict naming %q", err, state.OutcomeStarted)
+	}
+	if err := in.RecordRequest(ctx(t), state.NewWorkflowRequestID("etl"), "etl", "", o); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("RecordRequest of a missing request: %v, want ErrNotFound", err)
+	}
+}
+
+func testEvents(t *testing.T, h Harness) {
+	st := h.New(t)
+	in := inbox(t, st)
+	w := NewWorkflow(t, "etl", DAG{"a": nil})
+	Create(t, st, w)
+	k := Key(w, "a")
+	base := state.Truncate(time.Now())
+	code := 3
+	ev := func(transition string, at time.Duration) *state.ActivityEvent {
+		return &state.ActivityEvent{ActivityEventID: state.NewActivityEventID(k.ActivityExecID), ActivityExecID: k.ActivityExecID,
+			WorkflowExecID: k.WorkflowExecID, When: base.Add(at), Transition: transition, Owner: "o1", ExitCode: &code}
+	}
+	// Written out of order; listed in the order of their when.
+	late, early := ev("COMPLETED", 2*time.Second), ev("RUNNING", time.Second)
+	for _, e := range []*state.ActivityEvent{late, early} {
+		if err := in.PutEvent(ctx(t), e); err != nil {
+			t.Fatalf("PutEvent: %v", err)
+		}
+	}
+	if err := in.PutEvent(ctx(t), late); !errors.Is(err, state.ErrExists) {
+		t.Errorf("second PutEvent: %v, want ErrExists", err)
+	}
+	var list []*state.ActivityEvent
+	deadline := time.Now().Add(10 * time.Second) // the index is eventually consistent
+	for len(list) < 2 && time.Now().Before(deadline) {
+		var err error
+		if list, err = in.Events(ctx(t), k.ActivityExecID); err != nil {
+			t.Fatalf("Events: %v", err)
+		}
+	}
+	if len(list) != 2 || list[0].ActivityEventID != early.ActivityEventID || list[1].ActivityEventID != late.ActivityEventID {
+		t.Fatalf("Events = %+v, want the RUNNING event, then the COMPLETED one", list)
+	}
+	if l := list[1]; l.WorkflowName != "etl" || l.Owner != "o1" || l.ExitCode == nil || *l.ExitCode != 3 || !l.When.Equal(late.When) {
+		t.Errorf("event read back as %+v", l)
+	}
+
+	// A decision moves the activity and records the outcome atomically.
+	move(t, st, k, state.Requested, state.Ready)
+	applied := state.Outcome{Result: state.OutcomeApplied, At: base}
+	a, err := st.UpdateActivity(ctx(t), k, state.ActivityChange{
+		From: []state.ActivityState{state.Ready}, To: state.Running, Claim: claim("o1"),
+		Event: &state.EventStep{Next: state.EventCursor(early), EventID: early.ActivityEventID, Outcome: &applied},
+	})
+	if err != nil || a.State != state.Running || a.EventCursor != state.EventCursor(early) {
+		t.Fatalf("deciding the RUNNING event: %+v, %v", a, err)
+	}
+	got, err := in.GetEvent(ctx(t), early.ActivityEventID, k.ActivityExecID)
+	if err != nil || got.Outcome != applied {
+		t.Errorf("GetEvent after its decision: %+v, %v", got, err)
+	}
+	// Deciding it again fails on the cursor and changes nothing.
+	_, err = st.UpdateActivity(ctx(t), k, state.ActivityChange{
+		From: []state.ActivityState{state.Running}, Reason: "again",
+		Event: &state.EventStep{Next: state.EventCursor(early) + "x", EventID: early.ActivityEventID, Outcome: &applied},
+	})
+	conflict(t, err)
+	// An event already decided is not decided again, even when the cursor
+	// matches: both writes or neither.
+	_, err = st.UpdateActivity(ctx(t), k, state.ActivityChange{
+		From: []state.ActivityState{state.Running}, Reason: "again",
+		Event: &state.EventStep{Prev: state.EventCursor(early), Next: state.EventCursor(late), EventID: early.ActivityEventID, Outcome: &applied},
+	})
+	if !errors.Is(err, state.ErrConflict) {
+		t.Errorf("deciding an event twice: %v, want a conflict", err)
+	}
+	if a, _ := st.GetActivity(ctx(t), k); a.Reason == "again" || a.EventCursor != state.EventCursor(early) {
+		t.Errorf("a refused decision wrote: %+v", a)
+	}
+	// A heartbeat through the cursor, with no outcome recorded.
+	a, err = st.UpdateActivity(ctx(t), k, state.ActivityChange{
+		From: []state.ActivityState{state.Running}, Owner: "o1", Beat: true, At: base.Add(1500 * time.Millisecond),
+		Event: &state.EventStep{Prev: state.EventCursor(early), Next: state.EventCursor(early) + "hb"},
+	})
+	if err != nil || !a.HeartbeatTime.Equal(base.Add(1500*time.Millisecond)) {
+		t.Errorf("heartbeat event: %+v, %v", a, err)
+	}
+	rejected := state.Rejected("no")
+	if err := in.RecordEvent(ctx(t), late.ActivityEventID, k.ActivityExecID, rejected); err != nil {
+		t.Fatalf("RecordEvent: %v", err)
+	}
+	if err := in.RecordEvent(ctx(t), late.ActivityEventID, k.ActivityExecID, applied); conflict(t, err).State != state.OutcomeRejected {
+		t.Errorf("second RecordEvent: %v", err)
+	}
+	if _, err := in.GetEvent(ctx(t), state.NewActivityEventID(k.ActivityExecID), k.ActivityExecID); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("GetEvent of a missing event: %v, want ErrNotFound", err)
+	}
+	// Events go with their workflow.
+	at := time.Now().Add(time.Hour).Truncate(time.Second).UTC()
+	if err := st.Expire(ctx(t), w.Exec.WorkflowExecID, at); err != nil {
+		t.Fatalf("Expire: %v", err)
+	}
+	if got, err := in.GetEvent(ctx(t), late.ActivityEventID, k.ActivityExecID); err != nil || got.Outcome.Result != state.OutcomeRejected {
+		t.Errorf("GetEvent after Expire: %+v, %v", got, err)
+	}
+}
+
+func testRegistrations(t *testing.T, h Harness) {
+	st := h.New(t)
+	in := inbox(t, st)
+	if _, err := in.Registration(ctx(t), "etl"); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("Registration of an unregistered workflow: %v, want ErrNotFound", err)
+	}
+	now := state.Truncate(time.Now())
+	for _, r := range []*state.WorkflowLambda{
+		{WorkflowName: "etl", Definition: `{"name":"etl"}`, Registered: now, Source: "test"},
+		{WorkflowName: "backup", Lambda: "fn-a", Definition: `{"name":"backup"}`, Registered: now},
+		{WorkflowName: "etl", Lambda: "fn-b", Definition: `{"name":"etl","v":2}`, Registered: now},
+	} {
+		if err := in.Register(ctx(t), r); err != nil {
+			t.Fatalf("Register: %v", err)
+		}
+	}
+	got, err := in.Registration(ctx(t), "etl")
+	if err != nil || got.Lambda != "fn-b" || got.Definition != `{"name":"etl","v":2}` || !got.Registered.Equal(now) {
+		t.Errorf("Registration = %+v, %v; want the second registration", got, err)
+	}
+	all, err := in.Registrations(ctx(t))
+	if err != nil || len(all) != 2 || all[0].WorkflowName != "backup" || all[1].WorkflowName != "etl" {
+		t.Errorf("Registrations = %+v, %v", all, err)
+	}
+	if err := in.Register(ctx(t), &state.WorkflowLambda{WorkflowName: "no spaces"}); err == nil {
+		t.Error("Register took an invalid name")
+	}
+}
