@@ -137,7 +137,7 @@ func (st *Store) recordOutcome(ctx context.Context, op, base, kind, hashKey stri
 	out, err := st.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: u.TableName, Key: u.Key, ConditionExpression: u.ConditionExpression,
 		UpdateExpression: u.UpdateExpression, ExpressionAttributeNames: u.ExpressionAttributeNames,
-		ExpressionAttributeValues: u.ExpressionAttributeValues,
+		ExpressionAttributeValues:           u.ExpressionAttributeValues,
 		ReturnValuesOnConditionCheckFailure: u.ReturnValuesOnConditionCheckFailure,
 		ReturnConsumedCapacity:              st.returnCapacity(),
 	})
