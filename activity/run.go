@@ -87,6 +87,10 @@ type Config struct {
 	// Nudge is the address of a local launcher to wake when this activity
 	// readies dependents (see package nudge).
 	Nudge string
+	// NoAdvance leaves advancing the workflow to someone else: the
+	// Simple Lambda API's processor, which applies the wrapper's events
+	// (see simpleapi.Client).
+	NoAdvance bool
 
 	// Stdin and Stdout are handed to the command; nil means the wrapper's.
 	Stdin, Stdout *os.File
@@ -278,6 +282,9 @@ func (r *run) abandon(why string) {
 		return
 	}
 	r.log.Warn("recorded a claim that was not run", "state", done.State, "why", why)
+	if r.cfg.NoAdvance {
+		return
+	}
 	if _, err := workflow.Advance(ctx, r.st, done, r.log.Named("advance")); err != nil {
 		r.log.Warn("advancing the workflow failed; the monitor will finish it", "error", err)
 	}
@@ -490,6 +497,9 @@ func (r *run) finish(exit *state.Exit, stderrTail, reason string, code int) int 
 	}
 	r.log.Info("recorded", "state", final.State, "exit_code", exit.Code, "reason", reason)
 	fault.Point(fault.AfterFinish)
+	if r.cfg.NoAdvance {
+		return code
+	}
 
 	res, err := workflow.Advance(ctx, r.st, final, r.log.Named("advance"))
 	if err != nil {

@@ -16,6 +16,10 @@ type StartOptions struct {
 	RequestID string
 	// Source says who or what asked, for the record.
 	Source string
+	// RequestWritten says the request item exists already: a client of
+	// the Simple Lambda API inserted it, and a processor starts it. Start
+	// then writes only the execution, which the request ID still names.
+	RequestWritten bool
 	// Carry records these activities, by name, as COMPLETED in the new
 	// execution before it runs, pointing at where they completed: a redrive
 	// (see Rerun).
@@ -43,6 +47,9 @@ func Start(ctx context.Context, st state.Store, d *Definition, opts StartOptions
 			Source: opts.Source, Manual: true, WorkflowExecID: id},
 		Exec: state.WorkflowExec{WorkflowExecID: id, WorkflowName: d.Name, State: state.WorkflowRequested,
 			WorkflowRequestID: reqID, StartTime: now, Source: opts.Source, Definition: d.JSON()},
+	}
+	if opts.RequestWritten {
+		w.Request = nil
 	}
 	for _, name := range d.Names() {
 		aid := state.ActivityExecIDFor(id, name)

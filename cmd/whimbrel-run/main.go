@@ -14,6 +14,7 @@ import (
 	"github.com/whimbrel/whimbrel/activity"
 	"github.com/whimbrel/whimbrel/heartbeat"
 	"github.com/whimbrel/whimbrel/internal/cli"
+	"github.com/whimbrel/whimbrel/simpleapi"
 	"github.com/whimbrel/whimbrel/state"
 )
 
@@ -36,6 +37,12 @@ Exit status:
   125               whimbrel-run itself failed (bad usage, store unreachable)
   126               CMD could not be executed
   127               CMD was not found
+
+With --api simple (the Simple Lambda API) it writes no activity itself: it
+reports its claim, heartbeats and outcome as activity_event items, which a
+processor (whimbrel-lambda, or whimbrel-poller) applies and advances the
+workflow from. It still starts CMD only once its claim took effect, and still
+stops CMD when a heartbeat finds the activity cancelled or taken.
 
 Examples:
   ENTRYPOINT ["whimbrel-run", "--"]           in a Dockerfile; CMD is the image's command
@@ -62,6 +69,7 @@ type CLI struct {
 	RecordTimeout          time.Duration `name:"record-timeout" default:"5m" help:"How long to retry recording the outcome through store errors."`
 	Subreaper              bool          `name:"subreaper" help:"Reap orphaned descendants even when not PID 1 (PR_SET_CHILD_SUBREAPER)."`
 	Nudge                  string        `name:"nudge" env:"WHIMBREL_LAUNCHER_NUDGE" hidden:"" help:"Address of a local launcher to wake when dependents become READY (set by the local launcher)."`
+	API                    string        `name:"api" env:"WHIMBREL_API" enum:"full,simple" default:"full" help:"How to keep the client contract: 'full' writes the activity and advances the workflow itself; 'simple' writes activity events that a Simple Lambda API processor applies."`
 
 	Command []string `arg:"" passthrough:"partial" name:"cmd" help:"The command to run, after --."`
 }
@@ -101,7 +109,13 @@ func (c *CLI) Run(k *kong.Context) error {
 		return err
 	}
 	defer st.Close()
-	code := activity.Run(ctx, st, activity.Config{
+	var store state.Store = st
+	if c.API == "simple" {
+		host, _ := os.Hostname()
+		store = &simpleapi.Client{Store: st, Source: fmt.Sprintf("whimbrel-run on %s (pid %d)", host, os.Getpid()),
+			Logger: log.Named("simple")}
+	}
+	code := activity.Run(ctx, store, activity.Config{
 		Key:                    key,
 		Command:                c.Command,
 		Heartbeat:              !c.NoHeartbeat,
@@ -113,6 +127,7 @@ func (c *CLI) Run(k *kong.Context) error {
 		RecordTimeout:          c.RecordTimeout,
 		Subreaper:              c.Subreaper,
 		Nudge:                  c.Nudge,
+		NoAdvance:              c.API == "simple",
 		Stdin:                  os.Stdin,
 		Stdout:                 os.Stdout,
 		Stderr:                 os.Stderr,

@@ -26,7 +26,11 @@ Examples:
   whimbrel list --state FAILED --since 7d      what failed this week
   whimbrel rerun --from-failure nightly-etl::0b0e3c0f-…
   whimbrel cancel nightly-etl::0b0e3c0f-…
-  whimbrel stats --since 30d`
+  whimbrel stats --since 30d
+
+The Simple Lambda API (clients only insert items; a processor does the rest):
+  whimbrel register examples/etl.yaml          register a definition by name
+  whimbrel request --wait nightly-etl          insert a workflow_request for it`
 
 // Globals are the flags every command takes.
 type Globals struct {
@@ -46,6 +50,10 @@ type CLI struct {
 	Cancel  CancelCmd  `cmd:"" help:"Cancel an execution: pending activities CANCELLED, running ones stopped."`
 	Rerun   RerunCmd   `cmd:"" help:"Start the execution's definition again; --from-failure runs only what had not completed."`
 	Stats   StatsCmd   `cmd:"" help:"Count executions by state per workflow, with success rate and duration percentiles."`
+
+	Register   RegisterCmd   `cmd:"" group:"Simple Lambda API" help:"Register a workflow definition by name, so that a workflow_request can start it."`
+	Request    RequestCmd    `cmd:"" group:"Simple Lambda API" help:"Insert a workflow_request for a registered workflow; a processor (whimbrel-lambda, whimbrel-poller) starts it. Print its workflow_exec_id."`
+	Registered RegisteredCmd `cmd:"" group:"Simple Lambda API" help:"List the registered workflows."`
 }
 
 func main() {

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/alecthomas/kong"
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/whimbrel/whimbrel/internal/cli"
 	"github.com/whimbrel/whimbrel/state"
@@ -67,21 +69,22 @@ func (c *StartCmd) Run(g *Globals, k *kong.Context) error {
 	if !c.Wait {
 		return nil
 	}
-	t := time.NewTicker(c.Every)
+	return waitSettled(ctx, st, id, c.Every, g.Logger("whimbrel", k.Stderr), k)
+}
+
+// waitSettled waits until the workflow settles, and fails unless it
+// COMPLETED. A workflow not written yet (a request a processor has not
+// started) is waited for too.
+func waitSettled(ctx context.Context, st state.Store, id string, every time.Duration, log hclog.Logger, k *kong.Context) error {
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		wf, err := st.GetWorkflow(ctx, id)
-		if err != nil {
+		if err != nil && !errors.Is(err, state.ErrNotFound) {
 			// A passing store error must not end the wait.
-			g.Logger("whimbrel", k.Stderr).Warn("reading the workflow failed; trying again", "error", err)
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("stopped waiting for workflow %s", id)
-			case <-t.C:
-			}
-			continue
+			log.Warn("reading the workflow failed; trying again", "error", err)
 		}
-		if wf.State.Terminal() {
+		if err == nil && wf.State.Terminal() {
 			fmt.Fprintf(k.Stderr, "workflow %s %s: %s\n", id, wf.State, wf.Reason)
 			if wf.State != state.WorkflowCompleted {
 				return &cli.ExitError{Code: cli.ExitFailure}
@@ -90,6 +93,9 @@ func (c *StartCmd) Run(g *Globals, k *kong.Context) error {
 		}
 		select {
 		case <-ctx.Done():
+			if err != nil {
+				return fmt.Errorf("stopped waiting for workflow %s", id)
+			}
 			return fmt.Errorf("stopped waiting; workflow %s is still %s", id, wf.State)
 		case <-t.C:
 		}

@@ -36,10 +36,12 @@ type StoreFlags struct {
 	Prefix string `name:"prefix" env:"WHIMBREL_TABLE_PREFIX" default:"whimbrel_" help:"Prefix of every table name."`
 }
 
-// Store is what a command gets from Open: the state, the means to install
-// its tables, and Close, which a command calls when it is done.
+// Store is what a command gets from Open: the state, the Simple Lambda
+// API's items, the means to install its tables, and Close, which a command
+// calls when it is done.
 type Store interface {
 	state.Store
+	state.Inbox
 	state.Installer
 	io.Closer
 }

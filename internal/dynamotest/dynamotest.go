@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/google/uuid"
 
 	"github.com/whimbrel/whimbrel/state/dynamodb"
@@ -47,6 +48,16 @@ func Endpoint(t testing.TB) string {
 	}
 	t.Skip(msg)
 	return ""
+}
+
+// Streams returns a DynamoDB Streams client for the emulator.
+func Streams(t testing.TB) *dynamodbstreams.Client {
+	t.Helper()
+	return dynamodbstreams.New(dynamodbstreams.Options{
+		Region:       Region,
+		BaseEndpoint: aws.String(Endpoint(t)),
+		Credentials:  credentials.NewStaticCredentialsProvider(AccessKey, SecretKey, ""),
+	})
 }
 
 // Client returns an SDK client for the emulator.

@@ -294,12 +294,12 @@ func (st *Store) decideEvent(ctx context.Context, key state.ActivityKey, cond at
 
 // DecodeRequestImage reads a workflow_request item as a stream record
 // carries it.
-func (st *Store) DecodeRequestImage(image map[string]types.AttributeValue) (*state.WorkflowRequest, error) {
-	return attr.DecodeRequest(st.prefix+TableWorkflowRequest, fromAVItem(image))
+func DecodeRequestImage(image map[string]types.AttributeValue) (*state.WorkflowRequest, error) {
+	return attr.DecodeRequest(TableWorkflowRequest, fromAVItem(image))
 }
 
 // DecodeEventImage reads an activity_event item as a stream record carries
 // it.
-func (st *Store) DecodeEventImage(image map[string]types.AttributeValue) (*state.ActivityEvent, error) {
-	return attr.DecodeEvent(st.prefix+TableActivityEvent, fromAVItem(image))
+func DecodeEventImage(image map[string]types.AttributeValue) (*state.ActivityEvent, error) {
+	return attr.DecodeEvent(TableActivityEvent, fromAVItem(image))
 }

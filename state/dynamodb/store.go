@@ -97,7 +97,21 @@ func New(api API, opts Options) *Store {
 // region, credentials and endpoint come from the environment and shared
 // config, including AWS_ENDPOINT_URL_DYNAMODB for a local endpoint.
 func Open(ctx context.Context, opts Options) (*Store, error) {
-	log := opts.Logger
+	cfg, err := LoadConfig(ctx, opts.Logger)
+	if err != nil {
+		return nil, err
+	}
+	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		// DynamoDB Local answers errors with bodies whose CRC32 the SDK
+		// rejects; a custom endpoint is where that happens.
+		o.DisableValidateResponseChecksum = localEndpoint()
+	})
+	return New(client, opts), nil
+}
+
+// LoadConfig loads the SDK's configuration from its default chain, with
+// the SDK's own log lines routed to log at debug level.
+func LoadConfig(ctx context.Context, log hclog.Logger) (aws.Config, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
@@ -110,15 +124,13 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			sdkLog.Debug(fmt.Sprintf(format, v...), "classification", string(c))
 		})))
 	if err != nil {
-		return nil, fmt.Errorf("load AWS configuration: %w", err)
+		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
 	}
-	local := os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != "" || os.Getenv("AWS_ENDPOINT_URL") != ""
-	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
-		// DynamoDB Local answers errors with bodies whose CRC32 the SDK
-		// rejects; a custom endpoint is where that happens.
-		o.DisableValidateResponseChecksum = local
-	})
-	return New(client, opts), nil
+	return cfg, nil
+}
+
+func localEndpoint() bool {
+	return os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != "" || os.Getenv("AWS_ENDPOINT_URL") != ""
 }
 
 // Close releases nothing: the SDK's client needs no closing. It makes the

@@ -1,0 +1,99 @@
+// Command whimbrel-poller is the Simple Lambda API's processor without
+// Lambda: it reads the streams of workflow_request and activity_event and
+// applies each record. See package simpleapi.
+package main
+
+import (
+	"context"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/whimbrel/whimbrel/internal/cli"
+	"github.com/whimbrel/whimbrel/simpleapi"
+	"github.com/whimbrel/whimbrel/state/dynamodb"
+)
+
+const description = `Process the Simple Lambda API's items without Lambda: read the DynamoDB
+streams of workflow_request and activity_event, and for each inserted item
+  a workflow_request (not manual)  → start the registered workflow it names, once
+  an activity_event                → apply its transition if the contract allows it,
+                                     after the activity's earlier events; record why not
+                                     otherwise; advance the workflow
+The outcome is recorded on the item (outcome, outcome_reason). Where it is in
+each shard is kept in the stream_position table, so a restart resumes there;
+the first start reads everything the streams still hold (24 hours). A
+malformed item is reported and skipped. Any number may run (each applies
+every record once, safely), but one is enough.
+
+Needs the dynamodb store with its streams enabled (whimbrel install). The
+streams endpoint is AWS_ENDPOINT_URL_DYNAMODB_STREAMS, else
+AWS_ENDPOINT_URL_DYNAMODB (DynamoDB Local serves both).
+
+Examples:
+  whimbrel-poller
+  whimbrel-poller --name etl-processor     handle the workflows registered with --lambda etl-processor`
+
+// CLI is the whole grammar of whimbrel-poller.
+type CLI struct {
+	cli.LogFlags
+	cli.StoreFlags
+	Version kong.VersionFlag `name:"version" help:"Print the version and exit."`
+
+	Name         string        `name:"name" env:"WHIMBREL_PROCESSOR_NAME" default:"whimbrel-poller" help:"This processor's name: workflows registered with --lambda NAME are handled only by it; those registered without, by any processor."`
+	OrderWindow  time.Duration `name:"order-window" env:"WHIMBREL_ORDER_WINDOW" default:"5s" help:"An event younger than this that its activity's state does not allow yet is retried, not rejected: an earlier event may still be on its way. 0: reject at once."`
+	PollInterval time.Duration `name:"poll-interval" default:"250ms" help:"Pause after a read of a shard that found nothing."`
+	Discovery    time.Duration `name:"discovery" default:"10s" help:"How often the streams' shards are listed again."`
+}
+
+func main() {
+	var c CLI
+	cli.Main(cli.Program{Name: "whimbrel-poller", Description: description}, &c)
+}
+
+// Run polls until stopped.
+func (c *CLI) Run(k *kong.Context) error {
+	if c.OrderWindow < 0 || c.PollInterval <= 0 || c.Discovery <= 0 {
+		return &cli.UsageError{Msg: "--poll-interval and --discovery must be positive, --order-window not negative"}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	log := c.Logger("whimbrel-poller", k.Stderr)
+	opened, err := c.Open(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer opened.Close()
+	st, ok := opened.(*dynamodb.Store)
+	if !ok {
+		return &cli.UsageError{Msg: "whimbrel-poller reads DynamoDB streams: use --store dynamodb (an embedded store has no streams; start workflows there with whimbrel start)"}
+	}
+	var arns []string
+	for _, base := range []string{dynamodb.TableWorkflowRequest, dynamodb.TableActivityEvent} {
+		arn, err := st.StreamARN(ctx, base)
+		if err != nil {
+			return err
+		}
+		arns = append(arns, arn)
+	}
+	streams, err := dynamodb.OpenStreams(ctx, log)
+	if err != nil {
+		return err
+	}
+	p, err := simpleapi.NewPoller(simpleapi.PollerConfig{
+		Processor:    simpleapi.New(simpleapi.Config{Store: st, Name: c.Name, OrderWindow: c.OrderWindow, Logger: log}),
+		Streams:      streams,
+		Positions:    st,
+		StreamARNs:   arns,
+		PollInterval: c.PollInterval,
+		Discovery:    c.Discovery,
+		Logger:       log,
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("polling", "name", c.Name, "streams", arns)
+	return p.Run(ctx)
+}

@@ -1,0 +1,157 @@
+package simpleapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/whimbrel/whimbrel/state"
+)
+
+// Client is the wrapper's side of the Simple Lambda API (whimbrel-run
+// --api simple): a state.Store whose activity writes become activity
+// events for a processor to apply. Reads go to the store. The wrapper
+// still learns what it must: a claim returns once the processor applied
+// it (or rejected it), and a heartbeat reads the activity back, so a
+// cancellation or a lost lease still stops the command.
+//
+// It writes nothing else: the processor advances the workflow, so the
+// wrapper must not (activity.Config.NoAdvance).
+type Client struct {
+	Store
+	// Source is recorded on every event.
+	Source string
+	// ApplyWait bounds how long the final event's outcome is waited for
+	// (default DefaultApplyWait): it is written either way.
+	ApplyWait time.Duration
+	Logger    hclog.Logger
+}
+
+// DefaultApplyWait is Client.ApplyWait's default.
+const DefaultApplyWait = 30 * time.Second
+
+// pollEvery is how often the client reads back what a processor did.
+const pollEvery = 100 * time.Millisecond
+
+var errNoDirectWrites = errors.New("the Simple Lambda API's client writes only events: a processor makes this change")
+
+func (c *Client) log() hclog.Logger {
+	if c.Logger == nil {
+		return hclog.NewNullLogger()
+	}
+	return c.Logger
+}
+
+// UpdateActivity implements state.Store by writing the change as an event.
+// A claim waits until the processor decided it; it returns the claimed
+// activity, or a *state.ConflictError saying who holds it instead. A final
+// move waits up to ApplyWait for the outcome.
+func (c *Client) UpdateActivity(ctx context.Context, key state.ActivityKey, ch state.ActivityChange) (*state.ActivityExec, error) {
+	if ch.To == "" {
+		// Recording an exit beside a final state: the processor did so
+		// when it found the final event's activity already final.
+		return c.GetActivity(ctx, key)
+	}
+	ev := &state.ActivityEvent{
+		ActivityExecID: key.ActivityExecID, WorkflowExecID: key.WorkflowExecID,
+		When: state.Truncate(time.Now()), Source: c.Source, Transition: string(ch.To),
+		Owner: ch.Owner, Error: ch.Error, Reason: ch.Reason,
+	}
+	if cl := ch.Claim; cl != nil {
+		ev.Owner, ev.Host, ev.PID = cl.Owner, cl.Host, cl.PID
+		ev.HeartbeatEnabled, ev.HeartbeatInterval, ev.HeartbeatTimeout = cl.HeartbeatEnabled, cl.HeartbeatInterval, cl.HeartbeatTimeout
+	}
+	if ch.Exit != nil {
+		code := ch.Exit.Code
+		ev.ExitCode, ev.Signal = &code, ch.Exit.Signal
+	}
+	// The ID follows from the owner and the move, so a write repeated
+	// after a lost answer is the same event.
+	ev.ActivityEventID = state.ActivityEventIDFor(key.ActivityExecID, ev.Owner+"/"+ev.Transition)
+	if err := c.PutEvent(ctx, ev); err != nil && !errors.Is(err, state.ErrExists) {
+		return nil, err
+	}
+	c.log().Debug("event written", "activity_event_id", ev.ActivityEventID, "transition", ev.Transition)
+
+	wait := ctx
+	if ch.Claim == nil {
+		d := c.ApplyWait
+		if d <= 0 {
+			d = DefaultApplyWait
+		}
+		var cancel context.CancelFunc
+		wait, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	for {
+		got, err := c.GetEvent(wait, ev.ActivityEventID, key.ActivityExecID)
+		if err == nil && got.Outcome.Processed() {
+			a, err := c.GetActivity(ctx, key)
+			if err != nil {
+				return nil, err
+			}
+			if got.Outcome.Result == state.OutcomeRejected {
+				return nil, &state.ConflictError{Kind: "activity", ID: key.ActivityExecID,
+					Want: "event " + ev.ActivityEventID + " applied, but: " + got.Outcome.Reason,
+					State: string(a.State), Owner: a.Owner, Attempt: a.Attempt}
+			}
+			return a, nil
+		}
+		if err != nil && wait.Err() == nil {
+			c.log().Debug("reading the event back failed; trying again", "error", err)
+		}
+		select {
+		case <-wait.Done():
+			if ch.Claim != nil || ctx.Err() != nil {
+				return nil, fmt.Errorf("no processor applied event %s in time: is whimbrel-poller (or the Lambda function) running? %w",
+					ev.ActivityEventID, wait.Err())
+			}
+			c.log().Warn("the final event is written, but no processor has applied it yet", "activity_event_id", ev.ActivityEventID)
+			return c.GetActivity(ctx, key)
+		case <-time.After(pollEvery):
+		}
+	}
+}
+
+// Heartbeat implements state.Store: it writes a heartbeat event, then reads
+// the activity to learn whether the lease still holds.
+func (c *Client) Heartbeat(ctx context.Context, key state.ActivityKey, owner string, at time.Time) error {
+	at = state.Truncate(at)
+	ev := &state.ActivityEvent{
+		ActivityEventID: state.ActivityEventIDFor(key.ActivityExecID, owner+"/"+state.TransitionHeartbeat+"/"+strconv.FormatInt(at.UnixMilli(), 10)),
+		ActivityExecID:  key.ActivityExecID, WorkflowExecID: key.WorkflowExecID,
+		When: at, Source: c.Source, Transition: state.TransitionHeartbeat, Owner: owner,
+	}
+	if err := c.PutEvent(ctx, ev); err != nil && !errors.Is(err, state.ErrExists) {
+		return err
+	}
+	a, err := c.GetActivity(ctx, key)
+	if err != nil {
+		return err
+	}
+	if a.State != state.Running || a.Owner != owner {
+		return &state.ConflictError{Kind: "activity", ID: key.ActivityExecID, Want: "state RUNNING held by " + owner,
+			State: string(a.State), Owner: a.Owner, Attempt: a.Attempt}
+	}
+	return nil
+}
+
+// CreateWorkflow is refused: see Client.
+func (c *Client) CreateWorkflow(context.Context, *state.NewWorkflow) error { return errNoDirectWrites }
+
+// UpdateWorkflow is refused: see Client.
+func (c *Client) UpdateWorkflow(context.Context, string, state.WorkflowChange) (*state.WorkflowExec, error) {
+	return nil, errNoDirectWrites
+}
+
+// ResolveDependency is refused: see Client.
+func (c *Client) ResolveDependency(context.Context, state.ActivityKey, string) (*state.ActivityExec, bool, error) {
+	return nil, false, errNoDirectWrites
+}
+
+// Expire is refused: see Client.
+func (c *Client) Expire(context.Context, string, time.Time) error { return errNoDirectWrites }
