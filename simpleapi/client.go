@@ -96,7 +96,7 @@ func (c *Client) UpdateActivity(ctx context.Context, key state.ActivityKey, ch s
 			}
 			if got.Outcome.Result == state.OutcomeRejected {
 				return nil, &state.ConflictError{Kind: "activity", ID: key.ActivityExecID,
-					Want: "event " + ev.ActivityEventID + " applied, but: " + got.Outcome.Reason,
+					Want:  "event " + ev.ActivityEventID + " applied, but: " + got.Outcome.Reason,
 					State: string(a.State), Owner: a.Owner, Attempt: a.Attempt}
 			}
 			return a, nil
