@@ -152,12 +152,16 @@ func TestCloudFormationMatchesInstall(t *testing.T) {
 // TestIAMPolicies: every policy parses, and grants what its binary calls.
 func TestIAMPolicies(t *testing.T) {
 	needs := map[string][]string{
-		"whimbrel-run":      {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchGetItem"},
+		"whimbrel-run":      {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchGetItem", "dynamodb:PutItem"},
 		"whimbrel-monitor":  {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchGetItem"},
 		"whimbrel-launcher": {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchGetItem", "ecs:RunTask", "ecs:TagResource", "iam:PassRole"},
 		"whimbrel-operator": {"dynamodb:CreateTable", "dynamodb:DescribeTable", "dynamodb:UpdateTable", "dynamodb:DescribeTimeToLive",
 			"dynamodb:UpdateTimeToLive", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem",
-			"dynamodb:Query", "dynamodb:BatchGetItem"},
+			"dynamodb:Query", "dynamodb:BatchGetItem", "dynamodb:Scan"},
+		// whimbrel-lambda and whimbrel-poller: the streams, the store's
+		// moves, the transactions that decide events, the positions.
+		"whimbrel-processor": {"dynamodb:DescribeStream", "dynamodb:GetShardIterator", "dynamodb:GetRecords", "dynamodb:DescribeTable",
+			"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem", "dynamodb:Query", "dynamodb:BatchGetItem"},
 	}
 	for name, actions := range needs {
 		b, err := os.ReadFile("../../examples/iam/" + name + ".json")
@@ -190,5 +194,36 @@ func TestIAMPolicies(t *testing.T) {
 		if name != "whimbrel-operator" && slices.Contains(granted, "dynamodb:CreateTable") {
 			t.Errorf("%s grants CreateTable: only the operator installs", name)
 		}
+	}
+}
+
+// TestLambdaTemplate: the processor's template subscribes the function to
+// both streams with batch item failures, which its handler reports.
+func TestLambdaTemplate(t *testing.T) {
+	b, err := os.ReadFile("../../examples/lambda/processor.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tmpl struct {
+		Resources map[string]struct {
+			Type       string         `yaml:"Type"`
+			Properties map[string]any `yaml:"Properties"`
+		} `yaml:"Resources"`
+	}
+	if err := yaml.Unmarshal(b, &tmpl); err != nil {
+		t.Fatal(err)
+	}
+	streams := map[string]bool{}
+	for name, r := range tmpl.Resources {
+		if r.Type != "AWS::Lambda::EventSourceMapping" {
+			continue
+		}
+		if fmt.Sprint(r.Properties["FunctionResponseTypes"]) != "[ReportBatchItemFailures]" {
+			t.Errorf("%s: FunctionResponseTypes %v, want [ReportBatchItemFailures]", name, r.Properties["FunctionResponseTypes"])
+		}
+		streams[fmt.Sprint(r.Properties["EventSourceArn"])] = true
+	}
+	if len(streams) != 2 {
+		t.Errorf("event source mappings on %v, want one per stream", streams)
 	}
 }
