@@ -15,10 +15,12 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"activity_exec_id":{"S":"a::1"},"workflow_exec_id":{"S":"w"},"state":{"S":"QUEUED"},"start_time":{"L":[{"N":"2026"},{"N":"2"},{"N":"30"},{"N":"0"},{"N":"0"},{"N":"60.5"}]},"attempt":{"S":"x"}}`))
 	f.Add([]byte(`{"state":{"N":"3"},"pending_dependencies":{"L":[{"S":"a"}]},"heartbeat_time_epoch":{"S":"soon"},"expires_at":{"N":"1e300"}}`))
 	f.Add([]byte(`{"workflow_exec_id":{"S":"w::x"},"workflow_name":{"S":"w"},"state":{"S":"RUNNING"},"start_time_epoch":{"N":"-1"},"definition":{"M":{}}}`))
+	f.Add([]byte(`{"activity_event_id":{"S":"a::1::2"},"activity_exec_id":{"S":"a::1"},"workflow_exec_id":{"S":"w::x"},"transition":{"S":"HEARTBEAT"},"when_epoch":{"N":"1795300000.5"},"exit_code":{"N":"3"},"outcome":{"S":"applied"}}`))
 	now := time.Now()
+	cursor := ""
 	conds := []Cond{
 		{States: []string{"RUNNING"}, Owner: "o", HeartbeatSeen: &now, NumericAttempt: true},
-		{Contains: "a::1", NoPending: true, HeartbeatSeen: &time.Time{}},
+		{Contains: "a::1", NoPending: true, HeartbeatSeen: &time.Time{}, Cursor: &cursor},
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var it Item
@@ -39,6 +41,16 @@ func FuzzDecode(f *testing.F) {
 		_, _ = DecodeDependency("t", it)
 		_, _ = DecodeInstallStatus("t", it)
 		_, _ = DecodeRef("t", it)
+		_, _ = DecodeRegistration("t", it)
+		if e, err := DecodeEvent("t", it); err == nil {
+			again, err := DecodeEvent("t", EncodeEvent(e))
+			if err != nil {
+				t.Fatalf("a decoded event does not decode again: %v", err)
+			}
+			if state.EventCursor(again) != state.EventCursor(e) || again.Transition != e.Transition || again.Outcome != e.Outcome {
+				t.Fatalf("round trip changed it: %+v\n%+v", e, again)
+			}
+		}
 		_ = Conflict("activity", "t", "id", conds[0], it)
 		for _, c := range conds {
 			if c.Holds(it) {
