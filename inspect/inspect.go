@@ -57,6 +57,15 @@ type Activity struct {
 	StderrTail string     `json:"stderr_tail,omitempty"`
 	// HeartbeatAge is the age of the last heartbeat of a RUNNING activity.
 	HeartbeatAge *float64 `json:"last_heartbeat_age_seconds,omitempty"`
+	// Rejected lists the Simple Lambda API's events a processor refused.
+	Rejected []RejectedEvent `json:"rejected_events,omitempty"`
+}
+
+// RejectedEvent is an activity event a processor did not apply, and why.
+type RejectedEvent struct {
+	ID         string `json:"activity_event_id"`
+	Transition string `json:"transition"`
+	Reason     string `json:"reason"`
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -132,6 +141,17 @@ func Load(ctx context.Context, st state.Store, id string, now time.Time) (*Statu
 			Depth: depth[n], Started: timePtr(a.StartTime), Ended: timePtr(a.EndTime), Seconds: seconds(a.StartTime, end),
 			Attempt: a.Attempt, Host: a.Host, PID: a.PID, LaunchedAs: a.LaunchedAs, ExitCode: a.ExitCode,
 			Signal: a.Signal, StderrTail: a.Error}
+		if in, ok := st.(state.Inbox); ok && a.EventCursor != "" {
+			// Moved through the Simple Lambda API: say which events were
+			// refused. Failing to list them does not fail the status.
+			if evs, err := in.Events(ctx, a.ActivityExecID); err == nil {
+				for _, e := range evs {
+					if e.Outcome.Result == state.OutcomeRejected {
+						v.Rejected = append(v.Rejected, RejectedEvent{ID: e.ActivityEventID, Transition: e.Transition, Reason: e.Outcome.Reason})
+					}
+				}
+			}
+		}
 		if a.State == state.Running && a.HeartbeatEnabled {
 			last := a.HeartbeatTime
 			if last.IsZero() {
@@ -232,6 +252,9 @@ func (s *Status) WriteText(w io.Writer) error {
 			for _, l := range lines[max(0, len(lines)-5):] {
 				fmt.Fprintf(w, "%sstderr: %s\n", indent, l)
 			}
+		}
+		for _, e := range a.Rejected {
+			fmt.Fprintf(w, "%srejected event %s (%s): %s\n", indent, e.Transition, e.ID, e.Reason)
 		}
 	}
 	return nil

@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/whimbrel/whimbrel/inspect"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/simpleapi"
 	"github.com/whimbrel/whimbrel/state"
@@ -273,6 +274,18 @@ func TestIllegalTransitionIsRejectedAndChangesNothing(t *testing.T) {
 	}
 	if wf, _ := e.st.GetWorkflow(ctx(t), execID); wf.State != state.WorkflowRunning {
 		t.Errorf("workflow is %s, want RUNNING", wf.State)
+	}
+	// whimbrel status says so.
+	st, err := inspect.Load(ctx(t), e.st, execID, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := st.WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "rejected event COMPLETED ("+id+"): activity in state READY cannot move to COMPLETED") {
+		t.Errorf("status does not show the rejected event:\n%s", out.String())
 	}
 }
 
