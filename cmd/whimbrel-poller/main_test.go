@@ -201,3 +201,74 @@ func TestRefusesAStoreWithoutStreams(t *testing.T) {
 		t.Errorf("request on sqlite: exit %d\n%s", code, out)
 	}
 }
+
+// TestSimpleWrapperIsStoppedByCancellation: a wrapper that only writes
+// events still learns of a cancellation from its heartbeats, stops its
+// command, and its outcome is recorded beside the final state.
+func TestSimpleWrapperIsStoppedByCancellation(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	env := dynamotest.Env(t, st.Prefix())
+	file := filepath.Join(t.TempDir(), "wf.yaml")
+	if err := os.WriteFile(file, []byte("name: long\nactivities:\n  sleeper:\n    command: [sleep, \"60\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := run(t, env, "whimbrel", "start", file)
+	if code != 0 {
+		t.Fatalf("start: exit %d\n%s", code, out)
+	}
+	id := strings.TrimSpace(out)
+	key := state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, "sleeper"), WorkflowExecID: id}
+	daemon(t, env, "whimbrel-poller", "--poll-interval", "50ms", "--discovery", "1s")
+
+	wrapper := exec.Command(filepath.Join(bin, "whimbrel-run"), "--api", "simple", "--heartbeat-interval", "500ms",
+		"--heartbeat-timeout", "5s", "--kill-grace", "2s", "--", "sleep", "60")
+	wrapper.Env = append([]string{"PATH=" + os.Getenv("PATH"), "WHIMBREL_ACTIVITY_EXEC_ID=" + key.ActivityExecID,
+		"WHIMBREL_WORKFLOW_EXEC_ID=" + id}, env...)
+	var wout bytes.Buffer
+	wrapper.Stdout, wrapper.Stderr = &wout, &wout
+	if err := wrapper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		a, err := st.GetActivity(ctx, key)
+		if err == nil && a.State == state.Running {
+			break
+		}
+		if time.Now().After(deadline) {
+			_ = wrapper.Process.Kill()
+			_ = wrapper.Wait()
+			t.Fatalf("never RUNNING: %+v %v\n%s", a, err, wout.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if out, code := run(t, env, "whimbrel", "cancel", id); code != 0 {
+		t.Fatalf("cancel: exit %d\n%s", code, out)
+	}
+	done := make(chan error, 1)
+	go func() { done <- wrapper.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 128+int(syscall.SIGTERM) {
+			t.Errorf("wrapper: %v, want exit %d (its command stopped by SIGTERM)\n%s", err, 128+int(syscall.SIGTERM), wout.String())
+		}
+	case <-time.After(30 * time.Second):
+		_ = wrapper.Process.Kill()
+		<-done
+		t.Fatalf("the wrapper did not stop its command after the cancellation\n%s", wout.String())
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		a, err := st.GetActivity(ctx, key)
+		if err == nil && a.State == state.CancelledRunning && a.ExitCode != nil && *a.ExitCode == 143 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("activity %+v (%v), want CANCELLED_RUNNING with exit code 143 recorded beside it\n%s", a, err, wout.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
