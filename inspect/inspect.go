@@ -144,7 +144,7 @@ func Load(ctx context.Context, st state.Store, id string, now time.Time) (*Statu
 		if in, ok := st.(state.Inbox); ok && a.EventCursor != "" {
 			// Moved through the Simple Lambda API: say which events were
 			// refused. Failing to list them does not fail the status.
-			if evs, err := in.Events(ctx, a.ActivityExecID); err == nil {
+			if evs, err := in.Events(ctx, a.ActivityExecID, time.Time{}); err == nil {
 				for _, e := range evs {
 					if e.Outcome.Result == state.OutcomeRejected {
 						v.Rejected = append(v.Rejected, RejectedEvent{ID: e.ActivityEventID, Transition: e.Transition, Reason: e.Outcome.Reason})

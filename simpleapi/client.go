@@ -25,14 +25,22 @@ type Client struct {
 	Store
 	// Source is recorded on every event.
 	Source string
+	// ClaimWait bounds how long a claim waits for a processor to decide
+	// it (default DefaultClaimWait). When it passes, the claim is
+	// withdrawn: its event is marked rejected, so no processor applies
+	// it later, and the command is not started.
+	ClaimWait time.Duration
 	// ApplyWait bounds how long the final event's outcome is waited for
 	// (default DefaultApplyWait): it is written either way.
 	ApplyWait time.Duration
 	Logger    hclog.Logger
 }
 
-// DefaultApplyWait is Client.ApplyWait's default.
-const DefaultApplyWait = 30 * time.Second
+// Defaults of Client.
+const (
+	DefaultClaimWait = 45 * time.Second
+	DefaultApplyWait = 30 * time.Second
+)
 
 // pollEvery is how often the client reads back what a processor did.
 const pollEvery = 100 * time.Millisecond
@@ -77,44 +85,71 @@ func (c *Client) UpdateActivity(ctx context.Context, key state.ActivityKey, ch s
 	}
 	c.log().Debug("event written", "activity_event_id", ev.ActivityEventID, "transition", ev.Transition)
 
-	wait := ctx
-	if ch.Claim == nil {
-		d := c.ApplyWait
-		if d <= 0 {
-			d = DefaultApplyWait
-		}
-		var cancel context.CancelFunc
-		wait, cancel = context.WithTimeout(ctx, d)
-		defer cancel()
+	// The waits have their own bounds: a caller's short attempt
+	// deadline would otherwise cut them, and a repeated write would only
+	// find the same event.
+	d, def := c.ApplyWait, DefaultApplyWait
+	if ch.Claim != nil {
+		d, def = c.ClaimWait, DefaultClaimWait
 	}
+	if d <= 0 {
+		d = def
+	}
+	wait, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
+	defer cancel()
 	for {
 		got, err := c.GetEvent(wait, ev.ActivityEventID, key.ActivityExecID)
 		if err == nil && got.Outcome.Processed() {
-			a, err := c.GetActivity(ctx, key)
-			if err != nil {
-				return nil, err
-			}
-			if got.Outcome.Result == state.OutcomeRejected {
-				return nil, &state.ConflictError{Kind: "activity", ID: key.ActivityExecID,
-					Want:  "event " + ev.ActivityEventID + " applied, but: " + got.Outcome.Reason,
-					State: string(a.State), Owner: a.Owner, Attempt: a.Attempt}
-			}
-			return a, nil
+			return c.decided(wait, key, ev, got.Outcome)
 		}
 		if err != nil && wait.Err() == nil {
 			c.log().Debug("reading the event back failed; trying again", "error", err)
 		}
 		select {
 		case <-wait.Done():
-			if ch.Claim != nil || ctx.Err() != nil {
-				return nil, fmt.Errorf("no processor applied event %s in time: is whimbrel-poller (or the Lambda function) running? %w",
-					ev.ActivityEventID, wait.Err())
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if ch.Claim == nil {
+				c.log().Warn("the final event is written, but no processor has applied it yet", "activity_event_id", ev.ActivityEventID)
+				return c.GetActivity(rctx, key)
 			}
-			c.log().Warn("the final event is written, but no processor has applied it yet", "activity_event_id", ev.ActivityEventID)
-			return c.GetActivity(ctx, key)
+			// Withdraw the claim, so that a processor arriving later
+			// does not make the activity RUNNING with nobody running it.
+			why := fmt.Sprintf("the wrapper gave up waiting for a processor after %s and did not start its command", d)
+			err := c.RecordEvent(rctx, ev.ActivityEventID, key.ActivityExecID, state.Rejected("%s", why))
+			if errors.Is(err, state.ErrConflict) { // decided just now
+				if got, err := c.GetEvent(rctx, ev.ActivityEventID, key.ActivityExecID); err == nil {
+					return c.decided(rctx, key, ev, got.Outcome)
+				}
+			}
+			if err != nil {
+				return nil, fmt.Errorf("no processor applied claim event %s in %s, and withdrawing it failed: %w", ev.ActivityEventID, d, err)
+			}
+			a, err := c.GetActivity(rctx, key)
+			if err != nil {
+				return nil, err
+			}
+			return nil, &state.ConflictError{Kind: "activity", ID: key.ActivityExecID,
+				Want:  fmt.Sprintf("claim event %s applied within %s: is whimbrel-poller (or the Lambda function) running?", ev.ActivityEventID, d),
+				State: string(a.State), Owner: a.Owner, Attempt: a.Attempt}
 		case <-time.After(pollEvery):
 		}
 	}
+}
+
+// decided returns the activity after its event was decided, or a
+// *state.ConflictError saying why the event was rejected.
+func (c *Client) decided(ctx context.Context, key state.ActivityKey, ev *state.ActivityEvent, o state.Outcome) (*state.ActivityExec, error) {
+	a, err := c.GetActivity(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if o.Result == state.OutcomeRejected {
+		return nil, &state.ConflictError{Kind: "activity", ID: key.ActivityExecID,
+			Want:  "event " + ev.ActivityEventID + " applied, but: " + o.Reason,
+			State: string(a.State), Owner: a.Owner, Attempt: a.Attempt}
+	}
+	return a, nil
 }
 
 // Heartbeat implements state.Store: it writes a heartbeat event, then reads

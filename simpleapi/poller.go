@@ -28,8 +28,8 @@ type StreamsAPI interface {
 // Positions keeps where the poller is in each shard; *dynamodb.Store
 // satisfies it with the stream_position table.
 type Positions interface {
-	Position(ctx context.Context, streamARN, shardID string) (dynamodb.ShardPosition, error)
-	SavePosition(ctx context.Context, streamARN, shardID string, p dynamodb.ShardPosition) error
+	Position(ctx context.Context, poller, streamARN, shardID string) (dynamodb.ShardPosition, error)
+	SavePosition(ctx context.Context, poller, streamARN, shardID string, p dynamodb.ShardPosition) error
 }
 
 // Defaults of PollerConfig.
@@ -40,6 +40,9 @@ const (
 
 // PollerConfig configures a Poller.
 type PollerConfig struct {
+	// Name keys the positions: pollers of different names (which handle
+	// different workflows) keep their own.
+	Name      string
 	Processor *Processor
 	Streams   StreamsAPI
 	Positions Positions
@@ -68,8 +71,8 @@ type Poller struct {
 
 // NewPoller returns a Poller.
 func NewPoller(cfg PollerConfig) (*Poller, error) {
-	if cfg.Processor == nil || cfg.Streams == nil || cfg.Positions == nil || len(cfg.StreamARNs) == 0 {
-		return nil, errors.New("poller: a processor, a streams client, positions and at least one stream are needed")
+	if cfg.Name == "" || cfg.Processor == nil || cfg.Streams == nil || cfg.Positions == nil || len(cfg.StreamARNs) == 0 {
+		return nil, errors.New("poller: a name, a processor, a streams client, positions and at least one stream are needed")
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval
@@ -93,16 +96,18 @@ func (p *Poller) Run(ctx context.Context) error {
 	running := map[string]bool{}  // shard readers started, by stream/shard
 	finished := map[string]bool{} // shards read to their end
 
-	first := true
+	// Every stream must be there before any reader starts.
+	for _, arn := range p.cfg.StreamARNs {
+		if _, err := p.shards(ctx, arn); err != nil {
+			return err
+		}
+	}
 	t := time.NewTicker(p.cfg.Discovery)
 	defer t.Stop()
 	for {
 		for _, arn := range p.cfg.StreamARNs {
 			shards, err := p.shards(ctx, arn)
 			if err != nil {
-				if first {
-					return err
-				}
 				if ctx.Err() == nil {
 					p.log.Warn("listing the shards failed; trying again later", "stream", arn, "error", err)
 				}
@@ -136,7 +141,6 @@ func (p *Poller) Run(ctx context.Context) error {
 				}()
 			}
 		}
-		first = false
 		select {
 		case <-ctx.Done():
 			return nil
@@ -168,7 +172,7 @@ func (p *Poller) shards(ctx context.Context, arn string) ([]types.Shard, error) 
 func (p *Poller) readShard(ctx context.Context, arn, shard string) bool {
 	log := p.log.With("shard", shard)
 	pos, err := retry(ctx, log, "read the shard position", func() (dynamodb.ShardPosition, error) {
-		return p.cfg.Positions.Position(ctx, arn, shard)
+		return p.cfg.Positions.Position(ctx, p.cfg.Name, arn, shard)
 	})
 	if err != nil {
 		return false
@@ -184,9 +188,13 @@ func (p *Poller) readShard(ctx context.Context, arn, shard string) bool {
 		out, err := p.cfg.Streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: aws.String(iter), Limit: aws.Int32(100)})
 		var expired *types.ExpiredIteratorException
 		var trimmed *types.TrimmedDataAccessException
+		var gone *types.ResourceNotFoundException
 		switch {
 		case ctx.Err() != nil:
 			return false
+		case errors.As(err, &gone):
+			log.Error("the shard or its stream is gone; not reading it", "error", err)
+			return true
 		case errors.As(err, &expired):
 			if iter, err = p.iterator(ctx, log, arn, shard, pos.Sequence); err != nil {
 				return false
@@ -217,9 +225,12 @@ func (p *Poller) readShard(ctx context.Context, arn, shard string) bool {
 			if !p.process(ctx, log, r) {
 				return false
 			}
+			if r.Dynamodb == nil || r.Dynamodb.SequenceNumber == nil {
+				continue
+			}
 			pos.Sequence = aws.ToString(r.Dynamodb.SequenceNumber)
 			if _, err := retry(ctx, log, "save the shard position", func() (struct{}, error) {
-				return struct{}{}, p.cfg.Positions.SavePosition(ctx, arn, shard, pos)
+				return struct{}{}, p.cfg.Positions.SavePosition(ctx, p.cfg.Name, arn, shard, pos)
 			}); err != nil {
 				return false
 			}
@@ -232,7 +243,7 @@ func (p *Poller) readShard(ctx context.Context, arn, shard string) bool {
 	// The shard is closed and read to its end.
 	pos.Finished = true
 	if _, err := retry(ctx, log, "save the shard position", func() (struct{}, error) {
-		return struct{}{}, p.cfg.Positions.SavePosition(ctx, arn, shard, pos)
+		return struct{}{}, p.cfg.Positions.SavePosition(ctx, p.cfg.Name, arn, shard, pos)
 	}); err != nil {
 		return false
 	}

@@ -120,6 +120,12 @@ func (p *Processor) Process(ctx context.Context, r Record) error {
 	if r.EventName != "INSERT" {
 		return nil // outcomes recorded on items, and expiries
 	}
+	if len(r.NewImage) == 0 {
+		// Not the item's fault: the stream is misconfigured. Skipping
+		// would lose it; fail loudly until the stream is fixed.
+		p.log.Error("a stream record carries no new image: the stream must be of new images (run whimbrel install)", "record", r.ID)
+		return fmt.Errorf("stream record %s carries no new image: the stream must be of new images (NEW_IMAGE); run whimbrel install", r.ID)
+	}
 	switch {
 	case has(r.Keys, "activity_event_id") || has(r.NewImage, "activity_event_id"):
 		ev, err := dynamodb.DecodeEventImage(r.NewImage)
@@ -187,6 +193,12 @@ func (p *Processor) registration(ctx context.Context, name string, fresh bool) (
 	reg, err := p.st.Registration(ctx, name)
 	if errors.Is(err, state.ErrNotFound) {
 		reg, err = nil, nil
+	}
+	if errors.Is(err, state.ErrInvalidItem) {
+		// A registration nobody can read: its requests are rejected (no
+		// usable definition), its events handled by any processor.
+		p.log.Warn("the workflow's registration is malformed", "workflow_name", name, "error", err)
+		reg, err = &state.WorkflowLambda{WorkflowName: name}, nil
 	}
 	if err != nil {
 		return nil, err
@@ -329,7 +341,7 @@ func (p *Processor) event(ctx context.Context, ev *state.ActivityEvent) error {
 // earlier lists the events of ev's activity after the cursor and before ev
 // that are not decided yet, in order.
 func (p *Processor) earlier(ctx context.Context, ev *state.ActivityEvent, after string) ([]*state.ActivityEvent, error) {
-	all, err := p.st.Events(ctx, ev.ActivityExecID)
+	all, err := p.st.Events(ctx, ev.ActivityExecID, state.CursorTime(after))
 	if err != nil {
 		return nil, fmt.Errorf("event %s: %w", ev.ActivityEventID, err)
 	}
@@ -348,6 +360,13 @@ func (p *Processor) earlier(ctx context.Context, ev *state.ActivityEvent, after 
 // already (a record delivered again), or arrived after a later event took
 // effect, when it is rejected, as taking effect now would break the order.
 func (p *Processor) late(ctx context.Context, ev *state.ActivityEvent, a *state.ActivityExec) error {
+	if a.State.Terminal() {
+		// A processor that decided the event may have died before it
+		// advanced the workflow; advancing again is harmless.
+		if _, err := workflow.Advance(ctx, p.st, a, p.log.Named("advance")); err != nil {
+			return fmt.Errorf("event %s: %w", ev.ActivityEventID, err)
+		}
+	}
 	if ev.Transition == state.TransitionHeartbeat {
 		return nil // a heartbeat decided, or one superseded by a later event
 	}
@@ -384,7 +403,11 @@ func (p *Processor) decide(ctx context.Context, ev *state.ActivityEvent, a *stat
 		return nil, err
 	}
 	if c == nil {
-		if time.Since(ev.When) < p.window {
+		// An earlier event may still arrive and make this one legal —
+		// unless the activity is final, or the event claims a time to
+		// come (a clock far ahead must not hold the shard).
+		age := time.Since(ev.When)
+		if !a.State.Terminal() && age < p.window && age > -p.window {
 			log.Debug("cannot apply yet; an earlier event may still arrive", "why", o.Reason)
 			return nil, fmt.Errorf("event %s: %w (%s)", ev.ActivityEventID, errTooEarly, o.Reason)
 		}
@@ -396,11 +419,12 @@ func (p *Processor) decide(ctx context.Context, ev *state.ActivityEvent, a *stat
 	}
 	next, err := p.st.UpdateActivity(ctx, state.ActivityKey{ActivityExecID: ev.ActivityExecID, WorkflowExecID: ev.WorkflowExecID}, *c)
 	var ce *state.ConflictError
+	var nf *state.NotFoundError
 	switch {
-	case errors.As(err, &ce) && ce.Kind == "activity event":
+	case errors.As(err, &ce) && ce.Kind == "activity event", errors.As(err, &nf) && nf.Kind == "activity event":
 		// An outcome was recorded on the event on its own meanwhile: it
 		// stands, and the cursor moves past the event without a change.
-		log.Debug("the event has an outcome already; passing it", "outcome", ce.State)
+		log.Debug("the event has an outcome already, or is gone; passing it", "error", err)
 		c = &state.ActivityChange{From: []state.ActivityState{a.State},
 			Event: &state.EventStep{Prev: a.EventCursor, Next: state.EventCursor(ev)}}
 		return p.st.UpdateActivity(ctx, state.ActivityKey{ActivityExecID: ev.ActivityExecID, WorkflowExecID: ev.WorkflowExecID}, *c)

@@ -374,7 +374,7 @@ func (e *env) poll(name string) (stop func()) {
 		}
 		arns = append(arns, arn)
 	}
-	p, err := simpleapi.NewPoller(simpleapi.PollerConfig{Processor: e.processor(name), Streams: e.streams, Positions: e.st,
+	p, err := simpleapi.NewPoller(simpleapi.PollerConfig{Name: "poller", Processor: e.processor(name), Streams: e.streams, Positions: e.st,
 		StreamARNs: arns, PollInterval: 50 * time.Millisecond, Discovery: time.Second, Logger: hclog.New(&hclog.LoggerOptions{Name: "poll", Level: hclog.Debug, Output: testWriter{e.t}})})
 	if err != nil {
 		e.t.Fatal(err)
@@ -591,4 +591,27 @@ func jsonValue(v streamtypes.AttributeValue) any {
 		return map[string]any{"M": jsonItem(v.Value)}
 	}
 	return map[string]any{"NULL": true}
+}
+
+// TestClaimWithdrawnWhenNoProcessorAnswers: a wrapper that gives up on its
+// claim withdraws it, so a processor arriving later does not make the
+// activity RUNNING with nobody running it.
+func TestClaimWithdrawnWhenNoProcessorAnswers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	execID, _, err := workflow.Start(ctx(t), e.st, e.def, workflow.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(execID, "a"), WorkflowExecID: execID}
+	c := &simpleapi.Client{Store: e.st, Source: "test", ClaimWait: 300 * time.Millisecond}
+	_, err = c.UpdateActivity(ctx(t), key, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running,
+		Claim: &state.Claim{Owner: "late-wrapper"}})
+	if !errors.Is(err, state.ErrConflict) || !strings.Contains(err.Error(), "whimbrel-poller") {
+		t.Fatalf("claim with no processor: %v, want a refusal that says what to run", err)
+	}
+	e.process(e.processor("p"), e.records(dynamodb.TableActivityEvent))
+	if a := e.activity(execID, "a"); a.State != state.Ready || a.Owner != "" {
+		t.Errorf("a withdrawn claim took effect: %+v", a)
+	}
 }

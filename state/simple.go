@@ -3,6 +3,7 @@ package state
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -29,9 +30,10 @@ type Inbox interface {
 	PutEvent(ctx context.Context, e *ActivityEvent) error
 	// GetEvent reads an event (strongly consistent).
 	GetEvent(ctx context.Context, id, activityExecID string) (*ActivityEvent, error)
-	// Events lists an activity's events in the order they take effect
-	// (see EventCursor), through an index: eventually consistent.
-	Events(ctx context.Context, activityExecID string) ([]*ActivityEvent, error)
+	// Events lists an activity's events written at or after from (the
+	// zero time: all) in the order they take effect (see EventCursor),
+	// through an index: eventually consistent.
+	Events(ctx context.Context, activityExecID string, from time.Time) ([]*ActivityEvent, error)
 	// RecordEvent records an outcome on an event without touching its
 	// activity: for events with no activity to decide on. Only the first
 	// outcome is kept, as with RecordRequest.
@@ -74,6 +76,19 @@ type EventStep struct {
 // compare as strings.
 func EventCursor(e *ActivityEvent) string {
 	return fmt.Sprintf("%015d/%s", max(e.When.UnixMilli(), 0), e.ActivityEventID)
+}
+
+// CursorTime is the when of the event a cursor names (the zero time for
+// no cursor).
+func CursorTime(cursor string) time.Time {
+	if len(cursor) < 15 {
+		return time.Time{}
+	}
+	ms, err := strconv.ParseInt(cursor[:15], 10, 64)
+	if err != nil || ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
 }
 
 // NewActivityEventID returns a fresh event ID of the seed's form

@@ -83,6 +83,7 @@ func (c *CLI) Run(k *kong.Context) error {
 		return err
 	}
 	p, err := simpleapi.NewPoller(simpleapi.PollerConfig{
+		Name:         c.Name,
 		Processor:    simpleapi.New(simpleapi.Config{Store: st, Name: c.Name, OrderWindow: c.OrderWindow, Logger: log}),
 		Streams:      streams,
 		Positions:    st,

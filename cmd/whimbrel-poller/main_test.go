@@ -155,7 +155,7 @@ func TestRequestInsertedWithTheSDKRunsToCompletion(t *testing.T) {
 		if a.State != state.Completed || a.Attempt != 1 || a.ExitCode == nil || *a.ExitCode != 0 || a.EventCursor == "" {
 			t.Errorf("activity %s: %+v, want COMPLETED through its events, once", a.ActivityName, a)
 		}
-		events, err := st.Events(ctx, a.ActivityExecID)
+		events, err := st.Events(ctx, a.ActivityExecID, time.Time{})
 		if err != nil {
 			t.Fatal(err)
 		}

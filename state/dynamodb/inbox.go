@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -177,17 +178,26 @@ func (st *Store) GetEvent(ctx context.Context, id, activityExecID string) (*stat
 // Events implements state.Inbox, through the activity index. An event that
 // cannot be decoded is left out: the processor judges it from its own
 // record.
-func (st *Store) Events(ctx context.Context, activityExecID string) ([]*state.ActivityEvent, error) {
+func (st *Store) Events(ctx context.Context, activityExecID string, from time.Time) ([]*state.ActivityEvent, error) {
 	var out []*state.ActivityEvent
-	err := st.query(ctx, "Events", &dynamodb.QueryInput{
+	in := &dynamodb.QueryInput{
 		TableName:                 st.table(TableActivityEvent),
 		IndexName:                 aws.String(indexActivity),
 		KeyConditionExpression:    aws.String("activity_exec_id = :a"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":a": avS(activityExecID)},
-	}, 0, func(m item) error {
+	}
+	if !from.IsZero() {
+		in.KeyConditionExpression = aws.String("activity_exec_id = :a AND when_epoch >= :w")
+		// A foreign client's epoch may be finer than the millisecond.
+		in.ExpressionAttributeValues[":w"] = toAV(attr.Epoch(from.Add(-time.Millisecond)))
+	}
+	err := st.query(ctx, "Events", in, 0, func(m item) error {
 		e, err := attr.DecodeEvent(st.prefix+TableActivityEvent, fromAVItem(m))
 		if err != nil {
 			st.log.Debug("an event of the activity is malformed; leaving it out", "error", err)
+			return nil
+		}
+		if e.When.Before(from) {
 			return nil
 		}
 		out = append(out, e)

@@ -269,7 +269,7 @@ func TestInstall(t *testing.T) {
 		"activity_exec":            "activity_exec_id HASH, workflow_exec_id RANGE",
 		"activity_exec_dependency": "activity_exec_dependency HASH, activity_exec_id RANGE",
 		"workflow_lambda":          "workflow_name HASH",
-		"stream_position":          "stream_arn HASH, shard_id RANGE",
+		"stream_position":          "poller HASH, shard RANGE",
 	}
 	wantIndexes := map[string]string{
 		"activity_event":           "activity-index(activity_exec_id HASH, when_epoch RANGE)",

@@ -48,6 +48,9 @@ func (st *Store) StreamARN(ctx context.Context, base string) (string, error) {
 	if sp == nil || !aws.ToBool(sp.StreamEnabled) || aws.ToString(out.Table.LatestStreamArn) == "" {
 		return "", fmt.Errorf("table %s has no stream: run `whimbrel install` to enable it", name)
 	}
+	if sp.StreamViewType != types.StreamViewTypeNewImage && sp.StreamViewType != types.StreamViewTypeNewAndOldImages {
+		return "", fmt.Errorf("table %s has a stream of %s, but the processor needs new images: switch the stream off, then run `whimbrel install`", name, sp.StreamViewType)
+	}
 	return aws.ToString(out.Table.LatestStreamArn), nil
 }
 
@@ -64,14 +67,16 @@ type ShardPosition struct {
 	Finished bool
 }
 
-func positionKey(streamARN, shardID string) item {
-	return item{"stream_arn": avS(streamARN), "shard_id": avS(shardID)}
+// positionKey: each poller (by name) keeps its own positions, as pollers
+// of different names apply different records.
+func positionKey(poller, streamARN, shardID string) item {
+	return item{"poller": avS(poller), "shard": avS(streamARN + "#" + shardID)}
 }
 
-// Position reads where the poller is in a shard; the zero ShardPosition if
+// Position reads where a poller is in a shard; the zero ShardPosition if
 // it has not been there.
-func (st *Store) Position(ctx context.Context, streamARN, shardID string) (ShardPosition, error) {
-	m, err := st.get(ctx, "Position", TableStreamPosition, positionKey(streamARN, shardID))
+func (st *Store) Position(ctx context.Context, poller, streamARN, shardID string) (ShardPosition, error) {
+	m, err := st.get(ctx, "Position", TableStreamPosition, positionKey(poller, streamARN, shardID))
 	if err != nil {
 		return ShardPosition{}, fmt.Errorf("read the position in shard %s: %w", shardID, err)
 	}
@@ -85,9 +90,9 @@ func (st *Store) Position(ctx context.Context, streamARN, shardID string) (Shard
 	return p, nil
 }
 
-// SavePosition records where the poller is in a shard.
-func (st *Store) SavePosition(ctx context.Context, streamARN, shardID string, p ShardPosition) error {
-	it := positionKey(streamARN, shardID)
+// SavePosition records where a poller is in a shard.
+func (st *Store) SavePosition(ctx context.Context, poller, streamARN, shardID string, p ShardPosition) error {
+	it := positionKey(poller, streamARN, shardID)
 	if p.Sequence != "" {
 		it["sequence_number"] = avS(p.Sequence)
 	}

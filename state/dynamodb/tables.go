@@ -132,8 +132,8 @@ var tableDefs = []tableDef{
 		}},
 	{base: TableWorkflowLambda, description: "registered workflows, and the Lambda function that handles each",
 		hash: s("workflow_name")},
-	{base: TableStreamPosition, ttl: true, description: "where the stream poller is in each shard",
-		hash: s("stream_arn"), rng: ps("shard_id")},
+	{base: TableStreamPosition, ttl: true, description: "where each stream poller is in each shard",
+		hash: s("poller"), rng: ps("shard")},
 }
 
 // streamSpec is the stream the Simple Lambda API's tables have: new images,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/internal/attr"
@@ -120,7 +121,7 @@ func (st *Store) GetEvent(ctx context.Context, id, activityExecID string) (*stat
 
 // Events implements state.Inbox. An event that cannot be decoded is left
 // out, as the DynamoDB store's index leaves it out.
-func (st *Store) Events(ctx context.Context, activityExecID string) ([]*state.ActivityEvent, error) {
+func (st *Store) Events(ctx context.Context, activityExecID string, from time.Time) ([]*state.ActivityEvent, error) {
 	its, err := st.items(ctx, "activity_event", fmt.Sprintf(`SELECT item FROM %s WHERE activity_exec_id = ?`, st.name("activity_event")), activityExecID)
 	if err != nil {
 		return nil, fmt.Errorf("events of %s: %w", activityExecID, err)
@@ -128,7 +129,7 @@ func (st *Store) Events(ctx context.Context, activityExecID string) ([]*state.Ac
 	var out []*state.ActivityEvent
 	for _, it := range its {
 		e, err := attr.DecodeEvent(st.prefix+"activity_event", it)
-		if err != nil {
+		if err != nil || e.When.Before(from) {
 			continue
 		}
 		out = append(out, e)

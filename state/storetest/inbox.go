@@ -79,12 +79,15 @@ func testEvents(t *testing.T, h Harness) {
 	deadline := time.Now().Add(10 * time.Second) // the index is eventually consistent
 	for len(list) < 2 && time.Now().Before(deadline) {
 		var err error
-		if list, err = in.Events(ctx(t), k.ActivityExecID); err != nil {
+		if list, err = in.Events(ctx(t), k.ActivityExecID, time.Time{}); err != nil {
 			t.Fatalf("Events: %v", err)
 		}
 	}
 	if len(list) != 2 || list[0].ActivityEventID != early.ActivityEventID || list[1].ActivityEventID != late.ActivityEventID {
 		t.Fatalf("Events = %+v, want the RUNNING event, then the COMPLETED one", list)
+	}
+	if from, err := in.Events(ctx(t), k.ActivityExecID, late.When); err != nil || len(from) != 1 || from[0].ActivityEventID != late.ActivityEventID {
+		t.Errorf("Events from the later one's when = %+v, %v; want only it", from, err)
 	}
 	if l := list[1]; l.WorkflowName != "etl" || l.Owner != "o1" || l.ExitCode == nil || *l.ExitCode != 3 || !l.When.Equal(late.When) {
 		t.Errorf("event read back as %+v", l)
