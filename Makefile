@@ -56,8 +56,13 @@ bench: dynamodb-local-install native
 	@echo >> BENCHMARKS.md
 	scripts/dynamodb-local run -- $(GO) test -run '^$$' -bench DAGHop -benchtime 3x -timeout 30m ./launcher/ | grep -E '^Benchmark' | sed 's/^/    /' >> BENCHMARKS.md
 
-## lint: gofmt, go vet and staticcheck
+## lint: gofmt, go vet, staticcheck, and go.mod/go.sum tidy
 lint: vet
+	@cp go.mod /tmp/whimbrel-go.mod.$$$$ && cp go.sum /tmp/whimbrel-go.sum.$$$$; $(GO) mod tidy; \
+	if ! cmp -s go.mod /tmp/whimbrel-go.mod.$$$$ || ! cmp -s go.sum /tmp/whimbrel-go.sum.$$$$; then \
+		echo "go.mod/go.sum are not tidy: run 'go mod tidy' and commit the result"; \
+		cp /tmp/whimbrel-go.mod.$$$$ go.mod; cp /tmp/whimbrel-go.sum.$$$$ go.sum; rm -f /tmp/whimbrel-go.*.$$$$; exit 1; fi; \
+	rm -f /tmp/whimbrel-go.*.$$$$
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
