@@ -167,6 +167,10 @@ type status struct {
 }
 
 func (s *Server) loadStatus(ctx context.Context, id string) (*status, error) {
+	if _, err := state.WorkflowNameOf(id); err != nil {
+		// Not an ID any execution can have: nothing to read.
+		return nil, fmt.Errorf("read workflow %q: %w", id, &state.NotFoundError{Kind: "workflow execution", ID: id})
+	}
 	v, _, err := s.reads.get(ctx, "status "+id, func(ctx context.Context) (any, bool, error) {
 		now := s.opts.Now()
 		st, err := inspect.Load(ctx, s.opts.Store, id, now)
