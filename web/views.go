@@ -53,6 +53,9 @@ type activityRow struct {
 	Exit      string
 	Heartbeat *time.Time // the last heartbeat (or start) of a running activity
 	Stderr    string
+	// ShowReason: the reason says something (why it waits, why it ended
+	// badly), not what its state says already.
+	ShowReason bool
 }
 
 func newActivityRow(a *inspect.Activity, readAt time.Time) *activityRow {
@@ -82,6 +85,7 @@ func newActivityRow(a *inspect.Activity, readAt time.Time) *activityRow {
 		r.Heartbeat = &t
 	}
 	r.Stderr = strings.TrimRight(a.StderrTail, "\n")
+	r.ShowReason = a.Reason != "" && a.State != string(state.Completed) && a.State != string(state.Running)
 	return r
 }
 
