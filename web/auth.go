@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 )
 
@@ -187,4 +188,27 @@ func secure(next http.Handler) http.Handler {
 		h.Set("Cache-Control", "no-store")
 		next.ServeHTTP(w, r)
 	})
+}
+
+// Token chooses the token: the first line of file if one is named, else
+// env (WHIMBREL_WEB_TOKEN), else a random one. given says someone chose
+// it, which serving beyond loopback requires.
+func Token(file, env string) (token string, given bool, err error) {
+	switch {
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", false, fmt.Errorf("read the web token: %w", err)
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		token = strings.TrimSpace(line)
+		if token == "" {
+			return "", false, fmt.Errorf("read the web token: %s is empty", file)
+		}
+		return token, true, nil
+	case env != "":
+		return strings.TrimSpace(env), true, nil
+	}
+	token, err = NewToken()
+	return token, false, err
 }
