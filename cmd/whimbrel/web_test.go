@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,5 +92,53 @@ func TestWebCommandRefusesAnOpenAddressWithoutAChosenToken(t *testing.T) {
 	_, errOut, code = whimbrel(t, nil, "web", "--addr", "127.0.0.1:0", "--store", store, "--token-file", tokenFile)
 	if code != 2 || !strings.Contains(errOut, "at least 16") {
 		t.Errorf("a short token: exit %d, stderr %q: want 2 and why", code, errOut)
+	}
+}
+
+// TestRunWeb: whimbrel run --web prints the address of the run's page,
+// which answers while the run goes on (and a little after, so open pages
+// fetch its end).
+func TestRunWeb(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "run", "--web", example(t, "etl.yaml"))
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out := bufio.NewReader(stdout)
+	var link string
+	for link == "" {
+		line, err := out.ReadString('\n')
+		if err != nil {
+			t.Fatalf("no web view address in the output: %v", err)
+		}
+		link, _ = strings.CutPrefix(strings.TrimSpace(line), "web view: ")
+	}
+	m := regexp.MustCompile(`^http://127\.0\.0\.1:\d+/workflows/(nightly-etl::[^?]*)\?token=[0-9a-f]{64}$`).FindStringSubmatch(link)
+	if m == nil {
+		t.Fatalf("web view address %q: want the run's page on loopback with a token", link)
+	}
+	jar, _ := cookiejar.New(nil)
+	resp, err := (&http.Client{Jar: jar, Timeout: 30 * time.Second}).Get(link)
+	if err != nil {
+		t.Fatalf("open the page: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `data-activity="extract"`) {
+		t.Errorf("the page: %d, want 200 with the DAG", resp.StatusCode)
+	}
+	go io.Copy(io.Discard, out)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("whimbrel run --web: %v, want exit 0", err)
 	}
 }

@@ -71,7 +71,7 @@
           region.innerHTML = html;
           tick();
           failures = 0;
-          say("live · updated " + clock());
+          say(final() ? "settled" : "live · updated " + clock());
         } else {
           // Keep what is shown; say why it may be old.
           failures++;
