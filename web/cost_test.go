@@ -1,10 +1,15 @@
 package web
 
 import (
+	"math"
 	"net/http"
 	"net/url"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/whimbrel/whimbrel/internal/dynamotest"
+	"github.com/whimbrel/whimbrel/state/dynamodb"
 )
 
 // pageCost polls path from pages open pages, as their script does (every
@@ -93,5 +98,38 @@ func TestIdlePageCost(t *testing.T) {
 				t.Errorf("%d store calls for %d reads, want %d each", calls, refreshes, tc.callsPerFresh)
 			}
 		})
+	}
+}
+
+// TestIdlePageCostOnDynamoDB states the same minute in DynamoDB read units:
+// a running execution of 8 activities, one open page.
+func TestIdlePageCostOnDynamoDB(t *testing.T) {
+	var mu sync.Mutex
+	units := 0.0
+	base := dynamotest.NewStore(t, dynamodb.Options{Capacity: func(c dynamodb.Capacity) {
+		mu.Lock()
+		units += c.Total
+		mu.Unlock()
+	}})
+	id := start(t, base, etl)
+	claim(t, base, id, "extract-orders")
+	mu.Lock()
+	units = 0
+	mu.Unlock()
+	st := newCounting(base)
+	// pageCost counts from after the page opened; so does this, roughly:
+	// one read of the opening is subtracted below.
+	refreshes, calls, items := pageCost(t, st, "/fragments/workflows/"+url.PathEscape(id), 1)
+	mu.Lock()
+	total := units
+	mu.Unlock()
+	perRead := total / float64(refreshes+1)
+	t.Logf("DynamoDB, running workflow of 8 activities, 1 page: in one minute %d reads (%d store calls, %d items), %.1f read units (%.2f per read)",
+		refreshes, calls, items, total-perRead, perRead)
+	if refreshes == 0 || math.IsNaN(perRead) || perRead <= 0 {
+		t.Fatalf("no read units reported (%v over %d reads)", total, refreshes)
+	}
+	if perRead > 12 {
+		t.Errorf("%.2f read units per read of 8 activities, want about 9.5 (1 workflow, a keys-only query, 8 items)", perRead)
 	}
 }
