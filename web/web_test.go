@@ -13,6 +13,7 @@ import (
 
 	"github.com/whimbrel/whimbrel/inspect"
 	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/workflow"
 )
 
 func TestEveryRouteRefusesWithoutAValidToken(t *testing.T) {
@@ -327,18 +328,47 @@ func TestActions(t *testing.T) {
 
 func TestNothingFromTheStoreIsRenderedUnescaped(t *testing.T) {
 	st := sqliteStore(t)
-	id := start(t, st, diamond)
-	claim(t, st, id, "extract")
+	d, err := workflow.Parse("x.yaml", []byte(diamond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _, err := workflow.Start(context.Background(), st, d, workflow.StartOptions{Source: `<script>alert("source")</script>`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.UpdateActivity(context.Background(), key(id, "extract"), state.ActivityChange{
+		From: []state.ActivityState{state.Ready}, To: state.Running, LaunchedAs: `<img src=x onerror=alert("launched")>`,
+		Claim: &state.Claim{Owner: "owner-extract", Host: `<script>alert("host")</script>`, PID: 1},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := workflow.Cancel(context.Background(), st, id, `<script>alert("reason")</script>`, nil); err != nil {
+		t.Fatal(err)
+	}
 	hostile := `<script>alert("stderr")</script><img src=x onerror=alert(1)>`
-	finish(t, st, id, "extract", 3, hostile)
+	if _, err := st.UpdateActivity(context.Background(), key(id, "extract"), state.ActivityChange{
+		From: []state.ActivityState{state.CancelledRunning}, Owner: "owner-extract",
+		Exit: &state.Exit{Code: 143, Signal: "SIGTERM"}, Error: hostile,
+	}); err != nil {
+		t.Fatal(err)
+	}
 	_, c := serve(t, Options{Store: st})
 	auth := bearer(testToken)
-	page := c.do("GET", "/workflows/"+url.PathEscape(id), nil, auth)
-	if page.code != http.StatusOK {
-		t.Fatalf("GET: %d", page.code)
+	for _, path := range []string{"/workflows/" + url.PathEscape(id), "/?since=all"} {
+		page := c.do("GET", path, nil, auth)
+		if page.code != http.StatusOK {
+			t.Fatalf("GET %s: %d", path, page.code)
+		}
+		if strings.Contains(page.body, "<script>alert") || strings.Contains(page.body, "<img src=x") {
+			t.Errorf("GET %s renders a value from the store unescaped", path)
+		}
 	}
-	if strings.Contains(page.body, "<script>alert") || strings.Contains(page.body, "<img src=x") {
-		t.Errorf("the stderr tail is rendered unescaped")
+	page := c.do("GET", "/workflows/"+url.PathEscape(id), nil, auth)
+	for _, want := range []string{"&lt;script&gt;alert(&#34;host&#34;)", "&lt;img src=x onerror=alert(&#34;launched&#34;)&gt;", "&lt;script&gt;alert(&#34;source&#34;)",
+		"&lt;script&gt;alert(&#34;reason&#34;)", "143 (SIGTERM)"} {
+		if !strings.Contains(page.body, want) {
+			t.Errorf("the page does not show %q", want)
+		}
 	}
 	if !strings.Contains(page.body, "&lt;script&gt;alert(&#34;stderr&#34;)&lt;/script&gt;") {
 		t.Errorf("the stderr tail is not shown, escaped")
