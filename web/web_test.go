@@ -515,3 +515,26 @@ func TestServeShutsDownWhenTold(t *testing.T) {
 		t.Errorf("still serving after shutdown")
 	}
 }
+
+func TestListingPages(t *testing.T) {
+	st := sqliteStore(t)
+	for range pageSize + 3 {
+		start(t, st, "name: many\nactivities:\n  a: {command: [sh, -c, 'true']}\n")
+	}
+	_, c := serve(t, Options{Store: st})
+	auth := bearer(testToken)
+	first := c.do("GET", "/?workflow=many", nil, auth)
+	if n := strings.Count(first.body, `<td class="id">`); n != pageSize {
+		t.Errorf("the first page shows %d executions, want %d", n, pageSize)
+	}
+	if !strings.Contains(first.body, "older →") || strings.Contains(first.body, "← newer") {
+		t.Errorf("the first page links to older ones only")
+	}
+	second := c.do("GET", "/?workflow=many&since=24h&page=1", nil, auth)
+	if n := strings.Count(second.body, `<td class="id">`); n != 3 {
+		t.Errorf("the second page shows %d executions, want 3", n)
+	}
+	if strings.Contains(second.body, "older →") || !strings.Contains(second.body, "← newer") {
+		t.Errorf("the second page links to newer ones only")
+	}
+}
