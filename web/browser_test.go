@@ -81,6 +81,13 @@ func browser(t *testing.T) context.Context {
 	return bctx
 }
 
+// within bounds the browser steps run with the returned context.
+func within(t *testing.T, ctx context.Context, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 func save(t *testing.T, name string, b []byte) {
 	t.Helper()
 	p := filepath.Join(t.ArtifactDir(), name)
@@ -115,7 +122,7 @@ func TestBrowserWatchesAWorkflowLive(t *testing.T) {
 
 	// The address whimbrel web prints: the token, once.
 	page := "/workflows/" + url.PathEscape(id)
-	if err := chromedp.Do(ctx,
+	if err := chromedp.Do(within(t, ctx, time.Minute),
 		chromedp.Navigate(ts.URL+page+"?token="+url.QueryEscape(testToken)),
 		chromedp.WaitVisible(chromedp.CSS("svg.graph")),
 	); err != nil {
@@ -208,7 +215,7 @@ func TestBrowserWatchesAWorkflowLive(t *testing.T) {
 	save(t, "workflow-phone.png", screenshot(t, ctx))
 
 	// The listing shows it, filtered by state.
-	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900), chromedp.Navigate(ts.URL+"/?state=FAILED&since=1h"),
+	if err := chromedp.Do(within(t, ctx, 30*time.Second), chromedp.EmulateViewport(1280, 900), chromedp.Navigate(ts.URL+"/?state=FAILED&since=1h"),
 		chromedp.WaitVisible(chromedp.CSS("table.list"))); err != nil {
 		t.Fatalf("open the listing: %v", err)
 	}
@@ -228,4 +235,37 @@ func screenshot(t *testing.T, ctx context.Context) []byte {
 		t.Errorf("the screenshot is not a PNG")
 	}
 	return b
+}
+
+// TestBrowserCancels: with actions allowed, the page's Cancel button works
+// in a real browser (cookie, CSRF value, same-origin post, redirect), and
+// the workflow is cancelled in the store.
+func TestBrowserCancels(t *testing.T) {
+	ctx := browser(t)
+	st := sqliteStore(t)
+	id := start(t, st, diamond)
+	claim(t, st, id, "extract")
+	s, err := New(Options{Store: st, Token: testToken, AllowActions: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s)
+	t.Cleanup(func() { ts.Close(); s.Close() })
+	page := "/workflows/" + url.PathEscape(id)
+	if err := chromedp.Do(within(t, ctx, time.Minute),
+		chromedp.Navigate(ts.URL+page+"?token="+url.QueryEscape(testToken)),
+		chromedp.WaitVisible(chromedp.CSS("button.danger")),
+		chromedp.Click(chromedp.CSS("button.danger")),
+		chromedp.WaitVisible(chromedp.CSS(".summary .badge.s-cancelled")),
+	); err != nil {
+		t.Fatalf("cancel from the page: %v", err)
+	}
+	w, err := st.GetWorkflow(context.Background(), id)
+	if err != nil || w.State != "CANCELLED" {
+		t.Fatalf("the workflow: %v %v, want CANCELLED", w, err)
+	}
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('svg.graph .node[data-activity="extract"]').dataset.state`))
+	if err != nil || got != "CANCELLED_RUNNING" {
+		t.Errorf("extract is shown %q (%v), want CANCELLED_RUNNING", got, err)
+	}
 }
