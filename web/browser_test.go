@@ -162,6 +162,12 @@ func TestBrowserWatchesAWorkflowLive(t *testing.T) {
 	}
 	save(t, "workflow-running.png", screenshot(t, ctx))
 
+	// While nothing changes, the page's polls are answered 304 Not Modified.
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("live-status").textContent.startsWith("live · checked")`,
+		chromedp.WithPollingTimeout(15*time.Second))); err != nil {
+		t.Errorf("the page never got a 304 for an unchanged workflow: %v", err)
+	}
+
 	// A marker that a reload would wipe out.
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.__whimbrelNoReload = true`)); err != nil {
 		t.Fatal(err)
