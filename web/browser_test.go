@@ -184,7 +184,9 @@ func TestBrowserWatchesAWorkflowLive(t *testing.T) {
 	}
 	latency := time.Since(changed)
 	t.Logf("the change showed %s after the store's write", latency.Round(time.Millisecond))
-	if latency > 5*time.Second {
+	// The design's ~2 s is a budget, not a timed test: this bound only
+	// catches a page that does not update by itself, on a loaded machine too.
+	if latency > 10*time.Second {
 		t.Errorf("the change took %s to show, want about 2 s", latency)
 	}
 	kept, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.__whimbrelNoReload === true`))
