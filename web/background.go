@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -20,6 +21,7 @@ type Background struct {
 	token  string
 	cancel context.CancelFunc
 	done   chan error
+	shown  atomic.Bool // an address was announced: pages may be open
 }
 
 // StartBackground serves a read-only view of st on addr, which must be a
@@ -50,10 +52,12 @@ func StartBackground(st state.Store, addr string, log hclog.Logger) (*Background
 // URL is the address to open for path, with the token.
 func (b *Background) URL(path string) string { return URL(b.addr, path, b.token) }
 
-// Stop serves on for linger, so that open pages fetch what changed last,
-// then shuts the view down and waits for it.
+// Stop serves on for linger if an address was announced, so that open
+// pages fetch what changed last, then shuts the view down and waits for it.
 func (b *Background) Stop(linger time.Duration) error {
-	time.Sleep(linger)
+	if b.shown.Load() {
+		time.Sleep(linger)
+	}
 	b.cancel()
 	return <-b.done
 }
@@ -61,5 +65,8 @@ func (b *Background) Stop(linger time.Duration) error {
 // Announce returns what prints the address of an execution's page on w,
 // once the execution has started.
 func (b *Background) Announce(w io.Writer) func(workflowExecID string) {
-	return func(id string) { fmt.Fprintf(w, "web view: %s\n", b.URL("/workflows/"+url.PathEscape(id))) }
+	return func(id string) {
+		b.shown.Store(true)
+		fmt.Fprintf(w, "web view: %s\n", b.URL("/workflows/"+url.PathEscape(id)))
+	}
 }
