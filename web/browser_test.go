@@ -231,6 +231,7 @@ func TestBrowserWatchesAWorkflowLive(t *testing.T) {
 	if err != nil || !slices.Contains(ids, id) {
 		t.Errorf("the listing of FAILED executions shows %v, want %s (%v)", ids, id, err)
 	}
+	save(t, "listing.png", screenshot(t, ctx))
 }
 
 func screenshot(t *testing.T, ctx context.Context) []byte {
