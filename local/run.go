@@ -50,6 +50,9 @@ type Options struct {
 	// Interrupt, when it delivers, cancels the workflow.
 	Interrupt <-chan os.Signal
 	Logger    hclog.Logger
+	// Started, if set, is told the execution's ID once it has started
+	// (whimbrel run --web prints the web view's address with it).
+	Started func(workflowExecID string)
 }
 
 // Result is how the run ended.
@@ -81,6 +84,9 @@ func Run(ctx context.Context, st state.Store, d *workflow.Definition, opts Optio
 	id, _, err := workflow.Start(ctx, st, d, workflow.StartOptions{Source: "whimbrel run"})
 	if err != nil {
 		return nil, err
+	}
+	if opts.Started != nil {
+		opts.Started(id)
 	}
 	logDir := filepath.Join(opts.LogDir, strings.ReplaceAll(id, "::", "-"))
 	if err := os.MkdirAll(logDir, 0o755); err != nil {

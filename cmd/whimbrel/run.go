@@ -16,6 +16,7 @@ import (
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/local"
 	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/web"
 	"github.com/whimbrel/whimbrel/workflow"
 )
 
@@ -30,6 +31,8 @@ type RunCmd struct {
 	Wrapper   string `name:"wrapper" type:"path" help:"The whimbrel-run binary (default: beside this binary, else on PATH)."`
 	LogDir    string `name:"log-dir" type:"path" default:".whimbrel/logs" help:"Where each activity's output goes."`
 	Retention string `name:"retention" help:"Keep the execution's items this long after it settles (30d, 72h). Overrides the definition's retention."`
+	Web       bool   `name:"web" help:"Serve a read-only web view of the run on loopback (--web-addr) and print its address."`
+	WebAddr   string `name:"web-addr" default:"127.0.0.1:0" help:"Where --web listens (port 0: any free port)."`
 }
 
 // Run runs the workflow to its end on this machine.
@@ -77,6 +80,15 @@ func (c *RunCmd) Run(g *Globals, k *kong.Context) error {
 			width = w
 		}
 	}
+	var started func(string)
+	if c.Web {
+		view, err := web.StartBackground(st, c.WebAddr, log)
+		if err != nil {
+			return &cli.UsageError{Msg: "--web: " + err.Error()}
+		}
+		defer view.Stop(2 * web.PollInterval) // open pages fetch the end
+		started = view.Announce(k.Stdout)
+	}
 	res, err := local.Run(ctx, st, def, local.Options{
 		Wrapper:   wrapper,
 		StoreEnv:  map[string]string{"WHIMBREL_STORE": c.Resolved(defaultRunStore), "WHIMBREL_TABLE_PREFIX": c.Prefix},
@@ -86,6 +98,7 @@ func (c *RunCmd) Run(g *Globals, k *kong.Context) error {
 		Width:     width,
 		Interrupt: interrupt,
 		Logger:    log,
+		Started:   started,
 	})
 	if err != nil {
 		return err
