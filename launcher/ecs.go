@@ -44,6 +44,16 @@ const MaxOverrides = 8192
 
 var _ Backend = (*ECS)(nil)
 
+// NewECSClient returns the ECS client a launcher should use: the SDK's
+// standard retries, without its retry quota. The launcher spaces its own
+// retries; a quota that runs dry under sustained throttling would turn
+// launches that only had to wait into errors at once.
+func NewECSClient(cfg aws.Config, optFns ...func(*ecs.Options)) *ecs.Client {
+	return ecs.NewFromConfig(cfg, append([]func(*ecs.Options){func(o *ecs.Options) {
+		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) { so.RateLimiter = ratelimit.None })
+	}}, optFns...)...)
+}
+
 // Launch implements Backend.
 func (b *ECS) Launch(ctx context.Context, j Job) (string, error) {
 	l := j.Settings.Launch

@@ -41,6 +41,7 @@ import (
 // Every answer comes after Latency.
 type fakeECS struct {
 	Latency time.Duration
+	URL     string
 
 	mu       sync.Mutex
 	requests []fakeRequest
@@ -59,6 +60,7 @@ func newFakeECS(t testing.TB) (*fakeECS, *ecs.Client) {
 	t.Helper()
 	f := &fakeECS{tasks: map[string]string{}, seen: map[string]int{}, answered: map[string]time.Time{}, release: make(chan struct{})}
 	ts := httptest.NewServer(f)
+	f.URL = ts.URL
 	t.Cleanup(func() {
 		close(f.release)
 		ts.Close()
@@ -295,6 +297,39 @@ func TestECSTemporaryErrors(t *testing.T) {
 		if a.State != state.Queued || !strings.HasPrefix(a.LaunchedAs, "arn:aws:ecs:") || req != tc.requests || tasks != 1 {
 			t.Errorf("%s: %s launched as %q after %d requests, %d tasks; want QUEUED with a task after %d requests, 1 task",
 				name, a.State, a.LaunchedAs, req, tasks, tc.requests)
+		}
+	}
+}
+
+// TestECSSustainedThrottling: sixty activities whose every RunTask is
+// throttled three times, through the client a launcher uses in production
+// (the SDK's own retries, no retry quota), all start, once each.
+func TestECSSustainedThrottling(t *testing.T) {
+	t.Parallel()
+	fake, _ := newFakeECS(t)
+	client := launcher.NewECSClient(aws.Config{Region: "eu-west-1", BaseEndpoint: aws.String(fake.URL),
+		Credentials: credentials.NewStaticCredentialsProvider("k", "s", "")})
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	tds := map[string]string{}
+	for i := 0; i < 60; i++ {
+		tds[fmt.Sprintf("a%02d", i)] = "throttle-3"
+	}
+	id, _ := start(t, st, ecsActivities("throttled", tds, ""))
+	l := launcher.New(st, fastRetries(launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchECS: &launcher.ECS{API: client}}}))
+	if n, err := l.Once(bg(t)); n != 60 || err != nil {
+		t.Fatalf("Once: launched %d, %v; want 60", n, err)
+	}
+	req, tasks := fake.counts("throttle-3")
+	if tasks != 60 || req != 60*4 {
+		t.Errorf("%d tasks after %d requests, want 60 after 240", tasks, req)
+	}
+	acts, err := st.Activities(bg(t), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range acts {
+		if a.State != state.Queued || !strings.HasPrefix(a.LaunchedAs, "arn:aws:ecs:") {
+			t.Errorf("%s: %s launched as %q", a.ActivityName, a.State, a.LaunchedAs)
 		}
 	}
 }

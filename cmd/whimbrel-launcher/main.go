@@ -15,8 +15,6 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
 	"github.com/aws/smithy-go"
@@ -218,20 +216,15 @@ func cause(err error) error {
 }
 
 // connectECS builds the ECS client and checks that the cluster answers.
-// The SDK's retry quota is off: the launcher spaces its own retries, and a
-// quota that runs out under throttling would fail launches that only had
-// to wait.
 func connectECS(ctx context.Context, cluster string, log hclog.Logger) (*launcher.ECS, error) {
-	awsCfg, err := config.LoadDefaultConfig(ctx, config.WithRetryer(func() aws.Retryer {
-		return retry.NewStandard(func(o *retry.StandardOptions) { o.RateLimiter = ratelimit.None })
-	}))
+	awsCfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load the AWS configuration for ECS: %w", err)
 	}
 	if awsCfg.Region == "" {
 		return nil, errors.New("ECS needs a region: set AWS_REGION (or a profile's region with AWS_PROFILE)")
 	}
-	client := ecs.NewFromConfig(awsCfg)
+	client := launcher.NewECSClient(awsCfg)
 	cctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	out, err := client.DescribeClusters(cctx, &ecs.DescribeClustersInput{Clusters: []string{cluster}})
