@@ -512,3 +512,57 @@ func (g *gauge) Launch(ctx context.Context, j launcher.Job) (string, error) {
 	g.mu.Unlock()
 	return "test:" + j.ActivityName, nil
 }
+
+// TestRunDoesNotWaitForSlowLaunches: in the daemon, a launch waiting on an
+// unanswered RunTask holds up neither the next poll nor activities readied
+// meanwhile; stopping the launcher lets that call finish, retries it no
+// more, and records why the activity did not start.
+func TestRunDoesNotWaitForSlowLaunches(t *testing.T) {
+	t.Parallel()
+	fake, client := newFakeECS(t)
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	slowID, _ := start(t, st, ecsActivities("stuck", map[string]string{"stuck": "hang"}, ""))
+	l := launcher.New(st, fastRetries(launcher.Config{
+		Backends:    map[string]launcher.Backend{workflow.LaunchECS: &launcher.ECS{API: client}},
+		Interval:    100 * time.Millisecond,
+		CallTimeout: 3 * time.Second,
+	}))
+	ctx, cancel := context.WithCancel(bg(t))
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	waitFor("the stuck RunTask", func() bool { req, _ := fake.counts("hang"); return req == 1 })
+	fastID, _ := start(t, st, ecsActivities("fast", map[string]string{"fast": "ok"}, ""))
+	began := time.Now()
+	waitFor("the fast launch", func() bool { return activity(t, st, fastID, "fast").LaunchedAs != "" })
+	if took := time.Since(began); took > 2*time.Second {
+		t.Errorf("the fast activity waited %s behind the stuck one", took)
+	}
+	if req, _ := fake.counts("hang"); req != 1 {
+		t.Fatalf("the stuck launch was tried %d times before the stop, want 1 (its call is still under way)", req)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return after the stop")
+	}
+	stuck := activity(t, st, slowID, "stuck")
+	if stuck.State != state.Failed || !strings.Contains(stuck.Reason, "the launcher stopped while retrying") || !strings.Contains(stuck.Reason, "no answer within 3s") {
+		t.Errorf("stuck: %s, reason %q; want FAILED saying the launcher stopped", stuck.State, stuck.Reason)
+	}
+	if req, _ := fake.counts("hang"); req != 1 {
+		t.Errorf("the stuck launch was tried %d times, want no retry after the stop", req)
+	}
+}

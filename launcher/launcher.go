@@ -237,7 +237,7 @@ func (l *Launcher) pass(ctx context.Context) (*pass, error) {
 			launched, err := l.try(ctx, p, k)
 			l.mu.Lock()
 			delete(l.busy, k)
-			if launched {
+			if launched && l.cfg.MaxRunning > 0 { // counted only under a cap
 				l.running[k] = true
 			}
 			l.mu.Unlock()
