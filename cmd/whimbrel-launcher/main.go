@@ -36,8 +36,10 @@ Launch types (per activity in the workflow definition, default local):
   docker   docker run --detach IMAGE [COMMAND]; the image's entrypoint is whimbrel-run
   ecs      ecs:RunTask of the task definition, identity as environment overrides
 
-On SIGTERM or SIGINT it stops claiming, finishes the launches in flight and
-exits; local activities already started run on under their own wrappers.
+On SIGTERM or SIGINT it stops claiming, finishes the backend calls in flight,
+records them and exits; a launch that would have been retried is failed with
+its last error, never left QUEUED. Local activities already started run on
+under their own wrappers.
 
 Launches run side by side (--workers). A launch that fails for a reason that
 may pass (throttling, 5xx, an unreachable endpoint, ECS short of capacity) is
