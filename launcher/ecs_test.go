@@ -34,6 +34,7 @@ import (
 //	throttle-N     ThrottlingException for the first N requests of a token
 //	agent-N        a failure with reason AGENT for the first N requests of a token
 //	capacity-N     a failure "Capacity is unavailable at this time…" for the first N
+//	server-N       a 500 ServerException for the first N
 //	client-error   ClientException
 //	missing        a failure with reason MISSING
 //	lose-answer    start the task, then drop the connection, once per token
@@ -128,6 +129,10 @@ func (f *fakeECS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case kind == "capacity" && n <= limit:
 		fail("Capacity is unavailable at this time. Please try again later or in a different availability zone")
+		return
+	case kind == "server" && n <= limit:
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprint(w, `{"__type":"ServerException","message":"Service unavailable"}`)
 		return
 	case kind == "client-error":
 		w.WriteHeader(http.StatusBadRequest)
@@ -275,23 +280,23 @@ func TestECSHangingRunTask(t *testing.T) {
 	}
 }
 
-// TestECSTemporaryErrors: throttling, AGENT and capacity failures are
+// TestECSTemporaryErrors: throttling, server errors, AGENT and capacity failures are
 // retried under the same clientToken until ECS starts the task, once.
 func TestECSTemporaryErrors(t *testing.T) {
 	t.Parallel()
 	fake, client := newFakeECS(t)
 	st := dynamotest.NewStore(t, dynamodb.Options{})
 	id, _ := start(t, st, ecsActivities("temporary", map[string]string{
-		"throttled": "throttle-6", "agent": "agent-2", "capacity": "capacity-3",
+		"throttled": "throttle-6", "agent": "agent-2", "capacity": "capacity-3", "server": "server-2",
 	}, ""))
 	l := launcher.New(st, fastRetries(launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchECS: &launcher.ECS{API: client}}}))
-	if n, err := l.Once(bg(t)); n != 3 || err != nil {
-		t.Fatalf("Once: launched %d, %v; want 3", n, err)
+	if n, err := l.Once(bg(t)); n != 4 || err != nil {
+		t.Fatalf("Once: launched %d, %v; want 4", n, err)
 	}
 	for name, tc := range map[string]struct {
 		td       string
 		requests int
-	}{"throttled": {"throttle-6", 7}, "agent": {"agent-2", 3}, "capacity": {"capacity-3", 4}} {
+	}{"throttled": {"throttle-6", 7}, "agent": {"agent-2", 3}, "capacity": {"capacity-3", 4}, "server": {"server-2", 3}} {
 		a := activity(t, st, id, name)
 		req, tasks := fake.counts(tc.td)
 		if a.State != state.Queued || !strings.HasPrefix(a.LaunchedAs, "arn:aws:ecs:") || req != tc.requests || tasks != 1 {
