@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"time"
 )
 
 // Docker starts each activity as a detached container through the docker
@@ -20,9 +21,24 @@ type Docker struct {
 	// PassEnv names variables of the launcher's environment to hand to
 	// every container as well, such as AWS_REGION.
 	PassEnv []string
+	// Timeout is the least deadline of one docker run, when longer than
+	// the launcher's call timeout (default DefaultDockerTimeout).
+	Timeout time.Duration
 }
 
 var _ Backend = (*Docker)(nil)
+
+// DefaultDockerTimeout is the least deadline of one docker run, which may
+// pull the image first.
+const DefaultDockerTimeout = 2 * time.Minute
+
+// CallTimeout is the least deadline of one docker run.
+func (b *Docker) CallTimeout() time.Duration {
+	if b.Timeout > 0 {
+		return b.Timeout
+	}
+	return DefaultDockerTimeout
+}
 
 // maxError bounds an error text recorded on an item: the item must stay
 // small.

@@ -75,6 +75,13 @@ const (
 	recordTimeout = 30 * time.Second
 )
 
+// patient is implemented by backends whose calls may need longer than
+// Config.CallTimeout, such as docker run pulling an image.
+type patient interface {
+	// CallTimeout is the least deadline one call needs.
+	CallTimeout() time.Duration
+}
+
 // TemporaryError is a launch error that may pass: the launcher tries the
 // launch again, with backoff, until the activity's launch deadline.
 // Backends return it for throttling, server errors, unreachable endpoints
@@ -442,6 +449,10 @@ func (l *Launcher) launch(ctx context.Context, backend Backend, j Job, log hclog
 		}
 		retryFor = min(retryFor, qt*3/4)
 	}
+	callTimeout := l.cfg.CallTimeout
+	if p, ok := backend.(patient); ok {
+		callTimeout = max(callTimeout, p.CallTimeout())
+	}
 	start := time.Now()
 	rctx, cancel := context.WithDeadline(ctx, start.Add(retryFor))
 	defer cancel()
@@ -454,7 +465,7 @@ func (l *Launcher) launch(ctx context.Context, backend Backend, j Job, log hclog
 	attempts := 0
 	err := backoff.RetryNotify(func() error {
 		attempts++
-		callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.CallTimeout)
+		callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
 		defer cancel()
 		var err error
 		as, err = backend.Launch(callCtx, j)
@@ -464,7 +475,7 @@ func (l *Launcher) launch(ctx context.Context, backend Backend, j Job, log hclog
 			return nil
 		case errors.Is(callCtx.Err(), context.DeadlineExceeded):
 			last = fmt.Errorf("no answer within %s (the launch may have happened: it is tried again under the same launch token %s): %w",
-				l.cfg.CallTimeout, token(j), err)
+				callTimeout, token(j), err)
 			return last
 		case errors.As(err, &temp):
 			last = err
