@@ -458,6 +458,7 @@ func (l *Launcher) launch(ctx context.Context, backend Backend, j Job, log hclog
 	defer cancel()
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval = l.cfg.RetryInterval
+	b.Multiplier = 2
 	b.MaxInterval = max(maxRetryInterval, l.cfg.RetryInterval)
 	b.MaxElapsedTime = 0 // rctx's deadline ends the retries
 	var as string
