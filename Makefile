@@ -61,6 +61,12 @@ bench: dynamodb-local-install native
 	@echo 'One simulated minute of open pages polling every 1.5 s with their ETag (TestIdlePageCost and TestIdlePageCostOnDynamoDB in web/); reads are shared by every page for 1 s, and a settled execution is read once and never again:' >> BENCHMARKS.md
 	@echo >> BENCHMARKS.md
 	scripts/dynamodb-local run -- $(GO) test -count=1 -run 'TestIdlePageCost' -v ./web/ | grep -E 'cost_test.go' | sed -E 's/^ *cost_test.go:[0-9]+: /    /' >> BENCHMARKS.md
+	@echo >> BENCHMARKS.md
+	@echo '## ECS launches per second' >> BENCHMARKS.md
+	@echo >> BENCHMARKS.md
+	@echo '200 ready ECS activities launched against a fake ECS endpoint that answers each RunTask after 50 ms, on DynamoDB Local (BenchmarkECSLaunches in launcher/): one launcher with one worker (one launch at a time, as before the worker pool), then 1 and 4 launchers with the default 16 workers each:' >> BENCHMARKS.md
+	@echo >> BENCHMARKS.md
+	scripts/dynamodb-local run -- $(GO) test -run '^$$' -bench ECSLaunches -benchtime 3x -timeout 30m ./launcher/ | grep -E '^Benchmark' | sed 's/^/    /' >> BENCHMARKS.md
 
 ## lint: gofmt, go vet, staticcheck, and go.mod/go.sum tidy
 lint: vet

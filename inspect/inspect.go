@@ -202,7 +202,7 @@ func (s *Status) WriteText(w io.Writer) error {
 	rows := make([][]string, 0, len(s.Activities))
 	for _, a := range s.Activities {
 		where := a.LaunchedAs
-		if a.Host != "" && a.PID > 0 {
+		if a.Host != "" && a.PID > 0 && !strings.HasPrefix(a.LaunchedAs, "arn:") { // an ECS task says more than its container's pid
 			where = fmt.Sprintf("%s pid %d", a.Host, a.PID)
 		}
 		exit := "-"
@@ -247,7 +247,8 @@ func (s *Status) WriteText(w io.Writer) error {
 		if ended && a.Reason != "" {
 			fmt.Fprintf(w, "%swhy: %s\n", indent, a.Reason)
 		}
-		if tail := strings.TrimRight(a.StderrTail, "\n"); tail != "" && ended {
+		// A failed launch has no stderr: its error is the reason already shown.
+		if tail := strings.TrimRight(a.StderrTail, "\n"); tail != "" && ended && !strings.HasSuffix(a.Reason, tail) {
 			lines := strings.Split(tail, "\n")
 			for _, l := range lines[max(0, len(lines)-5):] {
 				fmt.Fprintf(w, "%sstderr: %s\n", indent, l)
