@@ -52,11 +52,16 @@ type Inbox interface {
 // event's when.
 const TransitionHeartbeat = "HEARTBEAT"
 
+// TransitionCancel is seed 001's word for cancelling an activity: it
+// becomes CANCELLED, or CANCELLED_RUNNING when it was RUNNING.
+const TransitionCancel = "CANCEL"
+
 // The results an Outcome records.
 const (
 	OutcomeStarted  = "started"  // a request started its execution
 	OutcomeApplied  = "applied"  // an event's transition took effect
 	OutcomeRejected = "rejected" // nothing was changed; the reason says why
+	OutcomeIgnored  = "ignored"  // a manual item: the Full Logic API made its change
 )
 
 // EventStep makes an activity write the decision on one event. The write
