@@ -31,8 +31,9 @@ type Inbox interface {
 	// GetEvent reads an event (strongly consistent).
 	GetEvent(ctx context.Context, id, activityExecID string) (*ActivityEvent, error)
 	// Events lists an activity's events written at or after from (the
-	// zero time: all) in the order they take effect (see EventCursor),
-	// through an index: eventually consistent.
+	// zero time: all), by EventCursor, through an index: eventually
+	// consistent. An event that cannot be decoded is listed, as far as
+	// it was read, only once a processor recorded an outcome on it.
 	Events(ctx context.Context, activityExecID string, from time.Time) ([]*ActivityEvent, error)
 	// RecordEvent records an outcome on an event without touching its
 	// activity: for events with no activity to decide on. Only the first
