@@ -321,12 +321,18 @@ func (p *Processor) request(ctx context.Context, r *state.WorkflowRequest) error
 	case err != nil:
 		return fmt.Errorf("request %s: record its outcome: %w", r.WorkflowRequestID, err)
 	}
-	if _, _, err := workflow.Start(ctx, p.st, def, p.startOptions(r)); err != nil {
+	_, created, err := workflow.Start(ctx, p.st, def, p.startOptions(r))
+	switch {
+	case err != nil:
 		// Retried, this record finds the claim and finishes the start
 		// once startGrace has passed.
 		return fmt.Errorf("request %s: %w", r.WorkflowRequestID, err)
+	case created:
+		log.Info("started", "workflow_exec_id", id)
+	default:
+		// The request was written again after its outcome was wiped.
+		log.Debug("started before", "workflow_exec_id", id)
 	}
-	log.Info("started", "workflow_exec_id", id)
 	return nil
 }
 
@@ -484,6 +490,11 @@ func (p *Processor) event(ctx context.Context, ev *state.ActivityEvent, r Record
 				return nil
 			}
 		}
+		if r.EventName == "MODIFY" && tookEffect(ev, a) {
+			// Written again over its outcome, after it took effect.
+			return p.recordAlone(ctx, ev, state.Outcome{Result: state.OutcomeApplied, At: state.Truncate(time.Now()),
+				Reason: "it took effect before it was written again"})
+		}
 		// The undecided events before it in order take effect first, as
 		// far as they can now.
 		a, err = p.earlier(ctx, ev, a)
@@ -584,6 +595,23 @@ func (p *Processor) decidedBefore(ctx context.Context, ev *state.ActivityEvent) 
 		return fmt.Errorf("event %s: %w", ev.ActivityEventID, err)
 	}
 	return nil
+}
+
+// tookEffect reports whether the activity shows that ev took effect: it
+// claimed the activity, or it was the last event decided and the activity
+// is in the state it asked for.
+func tookEffect(ev *state.ActivityEvent, a *state.ActivityExec) bool {
+	if ev.Transition == string(state.Running) && (a.Owner == ev.ActivityEventID || ev.Owner != "" && a.Owner == ev.Owner) {
+		return true
+	}
+	last := strings.HasSuffix(a.EventCursor, "/"+ev.ActivityEventID)
+	switch ev.Transition {
+	case state.TransitionHeartbeat:
+		return last && a.State == state.Running
+	case state.TransitionCancel:
+		return last && (a.State == state.Cancelled || a.State == state.CancelledRunning)
+	}
+	return last && string(a.State) == ev.Transition
 }
 
 // order is the state machine's rank of the state an event asks for: an
