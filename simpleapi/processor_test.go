@@ -457,6 +457,13 @@ func TestPollerSkipsMalformedAndResumes(t *testing.T) {
 
 func (e *env) poll(name string) (stop func()) {
 	e.t.Helper()
+	return e.pollAs("poller", name)
+}
+
+// pollAs runs a poller whose positions are kept under positions, with a
+// processor of the given name.
+func (e *env) pollAs(positions, name string) (stop func()) {
+	e.t.Helper()
 	var arns []string
 	for _, base := range []string{dynamodb.TableWorkflowRequest, dynamodb.TableActivityEvent} {
 		arn, err := e.st.StreamARN(ctx(e.t), base)
@@ -465,7 +472,7 @@ func (e *env) poll(name string) (stop func()) {
 		}
 		arns = append(arns, arn)
 	}
-	p, err := simpleapi.NewPoller(simpleapi.PollerConfig{Name: "poller", Processor: e.processorWithWindow(name, simpleapi.DefaultOrderWindow),
+	p, err := simpleapi.NewPoller(simpleapi.PollerConfig{Name: positions, Processor: e.processorWithWindow(name, simpleapi.DefaultOrderWindow),
 		Streams: e.streams, Positions: e.st, StreamARNs: arns, PollInterval: 50 * time.Millisecond, Discovery: time.Second,
 		Logger: hclog.New(&hclog.LoggerOptions{Name: "poll", Level: hclog.Debug, Output: testWriter{e.t, nil}})})
 	if err != nil {
