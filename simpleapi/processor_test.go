@@ -203,7 +203,10 @@ func (e *env) process(p *simpleapi.Processor, recs []streamtypes.Record) {
 		var waiting []streamtypes.Record
 		for _, r := range recs {
 			err := p.Process(ctx(e.t), simpleapi.RecordFromStream(r))
+			var bad *simpleapi.MalformedError
 			switch {
+			case errors.As(err, &bad):
+				// reported and skipped, as a poller does
 			case simpleapi.IsTooEarly(err):
 				waiting = append(waiting, r)
 			case err != nil:
