@@ -43,7 +43,8 @@ type CLI struct {
 	Version kong.VersionFlag `name:"version" help:"Print the version and exit."`
 
 	Name         string        `name:"name" env:"WHIMBREL_PROCESSOR_NAME" default:"whimbrel-poller" help:"This processor's name: workflows registered with --lambda NAME are handled only by it; those registered without, by any processor."`
-	OrderWindow  time.Duration `name:"order-window" env:"WHIMBREL_ORDER_WINDOW" default:"5s" help:"An event younger than this that its activity's state does not allow yet is retried, not rejected: an earlier event may still be on its way. 0: reject at once."`
+	OrderWindow  time.Duration `name:"order-window" env:"WHIMBREL_ORDER_WINDOW" default:"5s" help:"An event that its activity's state does not allow yet, but an event before it in the state machine's order would, is retried for this long (from when the processor first sees it) before it is rejected, without holding up other records. 0: reject at once."`
+	MaxSkew      time.Duration `name:"max-skew" env:"WHIMBREL_MAX_SKEW" default:"1m" help:"An event whose when is further ahead of this processor's clock is rejected."`
 	PollInterval time.Duration `name:"poll-interval" default:"250ms" help:"Pause after a read of a shard that found nothing."`
 	Discovery    time.Duration `name:"discovery" default:"10s" help:"How often the streams' shards are listed again."`
 }
@@ -55,8 +56,8 @@ func main() {
 
 // Run polls until stopped.
 func (c *CLI) Run(k *kong.Context) error {
-	if c.OrderWindow < 0 || c.PollInterval <= 0 || c.Discovery <= 0 {
-		return &cli.UsageError{Msg: "--poll-interval and --discovery must be positive, --order-window not negative"}
+	if c.OrderWindow < 0 || c.PollInterval <= 0 || c.Discovery <= 0 || c.MaxSkew <= 0 {
+		return &cli.UsageError{Msg: "--poll-interval, --discovery and --max-skew must be positive, --order-window not negative"}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -84,7 +85,7 @@ func (c *CLI) Run(k *kong.Context) error {
 	}
 	p, err := simpleapi.NewPoller(simpleapi.PollerConfig{
 		Name:         c.Name,
-		Processor:    simpleapi.New(simpleapi.Config{Store: st, Name: c.Name, OrderWindow: c.OrderWindow, Logger: log}),
+		Processor:    simpleapi.New(simpleapi.Config{Store: st, Name: c.Name, OrderWindow: c.OrderWindow, MaxSkew: c.MaxSkew, Logger: log}),
 		Streams:      streams,
 		Positions:    st,
 		StreamARNs:   arns,
