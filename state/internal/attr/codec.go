@@ -377,8 +377,8 @@ func EncodeEvent(e *state.ActivityEvent) Item {
 func DecodeEvent(table string, m Item) (*state.ActivityEvent, error) {
 	d := newDecoder(table, m, "activity_event_id")
 	e := &state.ActivityEvent{
-		ActivityEventID:   d.str("activity_event_id", true),
-		ActivityExecID:    d.str("activity_exec_id", true),
+		ActivityEventID: d.str("activity_event_id", true),
+		ActivityExecID:  d.str("activity_exec_id", true),
 		// Seed 000's event names its activity by activity_exec_id
 		// alone; workflow_exec_id is Whimbrel's addition.
 		WorkflowExecID:    d.str("workflow_exec_id", false),
