@@ -376,11 +376,12 @@ func EncodeEvent(e *state.ActivityEvent) Item {
 // processor needs are required; so is a known transition.
 func DecodeEvent(table string, m Item) (*state.ActivityEvent, error) {
 	d := newDecoder(table, m, "activity_event_id")
+	// Seed 000's event names its activity by activity_exec_id alone, and
+	// has no when_epoch (and may have no when); workflow_exec_id is
+	// Whimbrel's addition.
 	e := &state.ActivityEvent{
-		ActivityEventID: d.str("activity_event_id", true),
-		ActivityExecID:  d.str("activity_exec_id", true),
-		// Seed 000's event names its activity by activity_exec_id
-		// alone; workflow_exec_id is Whimbrel's addition.
+		ActivityEventID:   d.str("activity_event_id", true),
+		ActivityExecID:    d.str("activity_exec_id", true),
 		WorkflowExecID:    d.str("workflow_exec_id", false),
 		WorkflowName:      d.str("workflow_name", false),
 		ActivityName:      d.str("activity_name", false),
