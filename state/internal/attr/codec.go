@@ -372,13 +372,13 @@ func EncodeEvent(e *state.ActivityEvent) Item {
 	return m
 }
 
-// DecodeEvent reads an event. The workflow_exec_id, when and transition a
-// processor needs are required; so is a known transition.
+// DecodeEvent reads an event. Its keys and a known transition (an
+// activity state, CANCEL or HEARTBEAT) are required.
 func DecodeEvent(table string, m Item) (*state.ActivityEvent, error) {
 	d := newDecoder(table, m, "activity_event_id")
-	// Seed 000's event names its activity by activity_exec_id alone, and
-	// has no when_epoch (and may have no when); workflow_exec_id is
-	// Whimbrel's addition.
+	// Seed 000's event names its activity by activity_exec_id alone and
+	// has no when_epoch; workflow_exec_id is Whimbrel's addition. With no
+	// when at all, the processor takes the time the item was written.
 	e := &state.ActivityEvent{
 		ActivityEventID:   d.str("activity_event_id", true),
 		ActivityExecID:    d.str("activity_exec_id", true),
