@@ -67,19 +67,20 @@ const (
 
 // EventStep makes an activity write the decision on one event. The write
 // moves the activity's event cursor from Prev to Next and fails (a
-// *ConflictError) unless the cursor is Prev, so each event is decided
-// once and in order. When Outcome is set, it is recorded on the event in
-// the same atomic write, which fails unless the event has no outcome yet.
+// *ConflictError) unless the cursor is Prev, so that each decision is
+// made on the activity as the decider read it. When Outcome is set, it is
+// recorded on the event in the same atomic write, which fails unless the
+// event has no outcome yet, so each event is decided once.
 type EventStep struct {
 	Prev    string // the cursor the activity must hold ("" : none yet)
-	Next    string // EventCursor of the event decided
+	Next    string // the cursor after the decision; it sorts after Prev
 	EventID string // the event the outcome is recorded on
 	Outcome *Outcome
 }
 
-// EventCursor is the position of an event among its activity's: events
-// take effect in the order of their when, then of their IDs. Cursors
-// compare as strings.
+// EventCursor orders an activity's events by their when, then their IDs,
+// as strings: the order Events lists them in. (Which order they take
+// effect in is the processor's to decide.)
 func EventCursor(e *ActivityEvent) string {
 	return fmt.Sprintf("%015d/%s", max(e.When.UnixMilli(), 0), e.ActivityEventID)
 }
