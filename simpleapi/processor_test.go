@@ -592,8 +592,12 @@ func (e *env) snapshot(execID string) string {
 		e.t.Fatal(err)
 	}
 	lines = append(lines, "workflow "+string(wf.State))
-	for _, name := range []string{"a", "b"} {
-		a := e.activity(execID, name)
+	acts, err := e.st.Activities(ctx(e.t), execID)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, a := range acts {
+		name := a.ActivityName
 		exit := "-"
 		if a.ExitCode != nil {
 			exit = strconv.Itoa(*a.ExitCode)
@@ -611,7 +615,11 @@ func (e *env) snapshot(execID string) string {
 			tr, _ := it["transition"].(*types.AttributeValueMemberS)
 			o, _ := it["outcome"].(*types.AttributeValueMemberS)
 			ep, _ := it["when_epoch"].(*types.AttributeValueMemberN)
-			line := ep.Value + " " + name + " "
+			epoch := "-" // a seed client's event, not decided yet
+			if ep != nil {
+				epoch = ep.Value
+			}
+			line := epoch + " " + name + " "
 			if tr != nil {
 				line += tr.Value
 			}
