@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -451,5 +452,39 @@ func TestTwoPollersStartEachRequestOnceAndApplyEachEventOnce(t *testing.T) {
 				t.Errorf("%s %s: %s attempt %d, want COMPLETED claimed once", execID, name, a.State, a.Attempt)
 			}
 		}
+	}
+}
+
+// TestLambdaSetsAsideAWaitingEvent: in one Lambda batch, a COMPLETED that
+// comes before its RUNNING (and a seed event with no when at all) is set
+// aside while the records behind it go on, then applied within the
+// invocation: no batch item failure, nothing held up.
+func TestLambdaSetsAsideAWaitingEvent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	execID, _, err := workflow.Start(ctx(t), e.st, e.def, workflow.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	actID := state.ActivityExecIDFor(execID, "a")
+	completed := e.seedEvent(actID, "COMPLETED", time.Now(), "", nil)
+	running := actID + "::" + uuid.NewString()
+	e.put(dynamodb.TableActivityEvent, map[string]types.AttributeValue{"activity_event_id": s(running), "activity_exec_id": s(actID),
+		"transition": s("RUNNING")}) // no when: the time it was written
+	p := e.processorWithWindow("fn", simpleapi.DefaultOrderWindow)
+	out, err := lambda.NewHandler(p.HandleLambda).Invoke(ctx(t), lambdaEvent(t, e.records(dynamodb.TableActivityEvent)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "itemIdentifier") {
+		t.Errorf("response %s: want no batch item failures", out)
+	}
+	for _, id := range []string{running, completed} {
+		if o := e.outcome(id); o.Result != state.OutcomeApplied {
+			t.Errorf("event %s: %+v, want applied", id, o)
+		}
+	}
+	if a := e.activity(execID, "a"); a.State != state.Completed || a.StartTime.IsZero() {
+		t.Errorf("a: %s started %s, want COMPLETED with a start time", a.State, a.StartTime)
 	}
 }
