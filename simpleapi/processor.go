@@ -598,20 +598,21 @@ func (p *Processor) decidedBefore(ctx context.Context, ev *state.ActivityEvent) 
 }
 
 // tookEffect reports whether the activity shows that ev took effect: it
-// claimed the activity, or it was the last event decided and the activity
-// is in the state it asked for.
+// claimed the activity, or the activity is in the state it asked for and
+// names it (the reason an applied event records is "event ID…"), or it
+// was the last event decided.
 func tookEffect(ev *state.ActivityEvent, a *state.ActivityExec) bool {
 	if ev.Transition == string(state.Running) && (a.Owner == ev.ActivityEventID || ev.Owner != "" && a.Owner == ev.Owner) {
 		return true
 	}
-	last := strings.HasSuffix(a.EventCursor, "/"+ev.ActivityEventID)
+	named := strings.HasSuffix(a.EventCursor, "/"+ev.ActivityEventID) || strings.Contains(a.Reason, "event "+ev.ActivityEventID)
 	switch ev.Transition {
 	case state.TransitionHeartbeat:
-		return last && a.State == state.Running
+		return false // deciding it again does no harm
 	case state.TransitionCancel:
-		return last && (a.State == state.Cancelled || a.State == state.CancelledRunning)
+		return named && (a.State == state.Cancelled || a.State == state.CancelledRunning)
 	}
-	return last && string(a.State) == ev.Transition
+	return named && string(a.State) == ev.Transition
 }
 
 // order is the state machine's rank of the state an event asks for: an
@@ -853,6 +854,9 @@ func (p *Processor) changeFor(ctx context.Context, ev *state.ActivityEvent, a *s
 	if err := state.CheckTransition(a.State, to); err != nil {
 		if reachable(a.State, to) {
 			return no(wait, "%v", err)
+		}
+		if strings.Contains(err.Error(), "already") {
+			return no(reject, "%v", err)
 		}
 		return no(reject, "the activity is already %s: %v", a.State, err)
 	}

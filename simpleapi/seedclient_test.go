@@ -85,17 +85,20 @@ func (e *env) seedRequest(name string) string {
 // event ID's second half (empty: a random one).
 func (e *env) seedEvent(actID, transition string, at time.Time, id string, extra map[string]types.AttributeValue) string {
 	e.t.Helper()
-	if id == "" {
-		id = uuid.NewString()
-	}
-	id = actID + "::" + id
-	item := map[string]types.AttributeValue{"activity_event_id": s(id), "activity_exec_id": s(actID),
-		"when": seedWhen(at), "source": s("seed client"), "transition": s(transition)}
+	item := seedEventItem(actID, transition, at, id)
 	for k, v := range extra {
 		item[k] = v
 	}
 	e.put(dynamodb.TableActivityEvent, item)
-	return id
+	return item["activity_event_id"].(*types.AttributeValueMemberS).Value
+}
+
+func seedEventItem(actID, transition string, at time.Time, id string) map[string]types.AttributeValue {
+	if id == "" {
+		id = uuid.NewString()
+	}
+	return map[string]types.AttributeValue{"activity_event_id": s(actID + "::" + id), "activity_exec_id": s(actID),
+		"when": seedWhen(at), "source": s("seed client"), "transition": s(transition)}
 }
 
 // eventually waits (bounded) until ok holds.
@@ -486,5 +489,57 @@ func TestLambdaSetsAsideAWaitingEvent(t *testing.T) {
 	}
 	if a := e.activity(execID, "a"); a.State != state.Completed || a.StartTime.IsZero() {
 		t.Errorf("a: %s started %s, want COMPLETED with a start time", a.State, a.StartTime)
+	}
+}
+
+// TestSeedClientRePutEventKeepsItsOutcome: a client that writes a decided
+// event again (a retry of a put whose answer it lost) wipes its outcome;
+// the processor decides it again, to the same outcome, and changes
+// nothing.
+func TestSeedClientRePutEventKeepsItsOutcome(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	execID, _, err := workflow.Start(ctx(t), e.st, e.def, workflow.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	actID := state.ActivityExecIDFor(execID, "a")
+	now := time.Now()
+	running := seedEventItem(actID, "RUNNING", now, "")
+	queued := seedEventItem(actID, "QUEUED", now.Add(time.Second), "") // past: rejected
+	completed := seedEventItem(actID, "COMPLETED", now.Add(time.Second), "")
+	for _, it := range []map[string]types.AttributeValue{running, queued, completed} {
+		e.put(dynamodb.TableActivityEvent, it)
+	}
+	p := e.processor("p")
+	e.process(p, e.records(dynamodb.TableActivityEvent))
+	before := e.activity(execID, "a")
+	if before.State != state.Completed {
+		t.Fatalf("a is %s, want COMPLETED", before.State)
+	}
+	seen := len(e.records(dynamodb.TableActivityEvent))
+
+	for _, it := range []map[string]types.AttributeValue{running, queued, completed} {
+		e.put(dynamodb.TableActivityEvent, it)
+	}
+	recs := e.records(dynamodb.TableActivityEvent)[seen:]
+	var modify int
+	for _, r := range recs {
+		if r.EventName == "MODIFY" && r.Dynamodb.NewImage["outcome"] == nil {
+			modify++
+		}
+	}
+	if modify != 3 {
+		t.Fatalf("%d MODIFY records without an outcome, want 3", modify)
+	}
+	e.process(p, recs)
+	for it, want := range map[*map[string]types.AttributeValue]string{&running: state.OutcomeApplied, &queued: state.OutcomeRejected, &completed: state.OutcomeApplied} {
+		id := (*it)["activity_event_id"].(*types.AttributeValueMemberS).Value
+		if o := e.outcome(id); o.Result != want {
+			t.Errorf("re-put %s event: %+v, want %s again", (*it)["transition"].(*types.AttributeValueMemberS).Value, o, want)
+		}
+	}
+	if after := e.activity(execID, "a"); after.State != state.Completed || after.Attempt != 1 || !after.EndTime.Equal(before.EndTime) {
+		t.Errorf("the re-put changed the activity: %+v", after)
 	}
 }
