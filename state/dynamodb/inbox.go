@@ -202,7 +202,7 @@ func (st *Store) Events(ctx context.Context, activityExecID string, from time.Ti
 	}
 	err := st.query(ctx, "Events", in, 0, func(m item) error {
 		e, err := attr.DecodeEvent(st.prefix+TableActivityEvent, fromAVItem(m))
-		if err != nil && e.Outcome.Processed() {
+		if err != nil && e != nil && e.Outcome.Processed() {
 			out = append(out, e)
 			return nil
 		}

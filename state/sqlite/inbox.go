@@ -129,7 +129,7 @@ func (st *Store) Events(ctx context.Context, activityExecID string, from time.Ti
 	var out []*state.ActivityEvent
 	for _, it := range its {
 		e, err := attr.DecodeEvent(st.prefix+"activity_event", it)
-		if err != nil && e.Outcome.Processed() {
+		if err != nil && e != nil && e.Outcome.Processed() {
 			out = append(out, e) // a rejected malformed event, for whimbrel status
 			continue
 		}
