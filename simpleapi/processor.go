@@ -49,9 +49,9 @@ type Store interface {
 }
 
 // DefaultOrderWindow is how long the commands retry an event whose
-// transition cannot be applied yet before they reject it: an earlier event
-// of the same activity may still be on its way (the events index is
-// eventually consistent).
+// transition cannot be applied yet, but would be after an event before it
+// in the state machine's order, before they reject it: that event may
+// still be on its way (on another stream shard, or from a slower writer).
 const DefaultOrderWindow = 5 * time.Second
 
 // DefaultMaxSkew is how far ahead of the processor's clock an event's when
@@ -72,9 +72,9 @@ type Config struct {
 	// lambda) is handled only by the processor of that name; one
 	// registered without, or not registered, by any.
 	Name string
-	// OrderWindow: an event that cannot be applied yet, written less than
-	// this long ago (by the stream's clock), is retried rather than
-	// rejected (see DefaultOrderWindow). Zero rejects at once.
+	// OrderWindow: an event that cannot be applied yet, first seen by this
+	// processor less than this long ago, is retried rather than rejected
+	// (see DefaultOrderWindow). Zero rejects at once.
 	OrderWindow time.Duration
 	// MaxSkew: an event whose when is further ahead of now is rejected
 	// (default DefaultMaxSkew).
