@@ -20,8 +20,9 @@ const description = `Process the Simple Lambda API's items without Lambda: read 
 streams of workflow_request and activity_event, and for each inserted item
   a workflow_request (not manual)  → start the registered workflow it names, once
   an activity_event                → apply its transition if the contract allows it,
-                                     after the activity's earlier events; record why not
-                                     otherwise; advance the workflow
+                                     in the state machine's order (RUNNING before
+                                     COMPLETED, whatever their ids or when); record why
+                                     not otherwise; advance the workflow
 The outcome is recorded on the item (outcome, outcome_reason). Where it is in
 each shard is kept in the stream_position table, so a restart resumes there;
 the first start reads everything the streams still hold (24 hours). A
