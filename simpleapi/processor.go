@@ -683,7 +683,9 @@ func before(a, b *state.ActivityEvent) bool {
 // improvement on the order, not what keeps it: an event the index misses
 // is still decided by its own record.
 func (p *Processor) earlier(ctx context.Context, ev *state.ActivityEvent, a *state.ActivityExec) (*state.ActivityExec, error) {
-	all, err := p.st.Events(ctx, ev.ActivityExecID, time.Time{})
+	// Only the recent ones: an older undecided event is its own record's
+	// to decide, and an activity that heartbeats for hours has thousands.
+	all, err := p.st.Events(ctx, ev.ActivityExecID, ev.When.Add(-p.window-earlierSpan))
 	if err != nil {
 		return nil, fmt.Errorf("event %s: %w", ev.ActivityEventID, err)
 	}
@@ -710,6 +712,10 @@ func (p *Processor) earlier(ctx context.Context, ev *state.ActivityEvent, a *sta
 	}
 	return a, nil
 }
+
+// earlierSpan is how far before an event's when earlier looks, beyond the
+// order window.
+const earlierSpan = time.Minute
 
 // verdict is what an event asks of an activity as it stands.
 type verdict int
