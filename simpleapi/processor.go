@@ -144,14 +144,16 @@ func (e *MalformedError) Error() string {
 
 func (e *MalformedError) Unwrap() error { return e.Err }
 
-// errTooEarly is returned for an event that cannot be applied yet but may
-// be once an earlier event arrives: the record is retried.
+// errTooEarly is returned for a record that cannot be decided yet but may
+// be soon: an event waiting for the events before it, or a request whose
+// start another processor claimed and has not finished. The record is set
+// aside and retried.
 var errTooEarly = errors.New("not applicable yet; an earlier event may still arrive")
 
 // Process applies one record. It returns nil when the record is done (or
 // is none of this processor's business), a *MalformedError when it must be
 // skipped, and any other error when it should be retried: the store could
-// not be reached, or an earlier event may still arrive.
+// not be reached, or (IsTooEarly) what it waits for may still come.
 func (p *Processor) Process(ctx context.Context, r Record) error {
 	switch {
 	case r.EventName == "MODIFY" && !has(r.NewImage, "outcome") && !has(r.NewImage, "expires_at"):
