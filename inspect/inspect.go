@@ -141,9 +141,10 @@ func Load(ctx context.Context, st state.Store, id string, now time.Time) (*Statu
 			Depth: depth[n], Started: timePtr(a.StartTime), Ended: timePtr(a.EndTime), Seconds: seconds(a.StartTime, end),
 			Attempt: a.Attempt, Host: a.Host, PID: a.PID, LaunchedAs: a.LaunchedAs, ExitCode: a.ExitCode,
 			Signal: a.Signal, StderrTail: a.Error}
-		if in, ok := st.(state.Inbox); ok && a.EventCursor != "" {
-			// Moved through the Simple Lambda API: say which events were
-			// refused. Failing to list them does not fail the status.
+		if in, ok := st.(state.Inbox); ok {
+			// Say which Simple Lambda API events were refused, even
+			// those that never moved the activity. Failing to list them
+			// does not fail the status.
 			if evs, err := in.Events(ctx, a.ActivityExecID, time.Time{}); err == nil {
 				for _, e := range evs {
 					if e.Outcome.Result == state.OutcomeRejected {
