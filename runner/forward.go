@@ -50,7 +50,14 @@ func (p *Process) forward(sigs chan os.Signal) {
 			if !ok || !relayed(s) {
 				continue
 			}
-			if err := p.Signal(s); err != nil {
+			target := -p.pid
+			if p.childOnly {
+				target = p.pid
+			}
+			p.mu.Lock()
+			err := p.signalTargetLocked(target, s)
+			p.mu.Unlock()
+			if err != nil {
 				p.log.Debug("signal not relayed", "signal", s, "error", err)
 				continue
 			}
