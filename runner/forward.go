@@ -23,10 +23,11 @@ import (
 //     a terminal from the background; relaying them would suspend a child
 //     that did nothing.
 //
-// SIGWINCH is relayed on purpose: the child has its own process group, so it
-// is never the terminal's foreground group and would not otherwise learn of a
-// resize. SIGTSTP and SIGCONT are relayed too, so job control suspends and
-// resumes the child while the wrapper keeps running.
+// SIGWINCH is relayed on purpose: the child has its own process group, which
+// is the terminal's foreground group only when the wrapper's was, so it would
+// not otherwise always learn of a resize. SIGTSTP and SIGCONT are relayed too,
+// so job control suspends and resumes the child while the wrapper keeps
+// running.
 func relayed(sig syscall.Signal) bool {
 	switch sig {
 	case unix.SIGCHLD, unix.SIGURG, unix.SIGPIPE, unix.SIGPROF, unix.SIGTTIN, unix.SIGTTOU:

@@ -5,6 +5,9 @@ package runner
 import (
 	"fmt"
 	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +27,14 @@ const (
 	// envSubreaperOnly makes the wrapper a subreaper without reaping, as a
 	// control that orphans really do become the wrapper's zombies.
 	envSubreaperOnly = "RUNNER_TEST_SUBREAPER_ONLY"
+	// envGuard sets Config.Guard, with a kill grace of envGuard's value.
+	envGuard = "RUNNER_TEST_GUARD"
+	// envChildOnly sets Config.SignalChildOnly.
+	envChildOnly = "RUNNER_TEST_CHILD_ONLY"
+	// envSigconf makes TestMain ignore SIGINT, SIGHUP and SIGTTOU, block
+	// SIGUSR1 and SIGTTIN, and exec itself as the wrapper: a start with an
+	// inherited signal configuration, as tini's sigconf test does.
+	envSigconf = "RUNNER_TEST_SIGCONF"
 	// envReport names a file that receives "<exit status> <zombies>" once
 	// the wrapper's remaining children have settled.
 	envReport = "RUNNER_TEST_REPORT"
@@ -52,12 +63,23 @@ func wrapperMain() int {
 			env = append(env, kv)
 		}
 	}
+	var grace time.Duration
+	if v := os.Getenv(envGuard); v != "" {
+		var err error
+		if grace, err = time.ParseDuration(v); err != nil {
+			logger.Error("bad "+envGuard, "error", err)
+			return ExitWrapperError
+		}
+	}
 	p, err := Start(Config{
-		Args:           os.Args[1:],
-		Env:            env,
-		ForwardSignals: true,
-		Reap:           os.Getenv(envReap) == "1",
-		Logger:         logger,
+		Args:            os.Args[1:],
+		Env:             env,
+		ForwardSignals:  true,
+		SignalChildOnly: os.Getenv(envChildOnly) == "1",
+		Guard:           grace > 0,
+		KillGrace:       grace,
+		Reap:            os.Getenv(envReap) == "1",
+		Logger:          logger,
 	})
 	if err != nil {
 		logger.Error("start", "error", err)
@@ -76,6 +98,35 @@ func wrapperMain() int {
 		}
 	}
 	return res.ExitStatus()
+}
+
+// sigconfMain sets up an inherited signal configuration and execs this
+// binary as the wrapper, with the same arguments.
+func sigconfMain() int {
+	runtime.LockOSThread() // the mask is the thread's, and exec keeps it
+	signal.Ignore(unix.SIGINT, unix.SIGHUP, unix.SIGTTOU)
+	var set unix.Sigset_t
+	for _, s := range []unix.Signal{unix.SIGUSR1, unix.SIGTTIN} {
+		set.Val[(s-1)/64] |= 1 << ((uint(s) - 1) % 64)
+	}
+	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &set, nil); err != nil {
+		fmt.Fprintln(os.Stderr, "block signals:", err)
+		return ExitWrapperError
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return ExitWrapperError
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, envSigconf+"=") {
+			env = append(env, kv)
+		}
+	}
+	err = syscall.Exec(self, os.Args, append(env, envWrapper+"=1"))
+	fmt.Fprintln(os.Stderr, "exec:", err)
+	return ExitWrapperError
 }
 
 // settledZombies waits for this process's children to stop running and to
