@@ -7,9 +7,9 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"syscall"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
