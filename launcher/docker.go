@@ -92,7 +92,7 @@ func (b *Docker) Launch(ctx context.Context, j Job) (string, error) {
 	// (Docker's default: 10 s). The wrapper relays the SIGTERM and kills
 	// the command itself after its kill grace, then records the outcome;
 	// the engine must not kill the wrapper first.
-	if !hasFlag(l.DockerArgs, "--stop-timeout") && !hasFlag(l.DockerArgs, "-t") {
+	if !hasFlag(l.DockerArgs, "--stop-timeout") { // (docker run's -t is --tty)
 		args = append(args, "--stop-timeout", strconv.Itoa(StopTimeout(time.Duration(j.Settings.KillGrace))))
 	}
 	args = append(args, l.DockerArgs...)

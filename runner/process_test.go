@@ -285,3 +285,24 @@ func TestTerminalHandover(t *testing.T) {
 	}
 	_ = cmd.Wait()
 }
+
+// TestWarnsWithoutReaping: a wrapper that is neither PID 1 nor a subreaper
+// says that orphans will not be reaped, as tini does; a subreaper does not.
+func TestWarnsWithoutReaping(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env  []string
+		warn bool
+	}{{nil, true}, {[]string{envReap + "=1"}, false}} {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		cmd, stderr := wrapperCommand(t, ctx, nil, tc.env, "true")
+		err := cmd.Run()
+		cancel()
+		if err != nil {
+			t.Fatalf("wrapper: %v\n%s", err, stderr)
+		}
+		if got := strings.Contains(stderr.String(), "not PID 1 and not a subreaper"); got != tc.warn {
+			t.Errorf("env %v: warned = %v, want %v; stderr:\n%s", tc.env, got, tc.warn, stderr)
+		}
+	}
+}
