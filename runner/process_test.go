@@ -247,8 +247,11 @@ func TestTerminalHandover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	master, slave := openPTY(t)
+	// After the command, the wrapper takes the terminal back: the test
+	// binary in wrapper mode reports whose it is.
 	script := `[ -t 2 ] && echo "stderr is a terminal"; read x; echo "got $x"`
-	cmd, _ := wrapperCommand(t, ctx, nil, nil, "sh", "-c", script)
+	report := filepath.Join(t.TempDir(), "tty")
+	cmd, _ := wrapperCommand(t, ctx, nil, []string{envTTYReport + "=" + report}, "sh", "-c", script)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	if err := cmd.Start(); err != nil {
@@ -284,6 +287,9 @@ func TestTerminalHandover(t *testing.T) {
 		_ = cmd.Process.Kill()
 	}
 	_ = cmd.Wait()
+	if whose := readWhenWritten(t, report); whose != "foreground" {
+		t.Errorf("after the command, the terminal is the wrapper's %s, want foreground", whose)
+	}
 }
 
 // TestWarnsWithoutReaping: a wrapper that is neither PID 1 nor a subreaper

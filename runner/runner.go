@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -132,6 +133,7 @@ type Process struct {
 	stderrOut io.Writer
 	tail      *tail
 	childOnly bool   // relay signals to the child, not its group
+	tty       *os.File // the terminal whose foreground group the child got, or nil
 	guard     *guard // nil without Config.Guard
 	exitTime  time.Time
 
@@ -260,6 +262,7 @@ func Start(cfg Config) (*Process, error) {
 	if isTerminal(stdin) {
 		if fg, err := unix.IoctlGetInt(int(stdin.Fd()), unix.TIOCGPGRP); err == nil && fg == unix.Getpgrp() {
 			sys.Foreground, sys.Ctty = true, int(stdin.Fd())
+			p.tty = stdin
 		}
 	}
 
@@ -273,6 +276,7 @@ func Start(cfg Config) (*Process, error) {
 		Sys:   sys,
 	})
 	if err != nil {
+		p.tty = nil
 		if p.stderr != nil {
 			p.stderr.Close()
 		}
@@ -431,6 +435,23 @@ func waitFor(ch <-chan struct{}, d time.Duration) bool {
 	case <-t.C:
 		return false
 	}
+}
+
+// takeTerminalBack makes the wrapper's process group the terminal's
+// foreground group again once the child has exited, so that the wrapper's
+// last log lines cannot stop it (TOSTOP) and a shell finds things as it
+// left them. SIGTTOU is blocked on this thread meanwhile: a background
+// group may then change the foreground group.
+func takeTerminalBack(tty *os.File) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var set, old unix.Sigset_t
+	set.Val[(unix.SIGTTOU-1)/64] |= 1 << ((uint(unix.SIGTTOU) - 1) % 64)
+	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &set, &old); err != nil {
+		return
+	}
+	_ = unix.IoctlSetPointerInt(int(tty.Fd()), unix.TIOCSPGRP, unix.Getpgrp())
+	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
 }
 
 // isTerminal reports whether f is a terminal.

@@ -103,6 +103,9 @@ func (p *Process) exitedLocked(ws unix.WaitStatus, err error) {
 	// Descendants may hold stderr open long after the child is gone, so
 	// the drain is bounded from this moment: it goes on while data keeps
 	// coming (see pump), but a pipe that stays quiet for drainIdle ends it.
+	if p.tty != nil {
+		takeTerminalBack(p.tty)
+	}
 	p.exitTime = time.Now()
 	if p.stderr != nil {
 		_ = p.stderr.SetReadDeadline(p.drainDeadline())

@@ -35,6 +35,9 @@ const (
 	// SIGUSR1 and SIGTTIN, and exec itself as the wrapper: a start with an
 	// inherited signal configuration, as tini's sigconf test does.
 	envSigconf = "RUNNER_TEST_SIGCONF"
+	// envTTYReport names a file that receives "foreground" or
+	// "background": whose the terminal on stdin is once the child exited.
+	envTTYReport = "RUNNER_TEST_TTY_REPORT"
 	// envReport names a file that receives "<exit status> <zombies>" once
 	// the wrapper's remaining children have settled.
 	envReport = "RUNNER_TEST_REPORT"
@@ -89,6 +92,16 @@ func wrapperMain() int {
 	res, err := p.Wait()
 	if err != nil {
 		logger.Error("wait", "error", err)
+	}
+	if path := os.Getenv(envTTYReport); path != "" {
+		whose := "background"
+		if fg, err := unix.IoctlGetInt(0, unix.TIOCGPGRP); err == nil && fg == unix.Getpgrp() {
+			whose = "foreground"
+		}
+		if err := os.WriteFile(path, []byte(whose+"\n"), 0o644); err != nil {
+			logger.Error("write tty report", "error", err)
+			return ExitWrapperError
+		}
 	}
 	if path := os.Getenv(envReport); path != "" {
 		report := fmt.Sprintf("%d %d\n", res.ExitStatus(), settledZombies())
