@@ -132,9 +132,9 @@ type Process struct {
 	stderr    *os.File // read end of the stderr pipe, owned by pump; nil when stderr is the terminal
 	stderrOut io.Writer
 	tail      *tail
-	childOnly bool   // relay signals to the child, not its group
+	childOnly bool     // relay signals to the child, not its group
 	tty       *os.File // the terminal whose foreground group the child got, or nil
-	guard     *guard // nil without Config.Guard
+	guard     *guard   // nil without Config.Guard
 	exitTime  time.Time
 
 	// mu serialises signalling against reaping. Once the child is reaped its
