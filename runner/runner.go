@@ -4,8 +4,9 @@
 // the command in its own process group with the wrapper's stdin and stdout,
 // passes stderr through while keeping its tail for the run record, relays
 // signals to the group, stops it with SIGTERM then SIGKILL, reaps orphaned
-// descendants when the wrapper is PID 1 or a subreaper, and reports how the
-// command ended in the shell's exit status convention.
+// descendants when the wrapper is PID 1 or a subreaper, can guard against the
+// wrapper's own sudden death (see guard.go), and reports how the command
+// ended in the shell's exit status convention.
 //
 // The package is Linux only: reaping relies on PR_SET_CHILD_SUBREAPER and on
 // the wait semantics of Linux.
@@ -33,9 +34,11 @@ const (
 	DefaultStderrTailSize = 4096
 	// DefaultKillGrace is how long Stop waits after SIGTERM before SIGKILL.
 	DefaultKillGrace = 30 * time.Second
-	// DefaultDrainTimeout is how long Wait keeps copying stderr after the
-	// child exits. Descendants that inherited stderr can hold the pipe open
-	// indefinitely, so the copy cannot simply run to end of file.
+	// DefaultDrainTimeout bounds how long Wait keeps copying stderr after
+	// the child exits. Descendants that inherited stderr can hold the pipe
+	// open indefinitely, so the copy cannot simply run to end of file; it
+	// ends once the pipe has been quiet for drainIdle, or at this bound
+	// while a descendant keeps writing.
 	DefaultDrainTimeout = 2 * time.Second
 )
 
