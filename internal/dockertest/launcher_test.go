@@ -3,10 +3,12 @@
 package dockertest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"os/exec"
 	"sort"
 	"strings"
 	"sync"
@@ -92,6 +94,24 @@ func (e *e2e) start(t *testing.T, name, defaults, activities string) string {
 	return id
 }
 
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 // countingDocker is the Docker backend, counting the launches that
 // succeeded and keeping the jobs.
 type countingDocker struct {
@@ -99,6 +119,7 @@ type countingDocker struct {
 	ok   atomic.Int64
 	mu   sync.Mutex
 	jobs []launcher.Job
+	errs []error
 }
 
 func (c *countingDocker) Launch(ctx context.Context, j launcher.Job) (string, error) {
@@ -108,6 +129,10 @@ func (c *countingDocker) Launch(ctx context.Context, j launcher.Job) (string, er
 	id, err := c.Docker.Launch(ctx, j)
 	if err == nil {
 		c.ok.Add(1)
+	} else {
+		c.mu.Lock()
+		c.errs = append(c.errs, err)
+		c.mu.Unlock()
 	}
 	return id, err
 }
@@ -435,14 +460,37 @@ func TestDockerBackendTwoLaunchersRace(t *testing.T) {
 		fmt.Fprintf(&acts, "  a%02d: {command: [sh, -c, 'echo $WHIMBREL_ACTIVITY_NAME >> /state/runs']}\n", i)
 	}
 	wf := e.start(t, "race", "", acts.String())
+	// The engine's own count of containers started for this workflow, from
+	// its event stream, followed live: the daemon keeps only its last 256
+	// events for later queries.
+	ectx, stopEvents := context.WithCancel(context.Background())
+	defer stopEvents()
+	watch := exec.CommandContext(ectx, "docker", "events", "--filter", "event=start",
+		"--filter", "label=whimbrel.workflow_exec_id="+wf, "--format", "{{.ID}}")
+	var events syncBuffer
+	watch.Stdout = &events
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stopEvents(); _ = watch.Wait() }()
+	time.Sleep(500 * time.Millisecond) // subscribed before the first launch
 	began := time.Now()
 	b1, b2 := e.runLauncher(t, wf), e.runLauncher(t, wf)
 	if w := e.waitSettled(t, wf, 4*time.Minute); w.State != state.WorkflowCompleted {
 		t.Fatalf("workflow %s (%s), want COMPLETED", w.State, w.Reason)
 	}
-	t.Logf("%d containers in %v; launcher 1 started %d, launcher 2 %d", n, time.Since(began).Round(time.Millisecond), b1.ok.Load(), b2.ok.Load())
-	if total := b1.ok.Load() + b2.ok.Load(); total != n {
-		t.Errorf("%d containers started, want %d", total, n)
+	took := time.Since(began).Round(time.Millisecond)
+	time.Sleep(time.Second) // the last events reach the stream
+	started := len(strings.Fields(events.String()))
+	t.Logf("%d activities: %d containers started in %v; docker run succeeded %d times for launcher 1, %d for launcher 2",
+		n, started, took, b1.ok.Load(), b2.ok.Load())
+	for _, b := range []*countingDocker{b1, b2} {
+		for _, err := range b.errs {
+			t.Logf("a docker run reported an error: %v", err)
+		}
+	}
+	if started != n {
+		t.Errorf("%d containers started, want %d", started, n)
 	}
 	runs := e.lines(t, "runs")
 	sort.Strings(runs)
