@@ -86,18 +86,6 @@ func (c *container) logs(t testing.TB) string {
 	return string(out)
 }
 
-// stdout returns the container's stdout alone.
-func (c *container) stdout(t testing.TB) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), dockerTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "docker", "logs", c.id)
-	var out bytes.Buffer
-	cmd.Stdout = &out
-	_ = cmd.Run()
-	return out.String()
-}
-
 // running reports whether the container is running.
 func (c *container) running(t testing.TB) bool {
 	t.Helper()
