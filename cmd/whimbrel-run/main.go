@@ -36,7 +36,8 @@ WHIMBREL_ACTIVITY_NAME and WHIMBREL_WORKFLOW_NAME, which must then match the IDs
 
 Exit status:
   CMD's own         CMD exited (COMPLETED if 0, else FAILED)
-  128+N             CMD was killed by signal N
+  128+N             CMD was killed by signal N, or signal N came before CMD
+                    started (CMD not started; recorded FAILED)
   122               the activity could not be claimed; CMD was not started
   123               CMD ran, but its outcome could not be recorded (see the log)
   124               CMD ran longer than --timeout and was stopped
