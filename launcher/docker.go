@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -40,6 +42,35 @@ func (b *Docker) CallTimeout() time.Duration {
 	return DefaultDockerTimeout
 }
 
+// StopMargin is how much longer than the kill grace a container's stop
+// timeout is: time for the wrapper to kill the command and record its
+// outcome.
+const StopMargin = 10 * time.Second
+
+// wrapperKillGrace is whimbrel-run's default --kill-grace
+// (activity.DefaultKillGrace, not imported: that package is Linux only).
+const wrapperKillGrace = 30 * time.Second
+
+// StopTimeout returns the stop timeout in whole seconds that the Docker
+// backend gives a container whose wrapper has the given kill grace (0: the
+// wrapper's default).
+func StopTimeout(grace time.Duration) int {
+	if grace <= 0 {
+		grace = wrapperKillGrace
+	}
+	return int(math.Ceil((grace + StopMargin).Seconds()))
+}
+
+// hasFlag reports whether args hold flag, alone or as flag=value.
+func hasFlag(args []string, flag string) bool {
+	for _, a := range args {
+		if a == flag || strings.HasPrefix(a, flag+"=") {
+			return true
+		}
+	}
+	return false
+}
+
 // maxError bounds an error text recorded on an item: the item must stay
 // small.
 const maxError = 2048
@@ -64,9 +95,20 @@ func (b *Docker) Launch(ctx context.Context, j Job) (string, error) {
 		env = append(env, kv)
 	}
 	for _, name := range b.PassEnv {
+		// The job's own value wins, and is passed once.
+		if _, ok := j.Env[name]; ok {
+			continue
+		}
 		if _, ok := os.LookupEnv(name); ok {
 			args = append(args, "--env", name)
 		}
+	}
+	// docker stop sends SIGTERM, then SIGKILL after the stop timeout
+	// (Docker's default: 10 s). The wrapper relays the SIGTERM and kills
+	// the command itself after its kill grace, then records the outcome;
+	// the engine must not kill the wrapper first.
+	if !hasFlag(l.DockerArgs, "--stop-timeout") { // (docker run's -t is --tty)
+		args = append(args, "--stop-timeout", strconv.Itoa(StopTimeout(time.Duration(j.Settings.KillGrace))))
 	}
 	args = append(args, l.DockerArgs...)
 	args = append(args, l.Image)

@@ -59,7 +59,9 @@ func (b *Local) Launch(ctx context.Context, j Job) (string, error) {
 	if len(j.Command) == 0 {
 		return "", fmt.Errorf("activity %s has no command to run locally", j.ActivityName)
 	}
-	cmd := exec.Command(b.Wrapper, append([]string{"--"}, j.Command...)...)
+	// --subreaper: the wrapper is not PID 1 here, and orphans of the
+	// command are its to reap, not the launcher's host's init.
+	cmd := exec.Command(b.Wrapper, append([]string{"--subreaper", "--"}, j.Command...)...)
 	env := b.Env
 	if env == nil {
 		env = os.Environ()

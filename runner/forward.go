@@ -23,10 +23,11 @@ import (
 //     a terminal from the background; relaying them would suspend a child
 //     that did nothing.
 //
-// SIGWINCH is relayed on purpose: the child has its own process group, so it
-// is never the terminal's foreground group and would not otherwise learn of a
-// resize. SIGTSTP and SIGCONT are relayed too, so job control suspends and
-// resumes the child while the wrapper keeps running.
+// SIGWINCH is relayed on purpose: the child has its own process group, which
+// is the terminal's foreground group only when the wrapper's was, so it would
+// not otherwise always learn of a resize. SIGTSTP and SIGCONT are relayed too,
+// so job control suspends and resumes the child while the wrapper keeps
+// running.
 func relayed(sig syscall.Signal) bool {
 	switch sig {
 	case unix.SIGCHLD, unix.SIGURG, unix.SIGPIPE, unix.SIGPROF, unix.SIGTTIN, unix.SIGTTOU:
@@ -50,7 +51,14 @@ func (p *Process) forward(sigs chan os.Signal) {
 			if !ok || !relayed(s) {
 				continue
 			}
-			if err := p.Signal(s); err != nil {
+			target := -p.pid
+			if p.childOnly {
+				target = p.pid
+			}
+			p.mu.Lock()
+			err := p.signalTargetLocked(target, s)
+			p.mu.Unlock()
+			if err != nil {
 				p.log.Debug("signal not relayed", "signal", s, "error", err)
 				continue
 			}

@@ -4,8 +4,9 @@
 // the command in its own process group with the wrapper's stdin and stdout,
 // passes stderr through while keeping its tail for the run record, relays
 // signals to the group, stops it with SIGTERM then SIGKILL, reaps orphaned
-// descendants when the wrapper is PID 1 or a subreaper, and reports how the
-// command ended in the shell's exit status convention.
+// descendants when the wrapper is PID 1 or a subreaper, can guard against the
+// wrapper's own sudden death (see guard.go), and reports how the command
+// ended in the shell's exit status convention.
 //
 // The package is Linux only: reaping relies on PR_SET_CHILD_SUBREAPER and on
 // the wait semantics of Linux.
@@ -17,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -32,9 +34,11 @@ const (
 	DefaultStderrTailSize = 4096
 	// DefaultKillGrace is how long Stop waits after SIGTERM before SIGKILL.
 	DefaultKillGrace = 30 * time.Second
-	// DefaultDrainTimeout is how long Wait keeps copying stderr after the
-	// child exits. Descendants that inherited stderr can hold the pipe open
-	// indefinitely, so the copy cannot simply run to end of file.
+	// DefaultDrainTimeout bounds how long Wait keeps copying stderr after
+	// the child exits. Descendants that inherited stderr can hold the pipe
+	// open indefinitely, so the copy cannot simply run to end of file; it
+	// ends once the pipe has been quiet for drainIdle, or at this bound
+	// while a descendant keeps writing.
 	DefaultDrainTimeout = 2 * time.Second
 )
 
@@ -47,6 +51,10 @@ const (
 	// trigger, but a periodic pass guarantees that no zombie lingers even if
 	// a notification is ever missed.
 	reapInterval = time.Second
+	// drainIdle ends the stderr drain after the child's exit once the pipe
+	// has been quiet this long: what the child wrote before it exited is
+	// already in the pipe, so only a descendant still writing needs more.
+	drainIdle = 50 * time.Millisecond
 	// signalBuffer sizes the forwarding channel so that a burst of signals,
 	// including those arriving before the forwarder runs, is not dropped.
 	signalBuffer = 32
@@ -82,8 +90,29 @@ type Config struct {
 	// child's process group until Close, except SIGCHLD, SIGURG, SIGPIPE,
 	// SIGPROF, SIGTTIN and SIGTTOU, which concern the wrapper itself. The
 	// wrapper then no longer dies of SIGTERM or SIGINT; it outlives the
-	// child and can report its status.
+	// child and can report its status. Signals that were ignored when the
+	// process started (see Ignored) are neither caught nor relayed, so the
+	// child inherits them ignored; signals blocked at start stay blocked in
+	// the child.
 	ForwardSignals bool
+	// Signals, when set with ForwardSignals, is the channel the forwarder
+	// reads: a caller that must catch termination signals before Start
+	// (while it prepares) passes the channel it has been notifying, so
+	// that a signal caught before the fork is relayed once the child runs,
+	// and none is relayed twice. Start adds every other catchable signal
+	// to it; the forwarder stops it at Close.
+	Signals chan os.Signal
+	// SignalChildOnly relays signals to the child alone instead of its
+	// whole process group (tini's default; the group is tini -g). Stop
+	// always signals the whole group.
+	SignalChildOnly bool
+
+	// Guard makes sure the child's process group does not outlive the
+	// wrapper: if the wrapper dies without Close (kill -9), a guard process
+	// sends the group SIGTERM, then SIGKILL after KillGrace. It costs one
+	// small process per Process; see guard.go. It is not needed when the
+	// wrapper is PID 1, whose death ends every process in its namespace.
+	Guard bool
 
 	// Reap makes the wrapper a child subreaper and reaps every descendant
 	// that is reparented to it, until Close. Reaping is also on whenever the
@@ -103,9 +132,13 @@ type Process struct {
 	grace     time.Duration
 	drain     time.Duration
 	log       hclog.Logger
-	stderr    *os.File // read end of the stderr pipe, owned by pump
+	stderr    *os.File // read end of the stderr pipe, owned by pump; nil when stderr is the terminal
 	stderrOut io.Writer
 	tail      *tail
+	childOnly bool     // relay signals to the child, not its group
+	tty       *os.File // the terminal whose foreground group the child got, or nil
+	guard     *guard   // nil without Config.Guard
+	exitTime  time.Time
 
 	// mu serialises signalling against reaping. Once the child is reaped its
 	// ID can be reused, so a signal must never be sent after that point;
@@ -183,6 +216,8 @@ func Start(cfg Config) (*Process, error) {
 		stdout = os.Stdout
 	}
 
+	p.childOnly = cfg.SignalChildOnly
+
 	if cfg.Reap {
 		// Orphaned descendants are reparented to the nearest subreaper, so
 		// this is what lets a wrapper that is not PID 1 reap them.
@@ -190,20 +225,48 @@ func Start(cfg Config) (*Process, error) {
 			return nil, fmt.Errorf("become child subreaper: %w", err)
 		}
 	}
-
-	r, w, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("create stderr pipe: %w", err)
+	if !reaping {
+		p.log.Warn("not PID 1 and not a subreaper: orphaned descendants of the command will not be reaped here (use --subreaper)")
 	}
-	p.stderr = r
+
+	// stderr goes through a pipe so that its tail can be kept, except when
+	// it is a terminal: then the child gets the terminal itself, as it gets
+	// stdin and stdout, so that it sees a terminal and its stdout and
+	// stderr lines stay in order. The tail is then not captured.
+	var childStderr *os.File
+	if f, ok := p.stderrOut.(*os.File); ok && isTerminal(f) {
+		childStderr = f
+	} else {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, fmt.Errorf("create stderr pipe: %w", err)
+		}
+		p.stderr, childStderr = r, w
+		defer w.Close() // The child has its copy; ours would keep the pipe from EOF.
+	}
 
 	// Signals are caught before the fork, because a SIGTERM landing between
 	// the fork and the forwarder would otherwise kill the wrapper and leave
 	// the child unsupervised. Signals caught early wait in the buffer.
 	var sigs chan os.Signal
 	if cfg.ForwardSignals {
-		sigs = make(chan os.Signal, signalBuffer)
-		signal.Notify(sigs)
+		sigs = cfg.Signals
+		if sigs == nil {
+			sigs = make(chan os.Signal, signalBuffer)
+		}
+		signal.Notify(sigs, catchable()...)
+	}
+
+	// The child gets its own process group. When the wrapper's group owns
+	// the terminal on stdin (docker run -it, a shell's foreground job), the
+	// child's group is made the terminal's foreground group, so that an
+	// interactive command can read it instead of stopping on SIGTTIN.
+	sys := &syscall.SysProcAttr{Setpgid: true}
+	if isTerminal(stdin) {
+		if fg, err := unix.IoctlGetInt(int(stdin.Fd()), unix.TIOCGPGRP); err == nil && fg == unix.Getpgrp() {
+			sys.Foreground, sys.Ctty = true, int(stdin.Fd())
+			p.tty = stdin
+		}
 	}
 
 	// os.StartProcess rather than exec.Cmd: every stdio is an *os.File, and
@@ -212,12 +275,14 @@ func Start(cfg Config) (*Process, error) {
 	proc, err := os.StartProcess(path, cfg.Args, &os.ProcAttr{
 		Dir:   cfg.Dir,
 		Env:   cfg.Env,
-		Files: []*os.File{stdin, stdout, w},
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
+		Files: []*os.File{stdin, stdout, childStderr},
+		Sys:   sys,
 	})
-	w.Close() // The child has its copy; ours would keep the pipe from EOF.
 	if err != nil {
-		r.Close()
+		p.tty = nil
+		if p.stderr != nil {
+			p.stderr.Close()
+		}
 		if sigs != nil {
 			signal.Stop(sigs)
 		}
@@ -227,7 +292,28 @@ func Start(cfg Config) (*Process, error) {
 	// The runner waits with raw wait calls, so the os.Process handle (and
 	// the pidfd it may hold) is not needed.
 	_ = proc.Release()
-	p.log.Debug("started child", "pid", p.pid, "path", path, "reaping", reaping)
+	p.log.Debug("started child", "pid", p.pid, "path", path, "reaping", reaping, "foreground", sys.Foreground)
+
+	if cfg.Guard && os.Getpid() != 1 {
+		g, err := startGuard(p.pid, p.grace)
+		if err != nil {
+			// The child runs; only the protection against the wrapper's
+			// own sudden death is missing.
+			p.log.Warn("the command will not be stopped if this wrapper is killed", "error", err)
+		} else {
+			p.guard = g
+			if !reaping {
+				// In reaping mode the reaper collects the guard with
+				// every other child.
+				p.bg.Add(1)
+				go func() {
+					defer p.bg.Done()
+					var ws unix.WaitStatus
+					_ = retryEINTR(func() error { _, err := unix.Wait4(g.pid, &ws, 0, nil); return err })
+				}()
+			}
+		}
+	}
 
 	go p.pump()
 	if reaping {
@@ -269,10 +355,15 @@ func (p *Process) Signal(sig syscall.Signal) error {
 }
 
 func (p *Process) signalLocked(sig syscall.Signal) error {
+	return p.signalTargetLocked(-p.pid, sig)
+}
+
+// signalTargetLocked signals the group (-pid) or the child alone (pid).
+func (p *Process) signalTargetLocked(target int, sig syscall.Signal) error {
 	if p.reaped {
 		return fmt.Errorf("signal %v: %w", sig, ErrExited)
 	}
-	if err := unix.Kill(-p.pid, sig); err != nil {
+	if err := unix.Kill(target, sig); err != nil {
 		return fmt.Errorf("signal process group %d with %v: %w", p.pid, sig, err)
 	}
 	return nil
@@ -328,6 +419,9 @@ func (p *Process) Close() error {
 		if p.closeErr == nil {
 			<-p.done // Bounded: the child has exited and draining is timed.
 		}
+		if p.guard != nil {
+			p.guard.release()
+		}
 		close(p.quit)
 		p.bg.Wait()
 	})
@@ -344,6 +438,32 @@ func waitFor(ch <-chan struct{}, d time.Duration) bool {
 	case <-t.C:
 		return false
 	}
+}
+
+// takeTerminalBack makes the wrapper's process group the terminal's
+// foreground group again once the child has exited, so that the wrapper's
+// last log lines cannot stop it (TOSTOP) and a shell finds things as it
+// left them. SIGTTOU is blocked on this thread meanwhile: a background
+// group may then change the foreground group.
+func takeTerminalBack(tty *os.File) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var set, old unix.Sigset_t
+	set.Val[(unix.SIGTTOU-1)/64] |= 1 << ((uint(unix.SIGTTOU) - 1) % 64)
+	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &set, &old); err != nil {
+		return
+	}
+	_ = unix.IoctlSetPointerInt(int(tty.Fd()), unix.TIOCSPGRP, unix.Getpgrp())
+	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
+}
+
+// isTerminal reports whether f is a terminal.
+func isTerminal(f *os.File) bool {
+	if f == nil {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 func orDefault[T int | time.Duration](v, def T) T {

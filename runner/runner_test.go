@@ -23,6 +23,9 @@ import (
 const waitTimeout = 10 * time.Second
 
 func TestMain(m *testing.M) {
+	if os.Getenv(envSigconf) == "1" {
+		os.Exit(sigconfMain())
+	}
 	if os.Getenv(envWrapper) == "1" {
 		os.Exit(wrapperMain())
 	}

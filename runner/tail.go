@@ -44,6 +44,11 @@ func (t *tail) bytes() []byte {
 // publishes the Result. Being the last goroutine to touch stderr, it is the
 // one that closes it.
 func (p *Process) pump() {
+	if p.stderr == nil { // the child writes to the terminal itself
+		<-p.exited
+		p.finish()
+		return
+	}
 	out := p.stderrOut
 	buf := make([]byte, copyBufferSize)
 	for {
@@ -59,6 +64,13 @@ func (p *Process) pump() {
 				}
 			}
 			p.tail.write(buf[:n])
+			select {
+			case <-p.exited:
+				// Data keeps coming after the exit: keep draining, up to
+				// DrainTimeout. exitTime is set before exited is closed.
+				_ = p.stderr.SetReadDeadline(p.drainDeadline())
+			default:
+			}
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) {

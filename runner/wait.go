@@ -101,8 +101,15 @@ func (p *Process) exitedLocked(ws unix.WaitStatus, err error) {
 		p.log.Debug("child exited", "pid", p.pid, "status", describe(ws))
 	}
 	// Descendants may hold stderr open long after the child is gone, so
-	// the drain is bounded from this moment.
-	_ = p.stderr.SetReadDeadline(time.Now().Add(p.drain))
+	// the drain is bounded from this moment: it goes on while data keeps
+	// coming (see pump), but a pipe that stays quiet for drainIdle ends it.
+	if p.tty != nil {
+		takeTerminalBack(p.tty)
+	}
+	p.exitTime = time.Now()
+	if p.stderr != nil {
+		_ = p.stderr.SetReadDeadline(p.drainDeadline())
+	}
 	close(p.exited)
 }
 
@@ -127,6 +134,16 @@ func (p *Process) finish() {
 	p.result = res
 	p.mu.Unlock()
 	close(p.done)
+}
+
+// drainDeadline is the next read deadline once the child has exited: an
+// idle pause, but never past DrainTimeout after the exit.
+func (p *Process) drainDeadline() time.Time {
+	d := time.Now().Add(drainIdle)
+	if last := p.exitTime.Add(p.drain); d.After(last) {
+		d = last
+	}
+	return d
 }
 
 func describe(ws unix.WaitStatus) string {

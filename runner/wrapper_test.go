@@ -5,8 +5,11 @@ package runner
 import (
 	"fmt"
 	"os"
+	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -24,6 +27,17 @@ const (
 	// envSubreaperOnly makes the wrapper a subreaper without reaping, as a
 	// control that orphans really do become the wrapper's zombies.
 	envSubreaperOnly = "RUNNER_TEST_SUBREAPER_ONLY"
+	// envGuard sets Config.Guard, with a kill grace of envGuard's value.
+	envGuard = "RUNNER_TEST_GUARD"
+	// envChildOnly sets Config.SignalChildOnly.
+	envChildOnly = "RUNNER_TEST_CHILD_ONLY"
+	// envSigconf makes TestMain ignore SIGINT, SIGHUP and SIGTTOU, block
+	// SIGUSR1 and SIGTTIN, and exec itself as the wrapper: a start with an
+	// inherited signal configuration, as tini's sigconf test does.
+	envSigconf = "RUNNER_TEST_SIGCONF"
+	// envTTYReport names a file that receives "foreground" or
+	// "background": whose the terminal on stdin is once the child exited.
+	envTTYReport = "RUNNER_TEST_TTY_REPORT"
 	// envReport names a file that receives "<exit status> <zombies>" once
 	// the wrapper's remaining children have settled.
 	envReport = "RUNNER_TEST_REPORT"
@@ -52,12 +66,23 @@ func wrapperMain() int {
 			env = append(env, kv)
 		}
 	}
+	var grace time.Duration
+	if v := os.Getenv(envGuard); v != "" {
+		var err error
+		if grace, err = time.ParseDuration(v); err != nil {
+			logger.Error("bad "+envGuard, "error", err)
+			return ExitWrapperError
+		}
+	}
 	p, err := Start(Config{
-		Args:           os.Args[1:],
-		Env:            env,
-		ForwardSignals: true,
-		Reap:           os.Getenv(envReap) == "1",
-		Logger:         logger,
+		Args:            os.Args[1:],
+		Env:             env,
+		ForwardSignals:  true,
+		SignalChildOnly: os.Getenv(envChildOnly) == "1",
+		Guard:           grace > 0,
+		KillGrace:       grace,
+		Reap:            os.Getenv(envReap) == "1",
+		Logger:          logger,
 	})
 	if err != nil {
 		logger.Error("start", "error", err)
@@ -68,6 +93,16 @@ func wrapperMain() int {
 	if err != nil {
 		logger.Error("wait", "error", err)
 	}
+	if path := os.Getenv(envTTYReport); path != "" {
+		whose := "background"
+		if fg, err := unix.IoctlGetInt(0, unix.TIOCGPGRP); err == nil && fg == unix.Getpgrp() {
+			whose = "foreground"
+		}
+		if err := os.WriteFile(path, []byte(whose+"\n"), 0o644); err != nil {
+			logger.Error("write tty report", "error", err)
+			return ExitWrapperError
+		}
+	}
 	if path := os.Getenv(envReport); path != "" {
 		report := fmt.Sprintf("%d %d\n", res.ExitStatus(), settledZombies())
 		if err := os.WriteFile(path, []byte(report), 0o644); err != nil {
@@ -76,6 +111,35 @@ func wrapperMain() int {
 		}
 	}
 	return res.ExitStatus()
+}
+
+// sigconfMain sets up an inherited signal configuration and execs this
+// binary as the wrapper, with the same arguments.
+func sigconfMain() int {
+	runtime.LockOSThread() // the mask is the thread's, and exec keeps it
+	signal.Ignore(unix.SIGINT, unix.SIGHUP, unix.SIGTTOU)
+	var set unix.Sigset_t
+	for _, s := range []unix.Signal{unix.SIGUSR1, unix.SIGTTIN} {
+		set.Val[(s-1)/64] |= 1 << ((uint(s) - 1) % 64)
+	}
+	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &set, nil); err != nil {
+		fmt.Fprintln(os.Stderr, "block signals:", err)
+		return ExitWrapperError
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return ExitWrapperError
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, envSigconf+"=") {
+			env = append(env, kv)
+		}
+	}
+	err = syscall.Exec(self, os.Args, append(env, envWrapper+"=1"))
+	fmt.Fprintln(os.Stderr, "exec:", err)
+	return ExitWrapperError
 }
 
 // settledZombies waits for this process's children to stop running and to

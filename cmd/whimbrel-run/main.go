@@ -7,9 +7,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/alecthomas/kong"
+	"golang.org/x/sys/unix"
 
 	"github.com/whimbrel/whimbrel/activity"
 	"github.com/whimbrel/whimbrel/heartbeat"
@@ -22,7 +26,9 @@ const description = `Run one Whimbrel activity: claim it (→ RUNNING), run CMD,
 runs, stop CMD if the activity is cancelled or its lease is lost, record
 COMPLETED or FAILED from CMD's exit status, and ready the activities that wait
 on it. stdin, stdout and stderr pass through untouched; signals are relayed to
-CMD's process group; as PID 1 it reaps orphans. Logs go to stderr.
+CMD's process group; as PID 1 it reaps orphans. Logs go to stderr. When not
+PID 1, a guard process stops CMD's process group if whimbrel-run is killed
+outright (kill -9).
 
 Identity comes from flags or the environment (a launcher sets the variables):
 WHIMBREL_ACTIVITY_EXEC_ID, WHIMBREL_WORKFLOW_EXEC_ID, and optionally
@@ -30,7 +36,8 @@ WHIMBREL_ACTIVITY_NAME and WHIMBREL_WORKFLOW_NAME, which must then match the IDs
 
 Exit status:
   CMD's own         CMD exited (COMPLETED if 0, else FAILED)
-  128+N             CMD was killed by signal N
+  128+N             CMD was killed by signal N, or signal N came before CMD
+                    started (CMD not started; recorded FAILED)
   122               the activity could not be claimed; CMD was not started
   123               CMD ran, but its outcome could not be recorded (see the log)
   124               CMD ran longer than --timeout and was stopped
@@ -67,7 +74,10 @@ type CLI struct {
 	KillGrace              time.Duration `name:"kill-grace" env:"WHIMBREL_KILL_GRACE" default:"30s" help:"Time between SIGTERM and SIGKILL when CMD is stopped."`
 	Timeout                time.Duration `name:"timeout" env:"WHIMBREL_TIMEOUT" default:"0s" help:"Stop CMD and record FAILED if it runs longer than this (0: no limit)."`
 	RecordTimeout          time.Duration `name:"record-timeout" default:"5m" help:"How long to retry recording the outcome through store errors."`
-	Subreaper              bool          `name:"subreaper" help:"Reap orphaned descendants even when not PID 1 (PR_SET_CHILD_SUBREAPER)."`
+	Subreaper              bool          `name:"subreaper" help:"Reap orphaned descendants even when not PID 1 (PR_SET_CHILD_SUBREAPER). Without it, and when not PID 1, whimbrel-run warns."`
+	SignalChildOnly        bool          `name:"signal-child-only" env:"WHIMBREL_SIGNAL_CHILD_ONLY" help:"Relay signals to CMD alone, not to its whole process group (tini's default; the default here is the group, as tini -g). Stopping CMD always signals the group."`
+	Guard                  bool          `name:"guard" env:"WHIMBREL_GUARD" default:"true" negatable:"" help:"When not PID 1, run a guard process that stops CMD's process group (SIGTERM, then SIGKILL after --kill-grace) if whimbrel-run is killed outright (kill -9). --no-guard saves that process."`
+	ParentDeathSignal      string        `name:"parent-death-signal" env:"WHIMBREL_PARENT_DEATH_SIGNAL" placeholder:"SIG" help:"Signal whimbrel-run itself gets when its parent dies (as tini -p), e.g. SIGTERM: CMD is then stopped and the outcome recorded."`
 	Nudge                  string        `name:"nudge" env:"WHIMBREL_LAUNCHER_NUDGE" hidden:"" help:"Address of a local launcher to wake when dependents become READY (set by the local launcher)."`
 	API                    string        `name:"api" env:"WHIMBREL_API" enum:"full,simple" default:"full" help:"How to keep the client contract: 'full' writes the activity and advances the workflow itself; 'simple' writes activity events that a Simple Lambda API processor applies."`
 
@@ -102,6 +112,20 @@ func (c *CLI) Run(k *kong.Context) error {
 			return &cli.UsageError{Msg: fmt.Sprintf("%s %s is negative", name, d)}
 		}
 	}
+	var pdeath syscall.Signal
+	if c.ParentDeathSignal != "" {
+		name := strings.ToUpper(c.ParentDeathSignal)
+		if !strings.HasPrefix(name, "SIG") {
+			name = "SIG" + name
+		}
+		if pdeath = unix.SignalNum(name); pdeath == 0 {
+			n, err := strconv.Atoi(c.ParentDeathSignal)
+			if err != nil || n <= 0 || n > 64 {
+				return &cli.UsageError{Msg: fmt.Sprintf("--parent-death-signal %q is not a signal: give a name such as SIGTERM, or a number", c.ParentDeathSignal)}
+			}
+			pdeath = syscall.Signal(n)
+		}
+	}
 	log := c.Logger("whimbrel-run", k.Stderr)
 	ctx := context.Background()
 	st, err := c.Open(ctx, log)
@@ -126,6 +150,9 @@ func (c *CLI) Run(k *kong.Context) error {
 		Timeout:                c.Timeout,
 		RecordTimeout:          c.RecordTimeout,
 		Subreaper:              c.Subreaper,
+		SignalChildOnly:        c.SignalChildOnly,
+		Guard:                  c.Guard,
+		ParentDeathSignal:      pdeath,
 		Nudge:                  c.Nudge,
 		NoAdvance:              c.API == "simple",
 		Stdin:                  os.Stdin,

@@ -399,9 +399,15 @@ func TestLeaseLossStopsCommand(t *testing.T) {
 	w := start(t, env, "--heartbeat-interval", "200ms", "--heartbeat-timeout", "1s", "--kill-grace", "5s",
 		"--record-timeout", "1s", "--", "sh", "-c", "echo $$ > "+pidfile+"; exec sleep 300")
 	waitFile(t, pidfile)
-	time.Sleep(500 * time.Millisecond) // a few beats land
-	if a := f.get(t, "a"); a.HeartbeatTime.IsZero() {
-		t.Fatalf("no heartbeat landed before the cut: %+v", *a)
+	// A beat lands (polled: on a loaded machine the first may be late).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		a := f.get(t, "a")
+		if !a.HeartbeatTime.IsZero() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no heartbeat landed before the cut: %+v", *a)
+		}
 	}
 	proxy.Cut()
 	cut := time.Now()

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/whimbrel/whimbrel/internal/dynamotest"
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/state/storetest"
+)
+
+// TestSIGINTIsOnlyRelayed: a command that handles SIGINT and carries on is
+// left running (as under tini), and a later SIGTERM, the first one, gets
+// the whole kill grace rather than an immediate SIGKILL.
+func TestSIGINTIsOnlyRelayed(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, storetest.DAG{"a": nil})
+	f.queue(t, "a")
+	dir := t.TempDir()
+	ready, gotINT := filepath.Join(dir, "ready"), filepath.Join(dir, "int")
+	// The command notes SIGINT, then on SIGTERM takes 300 ms to clean up
+	// and exits 0. ("sleep & wait" keeps the shell interruptible.)
+	script := `trap 'touch ` + gotINT + `' INT; trap 'sleep 0.3; exit 0' TERM; touch ` + ready +
+		`; while :; do sleep 0.1 & wait; done`
+	w := start(t, f.env(t, "a"), "--kill-grace", "5s", "--", "sh", "-c", script)
+	waitFile(t, ready)
+	if err := w.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, gotINT)
+	time.Sleep(700 * time.Millisecond) // longer than a grace that SIGINT could have armed
+	select {
+	case <-w.done:
+		t.Fatalf("the command did not survive a SIGINT it handles: exit %d\n%s", w.code, w.stderr.String())
+	default:
+	}
+	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := w.wait(t, 20*time.Second); code != 0 {
+		t.Fatalf("exit %d, want 0: the command's SIGTERM handler must win\n%s", code, w.stderr.String())
+	}
+	if a := f.get(t, "a"); a.State != state.Completed {
+		t.Errorf("a: %s, want COMPLETED", a.State)
+	}
+}
+
+// TestSIGTERMBeforeTheCommandStarts sends SIGTERM while the claim is in
+// flight (the store is slowed by a proxy): the command is not started, the
+// activity is recorded FAILED by SIGTERM, and the wrapper exits 143.
+func TestSIGTERMBeforeTheCommandStarts(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, storetest.DAG{"a": nil})
+	f.queue(t, "a")
+	proxy := dynamotest.NewProxy(t)
+	proxy.SetDelay(time.Second)
+	ran := filepath.Join(t.TempDir(), "ran")
+	w := start(t, f.env(t, "a", "AWS_ENDPOINT_URL_DYNAMODB="+proxy.Endpoint), "--", "touch", ran)
+	time.Sleep(500 * time.Millisecond) // the wrapper is up, its first read held by the proxy
+	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := w.wait(t, time.Minute); code != 143 {
+		t.Fatalf("exit %d, want 143\n%s", code, w.stderr.String())
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Errorf("the command ran after a SIGTERM that came before it started")
+	}
+	a := f.get(t, "a")
+	if a.State != state.Failed || a.ExitCode == nil || *a.ExitCode != 143 || a.Signal != "SIGTERM" ||
+		!strings.Contains(a.Reason, "before the command started") {
+		t.Errorf("a: state %s exit %v signal %q reason %q; want FAILED 143 SIGTERM before the command started",
+			a.State, a.ExitCode, a.Signal, a.Reason)
+	}
+}
+
+// TestKill9StopsTheCommand kills whimbrel-run outright, as it runs under a
+// local launcher or a shell (not PID 1): its command and the command's
+// child must stop too.
+func TestKill9StopsTheCommand(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, storetest.DAG{"a": nil})
+	f.queue(t, "a")
+	dir := t.TempDir()
+	child, grandchild := filepath.Join(dir, "child"), filepath.Join(dir, "grandchild")
+	w := start(t, f.env(t, "a"), "--kill-grace", "2s", "--",
+		"sh", "-c", `sleep 300 & echo $! > `+grandchild+`.tmp; mv `+grandchild+`.tmp `+grandchild+
+			`; echo $$ > `+child+`.tmp; mv `+child+`.tmp `+child+`; wait`)
+	waitFile(t, child)
+	waitFile(t, grandchild)
+	pids := []int{readPID(t, child), readPID(t, grandchild)}
+	t.Cleanup(func() {
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	if err := w.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	w.wait(t, 10*time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for _, pid := range pids {
+		for alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if alive(pid) {
+			t.Errorf("process %d outlived its wrapper's kill -9", pid)
+		}
+	}
+}
+
+// TestParentDeathSignal: with --parent-death-signal TERM, the death of
+// whimbrel-run's parent stops the command as a docker stop would, and the
+// outcome is recorded.
+func TestParentDeathSignal(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, storetest.DAG{"a": nil})
+	f.queue(t, "a")
+	ready := filepath.Join(t.TempDir(), "ready")
+	// The parent is a shell that starts the wrapper and waits; the test
+	// kills the shell.
+	parent := exec.Command("sh", "-c", `"$0" --parent-death-signal TERM -- sh -c 'touch "$1"; exec sleep 300' sh "$1" & wait`,
+		binary, ready)
+	parent.Env = f.env(t, "a")
+	if err := parent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, ready)
+	if err := parent.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = parent.Wait()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		a := f.get(t, "a")
+		if a.State == state.Failed && a.Signal == "SIGTERM" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a: state %s signal %q 20 s after the parent died; want FAILED by SIGTERM", a.State, a.Signal)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

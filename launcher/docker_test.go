@@ -1,0 +1,74 @@
+package launcher_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/whimbrel/whimbrel/launcher"
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/workflow"
+)
+
+// TestDockerArguments checks what the Docker backend hands the docker CLI:
+// each variable once, even when --pass-env names one the job sets, and a
+// stop timeout above the kill grace unless docker_args give their own.
+func TestDockerArguments(t *testing.T) {
+	dir := t.TempDir()
+	record := filepath.Join(dir, "record")
+	fake := filepath.Join(dir, "docker")
+	script := "#!/bin/sh\necho \"$@\" > " + record + "\necho 4f2c9e1d8b7a\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("WHIMBREL_STORE", "dynamodb")
+	t.Setenv("AWS_REGION", "eu-west-1")
+	tests := []struct {
+		name       string
+		grace      time.Duration
+		dockerArgs []string
+		want       string // the --stop-timeout argument, or "" for none of ours
+	}{
+		{"default grace", 0, nil, "--stop-timeout 40"},
+		{"grace 11s", 11 * time.Second, nil, "--stop-timeout 21"},
+		{"grace 2.5s", 2500 * time.Millisecond, nil, "--stop-timeout 13"},
+		{"given in docker_args", 0, []string{"--stop-timeout", "99"}, ""},
+		{"given as --stop-timeout=", 0, []string{"--stop-timeout=5"}, ""},
+		{"-t is --tty", 0, []string{"-t"}, "--stop-timeout 40"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := &launcher.Docker{Binary: fake, PassEnv: []string{"WHIMBREL_STORE", "AWS_REGION"}}
+			j := launcher.Job{
+				Key:     state.ActivityKey{ActivityExecID: "a::1", WorkflowExecID: "w::1"},
+				Command: []string{"true"},
+				Env:     map[string]string{"WHIMBREL_STORE": "sqlite:/state/db", "WHIMBREL_ACTIVITY_EXEC_ID": "a::1"},
+				Settings: workflow.Settings{KillGrace: workflow.Duration(tt.grace),
+					Launch: &workflow.Launch{Type: workflow.LaunchDocker, Image: "img:1", DockerArgs: tt.dockerArgs}},
+			}
+			if _, err := b.Launch(context.Background(), j); err != nil {
+				t.Fatal(err)
+			}
+			out, err := os.ReadFile(record)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := string(out)
+			if n := strings.Count(got, "--env WHIMBREL_STORE "); n != 1 {
+				t.Errorf("--env WHIMBREL_STORE given %d times, want once: %s", n, got)
+			}
+			if n := strings.Count(got, "--env AWS_REGION "); n != 1 {
+				t.Errorf("--env AWS_REGION given %d times, want once: %s", n, got)
+			}
+			if tt.want != "" && !strings.Contains(got, tt.want+" ") {
+				t.Errorf("docker got %s, want %q", got, tt.want)
+			}
+			if tt.want == "" && strings.Count(got, "--stop-timeout") != 1 {
+				t.Errorf("docker got %s, want only the docker_args' stop timeout", got)
+			}
+		})
+	}
+}
