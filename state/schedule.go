@@ -42,52 +42,52 @@ const ScheduleShards = 4
 
 // Schedule is one schedule: what it starts, when, and where it is.
 type Schedule struct {
-	Name         string // schedule_name
-	WorkflowName string // workflow_name: the workflow it starts
-	Definition   string // definition: the workflow definition, as stored with an execution
-	Params       map[string]string
+	Name         string            `json:"name"`                 // schedule_name
+	WorkflowName string            `json:"workflow_name"`        // workflow_name: the workflow it starts
+	Definition   string            `json:"definition,omitempty"` // definition: the workflow definition, as stored with an execution
+	Params       map[string]string `json:"params,omitempty"`
 
 	// The trigger: one of Cron, Every, After.
-	Cron      string        // cron: 5 fields or a descriptor such as @daily
-	Every     time.Duration // every: a fixed interval from Start
-	After     string        // after: the upstream workflow whose completions are tokens
-	Threshold int           // threshold: tokens per run
+	Cron      string        `json:"cron,omitempty"`      // cron: 5 fields or a descriptor such as @daily
+	Every     time.Duration `json:"every,omitempty"`     // every: a fixed interval from Start
+	After     string        `json:"after,omitempty"`     // after: the upstream workflow whose completions are tokens
+	Threshold int           `json:"threshold,omitempty"` // threshold: tokens per run
 
-	TimeZone   string    // timezone (IANA)
-	Catchup    string    // catchup: all, latest or none
-	MaxCatchup int       // max_catchup
-	Start      time.Time // start_time: fire times are at or after it
-	End        time.Time // end_time: and at or before it (zero: no end)
-	SetTime    time.Time // set_time: when it was last set
-	Paused     bool      // paused
+	TimeZone   string    `json:"timezone"`          // timezone (IANA)
+	Catchup    string    `json:"catchup"`           // catchup: all, latest or none
+	MaxCatchup int       `json:"max_catchup"`       // max_catchup
+	Start      time.Time `json:"start_time"`        // start_time: fire times are at or after it
+	End        time.Time `json:"end_time,omitzero"` // end_time: and at or before it (zero: no end)
+	SetTime    time.Time `json:"set_time"`          // set_time: when it was last set
+	Paused     bool      `json:"paused"`            // paused
 
 	// LastFire is the cursor: every fire time at or before it is done
 	// (started, or skipped by the catch-up rule).
-	LastFire time.Time // last_fire
+	LastFire time.Time `json:"last_fire,omitzero"` // last_fire
 	// NextFire is the next fire time to do (zero: none, e.g. paused, past
 	// its end, or a token trigger). The due index holds it.
-	NextFire time.Time // next_fire, next_fire_epoch
+	NextFire time.Time `json:"next_fire,omitzero"` // next_fire, next_fire_epoch
 
 	// Tokens counts the upstream completions counted; Fired the runs a
 	// token trigger started.
-	Tokens int // tokens
-	Fired  int // fired
+	Tokens int `json:"tokens,omitempty"` // tokens
+	Fired  int `json:"fired,omitempty"`  // fired
 	// Pending lists the fire times of token runs due but not yet started,
 	// oldest first.
-	Pending []time.Time // pending
+	Pending []time.Time `json:"pending,omitempty"` // pending
 	// AfterSince is where a token trigger's next look at the upstream
 	// executions starts: every execution started before it was settled.
-	AfterSince time.Time // after_since
+	AfterSince time.Time `json:"after_since,omitzero"` // after_since
 	// Counted remembers the upstream executions counted most recently, so
 	// that a tick seeing them again skips them without a write (the token
 	// items, written with each count, are what makes counting exactly
 	// once).
-	Counted []string // counted (a JSON list), oldest first
+	Counted []string `json:"counted,omitempty"` // counted (a JSON list), oldest first
 
 	// Runs is the run log: the most recent fires and skips, newest first.
-	Runs []ScheduleRun // run_log
+	Runs []ScheduleRun `json:"run_log,omitempty"` // run_log
 
-	Version int // version: raised by every write
+	Version int `json:"version"` // version: raised by every write
 }
 
 // ScheduleRun is one line of a schedule's run log.
