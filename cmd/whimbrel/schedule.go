@@ -31,7 +31,7 @@ type ScheduleSetCmd struct {
 	Cron       string            `name:"cron" placeholder:"EXPR" help:"5 cron fields (minute hour day-of-month month day-of-week) or @hourly, @daily, @weekly, @monthly, in --timezone."`
 	Every      string            `name:"every" placeholder:"DURATION" help:"A fixed interval from --start (90s, 15m, 1h, 1d)."`
 	After      string            `name:"after" placeholder:"WORKFLOW" help:"Start a run after every --threshold COMPLETED executions of WORKFLOW."`
-	Threshold  int               `name:"threshold" help:"With --after: completions per run (default 1)."`
+	Threshold  *int              `name:"threshold" help:"With --after: completions per run (default 1)."`
 	TimeZone   string            `name:"timezone" default:"UTC" help:"IANA time zone of --cron (Europe/Berlin, America/New_York)."`
 	Catchup    string            `name:"catchup" enum:"all,latest,none" default:"all" help:"Missed fire times: all (oldest first, at most --max-catchup), latest, or none."`
 	MaxCatchup int               `name:"max-catchup" default:"50" help:"With --catchup all: at most this many missed runs; the older are skipped, and the run log says so."`
@@ -53,8 +53,14 @@ func parseTime(flag, v string) (time.Time, error) {
 
 // Run checks the schedule and writes it; bad input writes nothing.
 func (c *ScheduleSetCmd) Run(g *Globals, k *kong.Context) error {
-	spec := schedule.Spec{Name: c.Name, Cron: c.Cron, After: c.After, Threshold: c.Threshold, TimeZone: c.TimeZone,
+	spec := schedule.Spec{Name: c.Name, Cron: c.Cron, After: c.After, TimeZone: c.TimeZone,
 		Catchup: c.Catchup, MaxCatchup: c.MaxCatchup, Params: c.Params}
+	if c.Threshold != nil {
+		if *c.Threshold < 1 {
+			return &cli.UsageError{Msg: fmt.Sprintf("--threshold %d: give at least 1", *c.Threshold)}
+		}
+		spec.Threshold = *c.Threshold
+	}
 	var err error
 	if c.Every != "" {
 		if spec.Every, err = workflow.ParseDuration(c.Every); err != nil || spec.Every <= 0 {
