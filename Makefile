@@ -61,6 +61,12 @@ bench: dynamodb-local-install native
 	@echo 'One simulated minute of open pages polling every 1.5 s with their ETag (TestIdlePageCost and TestIdlePageCostOnDynamoDB in web/); reads are shared by every page for 1 s, and a settled execution is read once and never again:' >> BENCHMARKS.md
 	@echo >> BENCHMARKS.md
 	scripts/dynamodb-local run -- $(GO) test -count=1 -run 'TestIdlePageCost' -v ./web/ | grep -E 'cost_test.go' | sed -E 's/^ *cost_test.go:[0-9]+: /    /' >> BENCHMARKS.md
+	@echo >> BENCHMARKS.md
+	@echo '## Schedules: the cost of a tick' >> BENCHMARKS.md
+	@echo >> BENCHMARKS.md
+	@echo 'One `whimbrel schedule tick` on DynamoDB Local, from ReturnConsumedCapacity (TestTickCost in schedule/): a tick queries the 4 shards of the sparse due index, which holds only schedules with a next fire time, so its cost grows with the due schedules, not with all of them:' >> BENCHMARKS.md
+	@echo >> BENCHMARKS.md
+	scripts/dynamodb-local run -- $(GO) test -count=1 -run 'TestTickCost' -v ./schedule/ | grep -E 'cost_test.go' | sed -E 's/^ *cost_test.go:[0-9]+: /    /' >> BENCHMARKS.md
 
 ## lint: gofmt, go vet, staticcheck, and go.mod/go.sum tidy
 lint: vet
