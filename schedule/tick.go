@@ -260,6 +260,7 @@ func stepAfter(ctx context.Context, st Store, s *state.Schedule, now time.Time, 
 	if !unsettled.IsZero() && unsettled.Before(mark) {
 		mark = unsettled
 	}
+	counted := false
 	for _, w := range ws {
 		if w.State != state.WorkflowCompleted || w.StartTime.Before(s.Start) ||
 			(!s.End.IsZero() && w.StartTime.After(s.End)) || slices.Contains(s.Counted, w.WorkflowExecID) {
@@ -283,7 +284,10 @@ func stepAfter(ctx context.Context, st Store, s *state.Schedule, now time.Time, 
 			return false, err
 		}
 		r.Counted++
-		return false, nil // read again: a run may be due
+		s, counted = &next, true
+	}
+	if counted {
+		return false, nil // read again: runs may be due
 	}
 	if mark.After(s.AfterSince) {
 		prev := s.Version

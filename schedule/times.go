@@ -70,7 +70,13 @@ func (c clock) next(t time.Time) time.Time {
 // (a wall-clock time may map to an instant up to a few hours earlier or
 // later) and returns the first whose instant is after t.
 func (c clock) nextCron(t time.Time) time.Time {
-	w := wall(t.In(c.loc)).Add(-4 * time.Hour)
+	w := wall(t.In(c.loc))
+	// Far from a change of offset, wall clock and instants move together;
+	// near one, start early enough to meet the wall-clock times that map
+	// after t.
+	if from, to := t.In(c.loc).ZoneBounds(); t.Sub(from) < 26*time.Hour || (!to.IsZero() && to.Sub(t) < 26*time.Hour) {
+		w = w.Add(-4 * time.Hour)
+	}
 	for i := 0; i < 1_000_000; i++ {
 		w = c.cron.Next(w)
 		if w.IsZero() {
