@@ -32,7 +32,7 @@ func (c *ScheduleListCmd) Run(g *Globals, k *kong.Context) error {
 		if err != nil {
 			return err
 		}
-		var views []scheduleView
+		views := []scheduleView{} // [] rather than null for scripts
 		for _, s := range all {
 			v := scheduleView{Schedule: s}
 			if r, ok, err := schedule.LastRun(ctx, st, s); err != nil {

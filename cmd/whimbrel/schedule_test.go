@@ -240,7 +240,7 @@ func TestScheduleCommandsRefuseBadInput(t *testing.T) {
 			t.Errorf("%v: exit %d, want an error naming %q:\n%s", tc.args, code, tc.want, errOut)
 		}
 	}
-	if out, _, _ := whimbrel(t, env, "schedule", "list", "--json"); strings.TrimSpace(out) != "null" {
+	if out, _, _ := whimbrel(t, env, "schedule", "list", "--json"); strings.TrimSpace(out) != "[]" {
 		t.Errorf("bad input wrote a schedule: %s", out)
 	}
 	if _, errOut, code := whimbrel(t, env, "schedule", "pause", "ghost"); code == 0 || !strings.Contains(errOut, "ghost") {
