@@ -476,3 +476,33 @@ func TestRunLogShowsStateAndError(t *testing.T) {
 		}
 	})
 }
+
+// TestCatchupFinishesAStartedFire: a scheduler that died after starting
+// the first due fire time, before moving the cursor, left a run that
+// catch-up latest would skip; the next tick records it as run, not as
+// skipped, and skips only the rest.
+func TestCatchupFinishesAStartedFire(t *testing.T) {
+	onBoth(t, func(t *testing.T, st schedule.Store) {
+		t0 := ts("2026-11-21T00:00:00Z")
+		s, err := schedule.Set(ctx(t), st, schedule.Spec{Name: "s", Definition: def(t, "etl"), Cron: "@hourly", Catchup: "latest", Start: t0}, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := workflow.ParseStored(s.Definition)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := workflow.Start(ctx(t), st, d, workflow.StartOptions{RequestID: schedule.RequestID("s", t0)}); err != nil {
+			t.Fatal(err)
+		}
+		r := tick(t, st, t0.Add(5*time.Hour+30*time.Second))
+		same(t, "runs", runsOf(t, st, "etl"), []string{"s@2026-11-21T00:00:00Z", "s@2026-11-21T05:00:00Z"})
+		if r.Skipped != 4 {
+			t.Errorf("skipped %d, want 4 (01:00 … 04:00)", r.Skipped)
+		}
+		s = get(t, st, "s")
+		if len(s.Runs) != 3 || s.Runs[2].RequestID != "s@2026-11-21T00:00:00Z" || !strings.Contains(s.Runs[1].Note, "skipped 4") {
+			t.Errorf("run log %+v: want the 00:00 run, the skip of 4, the 05:00 run", s.Runs)
+		}
+	})
+}

@@ -155,6 +155,17 @@ func stepClock(ctx context.Context, st Store, s *state.Schedule, now time.Time, 
 	}
 	prev := s.Version
 	if skipped > 0 {
+		// A scheduler that died after starting the first due fire time,
+		// before moving the cursor, started a run the catch-up rule would
+		// now skip: finish and record it rather than log it as skipped.
+		if req, err := st.GetRequest(ctx, RequestID(s.Name, firstDue), s.WorkflowName); err == nil && req.WorkflowExecID != "" {
+			run = []time.Time{firstDue}
+			skipped = 0
+		} else if err != nil && !errors.Is(err, state.ErrNotFound) {
+			return false, err
+		}
+	}
+	if skipped > 0 {
 		last := win[len(win)-1] // none runs: the latest is skipped too
 		if len(run) > 0 {
 			last = win[len(win)-len(run)-1]
