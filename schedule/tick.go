@@ -24,8 +24,8 @@ type Report struct {
 	Counted int // upstream completions counted as tokens
 }
 
-// maxAttempts bounds how often one schedule's fire is tried again after
-// another scheduler moved first, within one tick.
+// maxAttempts bounds how often, within one tick, one schedule's step is
+// tried again after another scheduler moved first.
 const maxAttempts = 200
 
 // Tick fires every schedule that is due at now, once, and returns what it
@@ -82,7 +82,12 @@ func Run(ctx context.Context, st Store, interval time.Duration, log hclog.Logger
 }
 
 func fire(ctx context.Context, st Store, name string, now time.Time, r *Report) error {
-	for attempt := 0; attempt < maxAttempts; attempt++ {
+	// Each step moves the schedule on (a fire, a skip, a token) or ends
+	// the loop; only steps another scheduler beat in a row are counted.
+	for conflicts := 0; conflicts < maxAttempts; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		s, err := st.GetSchedule(ctx, name)
 		if errors.Is(err, state.ErrNotFound) {
 			return nil // deleted since the index was read
@@ -101,11 +106,13 @@ func fire(ctx context.Context, st Store, name string, now time.Time, r *Report) 
 		}
 		switch {
 		case errors.Is(err, state.ErrConflict):
-			continue // another scheduler moved first: read again
+			conflicts++ // another scheduler moved first: read again
 		case err != nil:
 			return err
 		case done:
 			return nil
+		default:
+			conflicts = 0
 		}
 	}
 	return fmt.Errorf("gave up after %d attempts: other schedulers kept moving it", maxAttempts)
