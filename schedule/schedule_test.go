@@ -506,3 +506,18 @@ func TestCatchupFinishesAStartedFire(t *testing.T) {
 		}
 	})
 }
+
+// TestLongCatchupInOneTick: a catch-up of more fire times than a tick's
+// bound on lost races still finishes in one tick.
+func TestLongCatchupInOneTick(t *testing.T) {
+	st := newSQLite(t)
+	t0 := ts("2026-11-21T00:00:00Z")
+	if _, err := schedule.Set(ctx(t), st, schedule.Spec{Name: "s", Definition: def(t, "etl"), Every: time.Second, Start: t0,
+		MaxCatchup: 300}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if r := tick(t, st, t0.Add(299*time.Second)); r.Started != 300 {
+		t.Errorf("one tick started %d, want 300", r.Started)
+	}
+	same(t, "runs", runsOf(t, st, "etl"), expected("s", t0, t0.Add(299*time.Second), time.Second))
+}
