@@ -163,32 +163,13 @@ func TestTickKilledAtRandomPoints(t *testing.T) {
 			"--start", start.Format(time.RFC3339), "--end", end.Format(time.RFC3339), "--max-catchup", "1000"); code != 0 {
 			t.Fatalf("schedule set: %s%s", out, errOut)
 		}
-		kills := 0
-		for i := 0; i < 300 && kills < 40; i++ {
-			cmd := exec.Command(binary, "schedule", "tick")
-			cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			select {
-			case <-done:
-				continue // it finished before the kill: the next one has less to do
-			case <-time.After(time.Duration(20+rand.IntN(200)) * time.Millisecond):
-			}
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-			if err := <-done; err != nil && strings.Contains(err.Error(), "killed") {
-				kills++
-			}
+		kills := killTicks(t, env, func() bool {
 			s, err := st.GetSchedule(context.Background(), "burst")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !s.LastFire.Before(end) {
-				break
-			}
-		}
+			return !s.LastFire.Before(end)
+		})
 		if _, errOut, code := whimbrel(t, env, "schedule", "tick"); code != 0 {
 			t.Fatalf("the last tick: %s", errOut)
 		}
@@ -210,6 +191,103 @@ func TestTickKilledAtRandomPoints(t *testing.T) {
 		}
 		if !s.LastFire.Equal(end) {
 			t.Errorf("cursor %v, want the last fire time %v", s.LastFire, end)
+		}
+	})
+}
+
+// killTicks runs `whimbrel schedule tick` processes and kills each with
+// SIGKILL after a random 10-120 ms, until done says so or 40 were killed;
+// it returns how many were killed mid-way.
+func killTicks(t *testing.T, env []string, done func() bool) int {
+	t.Helper()
+	kills := 0
+	for i := 0; i < 300 && kills < 40 && !done(); i++ {
+		cmd := exec.Command(binary, "schedule", "tick")
+		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		select {
+		case <-exited:
+			continue // it finished before the kill: the next one has less to do
+		case <-time.After(time.Duration(10+rand.IntN(110)) * time.Millisecond):
+		}
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		if err := <-exited; err != nil && strings.Contains(err.Error(), "killed") {
+			kills++
+		}
+	}
+	return kills
+}
+
+// TestTokenTicksKilledAtRandomPoints: 60 completions of the upstream
+// workflow, counted by ticks killed at random moments, start exactly 20
+// runs of a threshold-3 token trigger: no completion lost or counted
+// twice, no run lost or doubled.
+func TestTokenTicksKilledAtRandomPoints(t *testing.T) {
+	t.Parallel()
+	scheduleStores(t, func(t *testing.T, env []string, st schedule.Store) {
+		if out, errOut, code := whimbrel(t, env, "register", "../../examples/etl.yaml"); code != 0 {
+			t.Fatalf("register: %s%s", out, errOut)
+		}
+		if out, errOut, code := whimbrel(t, env, "schedule", "set", "chain", "../../examples/nightly-report.yaml",
+			"--after", "nightly-etl", "--threshold", "3"); code != 0 {
+			t.Fatalf("schedule set: %s%s", out, errOut)
+		}
+		time.Sleep(10 * time.Millisecond)
+		const n = 60
+		start := time.Now().Add(-time.Hour).Truncate(time.Second)
+		if out, errOut, code := whimbrel(t, env, "schedule", "set", "burst", "../../examples/etl.yaml", "--every", "1s",
+			"--start", start.Format(time.RFC3339), "--end", start.Add((n-1)*time.Second).Format(time.RFC3339), "--max-catchup", "1000"); code != 0 {
+			t.Fatalf("schedule set: %s%s", out, errOut)
+		}
+		if _, errOut, code := whimbrel(t, env, "schedule", "tick"); code != 0 {
+			t.Fatalf("tick: %s", errOut)
+		}
+		ctx := context.Background()
+		ws, err := st.Workflows(ctx, state.WorkflowQuery{Name: "nightly-etl"})
+		if err != nil || len(ws) != n {
+			t.Fatalf("%d upstream runs (%v), want %d", len(ws), err, n)
+		}
+		for _, w := range ws {
+			if _, err := st.UpdateWorkflow(ctx, w.WorkflowExecID, state.WorkflowChange{
+				From: []state.WorkflowState{state.WorkflowRunning}, To: state.WorkflowCompleted}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		kills := killTicks(t, env, func() bool {
+			s, err := st.GetSchedule(ctx, "chain")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s.Fired == n/3
+		})
+		if _, errOut, code := whimbrel(t, env, "schedule", "tick"); code != 0 {
+			t.Fatalf("the last tick: %s", errOut)
+		}
+		t.Logf("%d ticks killed", kills)
+		s, err := st.GetSchedule(ctx, "chain")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Tokens != n || s.Fired != n/3 || len(s.Pending) != 0 {
+			t.Errorf("tokens %d, fired %d, pending %v; want %d, %d, none", s.Tokens, s.Fired, s.Pending, n, n/3)
+		}
+		down, err := st.Workflows(ctx, state.WorkflowQuery{Name: "nightly-report"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := map[string]bool{}
+		for _, w := range down {
+			if ids[w.WorkflowRequestID] || !strings.HasPrefix(w.WorkflowRequestID, "chain@") || w.State != state.WorkflowRunning {
+				t.Errorf("downstream run %s (%s): doubled, misnamed or half-started", w.WorkflowRequestID, w.State)
+			}
+			ids[w.WorkflowRequestID] = true
+		}
+		if len(down) != n/3 {
+			t.Errorf("%d downstream runs, want %d", len(down), n/3)
 		}
 	})
 }
