@@ -81,6 +81,12 @@ bench: dynamodb-local-install native
 	@echo '200 ready ECS activities launched against a fake ECS endpoint that answers each RunTask after 50 ms, on DynamoDB Local (BenchmarkECSLaunches in launcher/): one launcher with one worker (one launch at a time, as before the worker pool), then 1 and 4 launchers with the default 16 workers each:' >> BENCHMARKS.md
 	@echo >> BENCHMARKS.md
 	scripts/dynamodb-local run -- $(GO) test -run '^$$' -bench ECSLaunches -benchtime 3x -timeout 30m ./launcher/ | grep -E '^Benchmark' | sed 's/^/    /' >> BENCHMARKS.md
+	@echo >> BENCHMARKS.md
+	@echo '## Schedules: the cost of a tick' >> BENCHMARKS.md
+	@echo >> BENCHMARKS.md
+	@echo 'One `whimbrel schedule tick` on DynamoDB Local, from ReturnConsumedCapacity (TestTickCost in schedule/): a tick queries the 4 shards of the sparse due index, which holds only schedules with a next fire time, so its cost grows with the due schedules, not with all of them:' >> BENCHMARKS.md
+	@echo >> BENCHMARKS.md
+	scripts/dynamodb-local run -- $(GO) test -count=1 -run 'TestTickCost' -v ./schedule/ | grep -E 'cost_test.go' | sed -E 's/^ *cost_test.go:[0-9]+: /    /' >> BENCHMARKS.md
 
 ## lint: gofmt, go vet, staticcheck, and go.mod/go.sum tidy
 lint: vet

@@ -5,13 +5,17 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"time"
 
 	"github.com/alecthomas/kong"
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/whimbrel/whimbrel/internal/cli"
+	"github.com/whimbrel/whimbrel/schedule"
 	"github.com/whimbrel/whimbrel/simpleapi"
 )
 
@@ -32,6 +36,9 @@ WHIMBREL_ORDER_WINDOW (default 5s) is how long an event that its activity's
 state does not allow yet is retried before it is rejected (within the
 invocation first, the records behind it going on); WHIMBREL_MAX_SKEW
 (default 1m) how far ahead of the function's clock an event's when may be.
+
+An EventBridge scheduled event (the rule in examples/lambda/processor.yaml,
+every minute) makes it fire the due schedules once, as whimbrel schedule tick.
 
 Outside Lambda it only answers --help and --version: run whimbrel-poller
 there.`
@@ -68,6 +75,16 @@ func (c *CLI) Run(k *kong.Context) error {
 	}
 	defer st.Close()
 	p := simpleapi.New(simpleapi.Config{Store: st, Name: os.Getenv("AWS_LAMBDA_FUNCTION_NAME"), OrderWindow: c.OrderWindow, MaxSkew: c.MaxSkew, Logger: log})
-	lambda.StartWithOptions(p.HandleLambda, lambda.WithContext(ctx))
+	var handler any = p.HandleLambda
+	if sched, ok := st.(schedule.Store); ok {
+		handler = schedule.LambdaHandler(sched, log.Named("schedule"), func(ctx context.Context, raw json.RawMessage) (any, error) {
+			var ev events.DynamoDBEvent
+			if err := json.Unmarshal(raw, &ev); err != nil {
+				return nil, fmt.Errorf("decode the stream records: %w", err)
+			}
+			return p.HandleLambda(ctx, ev)
+		})
+	}
+	lambda.StartWithOptions(handler, lambda.WithContext(ctx))
 	return nil
 }

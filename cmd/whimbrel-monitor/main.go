@@ -12,6 +12,7 @@ import (
 
 	"github.com/whimbrel/whimbrel/internal/cli"
 	"github.com/whimbrel/whimbrel/monitor"
+	"github.com/whimbrel/whimbrel/schedule"
 )
 
 const description = `Sweep the live activities and workflows, and for each one that needs it:
@@ -25,6 +26,9 @@ const description = `Sweep the live activities and workflows, and for each one t
   workflow still REQUESTED after --queued-timeout     → FAILED (its start never finished)
 Every change is a conditional write, so any number of monitors may run at
 once. A sweep's cost grows with what is running, never with history.
+Every monitor also fires the due schedules (whimbrel schedule) at each
+interval: running monitors is running schedulers, and each fire time still
+starts exactly one run.
 
 Examples:
   whimbrel-monitor                 sweep every 30 s
@@ -61,7 +65,13 @@ func (c *CLI) Run(k *kong.Context) error {
 	}
 	defer st.Close()
 	m := monitor.New(st, monitor.Config{Interval: c.Interval, Skew: c.Skew, QueuedTimeout: c.QueuedTimeout, Logger: log})
+	sched, _ := st.(schedule.Store)
 	if c.Once {
+		if sched != nil {
+			if _, err := schedule.Tick(ctx, sched, time.Now(), log.Named("schedule")); err != nil {
+				log.Error("firing schedules failed", "error", err)
+			}
+		}
 		r, err := m.Sweep(ctx)
 		log.Info("sweep done", "timed_out", r.TimedOut, "failed_launches", r.FailedLaunches, "cancelled", r.Cancelled,
 			"cancelled_running", r.CancelledRunning, "repaired", r.Repaired, "readied", r.Readied, "cancelled_downstream", r.CancelledDown,
@@ -69,5 +79,16 @@ func (c *CLI) Run(k *kong.Context) error {
 		return err
 	}
 	log.Info("sweeping", "interval", c.Interval, "skew", c.Skew, "default_queued_timeout", c.QueuedTimeout)
-	return m.Run(ctx)
+	ticked := make(chan struct{})
+	ctx, cancel := context.WithCancel(ctx)
+	go func() { // owned: cancelled and waited for below
+		defer close(ticked)
+		if sched != nil {
+			_ = schedule.Run(ctx, sched, c.Interval, log.Named("schedule"))
+		}
+	}()
+	err = m.Run(ctx)
+	cancel()
+	<-ticked
+	return err
 }

@@ -55,6 +55,8 @@ type CLI struct {
 	Register   RegisterCmd   `cmd:"" group:"Simple Lambda API" help:"Register a workflow definition by name, so that a workflow_request can start it."`
 	Request    RequestCmd    `cmd:"" group:"Simple Lambda API" help:"Insert a workflow_request for a registered workflow; a processor (whimbrel-lambda, whimbrel-poller) starts it. Print its workflow_exec_id."`
 	Registered RegisteredCmd `cmd:"" group:"Simple Lambda API" help:"List the registered workflows."`
+
+	Schedule ScheduleCmd `cmd:"" group:"Schedules" help:"Start workflows by cron, by interval, or after another workflow's completions; every whimbrel-monitor and schedule tick fires each time once."`
 }
 
 func main() {

@@ -245,8 +245,8 @@ func TestInstall(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dry run: %v", err)
 	}
-	if n := count(plan, "create"); n != 8 {
-		t.Errorf("dry run plans %d creates, want 8: %v", n, plan)
+	if n := count(plan, "create"); n != 9 {
+		t.Errorf("dry run plans %d creates, want 9: %v", n, plan)
 	}
 	if _, err := client.DescribeTable(ctx, &awsdynamodb.DescribeTableInput{TableName: aws.String(prefix + "workflow_exec")}); err == nil {
 		t.Fatal("dry run created a table")
@@ -256,8 +256,8 @@ func TestInstall(t *testing.T) {
 	if err != nil {
 		t.Fatalf("install: %v", err)
 	}
-	if count(did, "create") != 8 || count(did, "record version 2") != 8 {
-		t.Errorf("install did %v, want 8 creates and 8 versions recorded", did)
+	if count(did, "create") != 9 || count(did, "record version 2") != 9 {
+		t.Errorf("install did %v, want 9 creates and 9 versions recorded", did)
 	}
 
 	// The key schemas are DESIGN.md's.

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/whimbrel/whimbrel/internal/dynamotest"
+	"github.com/whimbrel/whimbrel/schedule"
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/state/dynamodb"
+	"github.com/whimbrel/whimbrel/workflow"
+)
+
+func setEvery(t *testing.T, st schedule.Store, name string, every time.Duration, start time.Time) {
+	t.Helper()
+	d, err := workflow.Parse("w.yaml", []byte("name: scheduled\nactivities:\n  a:\n    command: [\"true\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := schedule.Set(context.Background(), st, schedule.Spec{Name: name, Definition: d, Every: every, Start: start}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func runs(t *testing.T, st schedule.Store) map[string]bool {
+	t.Helper()
+	ws, err := st.Workflows(context.Background(), state.WorkflowQuery{Name: "scheduled"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, w := range ws {
+		out[w.WorkflowRequestID] = true
+	}
+	return out
+}
+
+// TestMonitorFiresSchedules: a monitor is a scheduler, once (--once) and
+// at every interval.
+func TestMonitorFiresSchedules(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	env := dynamotest.Env(t, st.Prefix())
+	start := time.Now().Add(-90 * time.Second).Truncate(time.Second)
+	setEvery(t, st, "hourly", time.Hour, start)
+	if out, code := run(t, env, "--once"); code != 0 {
+		t.Fatalf("--once: exit %d\n%s", code, out)
+	}
+	if got := runs(t, st); !got[schedule.RequestID("hourly", start)] || len(got) != 1 {
+		t.Fatalf("after one sweep: runs %v, want hourly@%s", got, start.Format(time.RFC3339))
+	}
+
+	setEvery(t, st, "pulse", time.Second, time.Now().Truncate(time.Second))
+	m := exec.Command(binary, "--interval", "200ms")
+	m.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	_ = m.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- m.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the monitor exited with %v on SIGTERM", err)
+		}
+	case <-time.After(20 * time.Second):
+		_ = m.Process.Kill()
+		t.Fatal("the monitor did not stop on SIGTERM")
+	}
+	if got := runs(t, st); len(got) < 3 {
+		t.Errorf("a running monitor fired %d runs in 3 s of a 1 s schedule, want at least 2 more", len(got)-1)
+	}
+}

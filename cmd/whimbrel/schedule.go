@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/whimbrel/whimbrel/internal/cli"
+	"github.com/whimbrel/whimbrel/schedule"
+	"github.com/whimbrel/whimbrel/workflow"
+)
+
+// ScheduleCmd is `whimbrel schedule`.
+type ScheduleCmd struct {
+	Set    ScheduleSetCmd  `cmd:"" help:"Create or replace a schedule: NAME FILE and one trigger (--cron, --every or --after)."`
+	List   ScheduleListCmd `cmd:"" help:"List the schedules: trigger, next fire, last fire, last run's ID, state and error."`
+	Show   ScheduleShowCmd `cmd:"" help:"Show a schedule's run log: recent runs with state, times and error, and what catch-up skipped."`
+	Pause  ScheduleNameCmd `cmd:"" help:"Stop a schedule firing."`
+	Resume ScheduleNameCmd `cmd:"" help:"Fire a paused schedule again; the fire times it missed follow its --catchup rule."`
+	Delete ScheduleNameCmd `cmd:"" help:"Delete a schedule (its runs stay)."`
+	Tick   ScheduleTickCmd `cmd:"" help:"Fire everything due once, then exit (for cron, CI, or a Lambda on an EventBridge rule)."`
+}
+
+// ScheduleSetCmd is `whimbrel schedule set`.
+type ScheduleSetCmd struct {
+	cli.StoreFlags
+	Name       string            `arg:"" name:"name" help:"The schedule's name; its runs' request IDs are NAME@<fire time>."`
+	File       string            `arg:"" name:"file" help:"The workflow definition (YAML or JSON) it starts."`
+	Cron       string            `name:"cron" placeholder:"EXPR" help:"5 cron fields (minute hour day-of-month month day-of-week) or @hourly, @daily, @weekly, @monthly, in --timezone."`
+	Every      string            `name:"every" placeholder:"DURATION" help:"A fixed interval from --start (90s, 15m, 1h, 1d)."`
+	After      string            `name:"after" placeholder:"WORKFLOW" help:"Start a run after every --threshold COMPLETED executions of WORKFLOW."`
+	Threshold  *int              `name:"threshold" help:"With --after: completions per run (default 1)."`
+	TimeZone   string            `name:"timezone" default:"UTC" help:"IANA time zone of --cron (Europe/Berlin, America/New_York)."`
+	Catchup    string            `name:"catchup" enum:"all,latest,none" default:"all" help:"Missed fire times: all (oldest first, at most --max-catchup), latest, or none."`
+	MaxCatchup int               `name:"max-catchup" default:"50" help:"With --catchup all: at most this many missed runs; the older are skipped, and the run log says so."`
+	Start      string            `name:"start" placeholder:"RFC3339" help:"First possible fire time (default: now)."`
+	End        string            `name:"end" placeholder:"RFC3339" help:"Last possible fire time (default: none)."`
+	Params     map[string]string `name:"param" placeholder:"K=V" help:"Set WHIMBREL_PARAM_<K>=V for every activity of every run (repeatable)."`
+}
+
+func parseTime(flag, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, &cli.UsageError{Msg: fmt.Sprintf("%s %q: give an RFC 3339 time such as 2026-11-21T02:00:00Z", flag, v)}
+	}
+	return t, nil
+}
+
+// Run checks the schedule and writes it; bad input writes nothing.
+func (c *ScheduleSetCmd) Run(g *Globals, k *kong.Context) error {
+	spec := schedule.Spec{Name: c.Name, Cron: c.Cron, After: c.After, TimeZone: c.TimeZone,
+		Catchup: c.Catchup, MaxCatchup: c.MaxCatchup, Params: c.Params}
+	if c.Threshold != nil {
+		if *c.Threshold < 1 {
+			return &cli.UsageError{Msg: fmt.Sprintf("--threshold %d: give at least 1", *c.Threshold)}
+		}
+		spec.Threshold = *c.Threshold
+	}
+	var err error
+	if c.Every != "" {
+		if spec.Every, err = workflow.ParseDuration(c.Every); err != nil || spec.Every <= 0 {
+			return &cli.UsageError{Msg: fmt.Sprintf("--every %q: give a positive duration such as 90s, 15m or 1d", c.Every)}
+		}
+	}
+	if spec.Start, err = parseTime("--start", c.Start); err != nil {
+		return err
+	}
+	if spec.End, err = parseTime("--end", c.End); err != nil {
+		return err
+	}
+	if spec.Definition, err = workflow.Load(c.File); err != nil {
+		return err
+	}
+	return withSchedules(g, k, c.StoreFlags, func(ctx context.Context, st schedule.Store) error {
+		s, err := schedule.Set(ctx, st, spec, time.Now())
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(k.Stdout, "schedule %s set: %s\n", s.Name, describeNext(s))
+		return nil
+	})
+}
+
+// ScheduleNameCmd is `whimbrel schedule pause|resume|delete NAME`.
+type ScheduleNameCmd struct {
+	cli.StoreFlags
+	Name string `arg:"" name:"name" help:"The schedule."`
+}
+
+// Run pauses, resumes or deletes, as the command's name says.
+func (c *ScheduleNameCmd) Run(g *Globals, k *kong.Context) error {
+	return withSchedules(g, k, c.StoreFlags, func(ctx context.Context, st schedule.Store) error {
+		switch verb := k.Selected().Name; verb {
+		case "pause":
+			return schedule.Pause(ctx, st, c.Name)
+		case "resume":
+			return schedule.Resume(ctx, st, c.Name, time.Now())
+		default:
+			return schedule.Delete(ctx, st, c.Name)
+		}
+	})
+}

@@ -1,0 +1,355 @@
+// Package schedule starts workflows by the clock (cron expressions in a
+// time zone, fixed intervals) and after another workflow's completions
+// (tokens, as Waterwheel's), with catch-up after downtime and a run log.
+//
+// It is a wing on the core: a fire is workflow.Start with the request ID
+// NAME@T (T the fire time in UTC, RFC 3339), so a duplicate start is
+// refused by the request ID, and then a conditional write of the
+// schedule's cursor. Any number of schedulers (every whimbrel-monitor,
+// whimbrel schedule tick, the Lambda on an EventBridge rule) may fire at
+// once: none is special, each fire time starts exactly one run, and a
+// scheduler that dies between its writes leaves what the next tick
+// finishes.
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/workflow"
+)
+
+// Store is what schedules need of a store.
+type Store interface {
+	state.Store
+	state.Schedules
+}
+
+// The catch-up rules: what a schedule does with fire times it missed
+// (while no scheduler ran, or while it was paused).
+const (
+	CatchupAll    = "all"    // start every missed fire time, oldest first (at most MaxCatchup)
+	CatchupLatest = "latest" // start only the most recent
+	CatchupNone   = "none"   // start none; fire from now on
+)
+
+// Defaults.
+const (
+	DefaultMaxCatchup = 50
+	DefaultCatchup    = CatchupAll
+	// Grace is how late a fire may start under CatchupNone and still count
+	// as on time rather than missed: a little more than the interval of an
+	// EventBridge rule or a monitor's sweep.
+	Grace = 2 * time.Minute
+	// RunLogSize is how many fires and skips the run log keeps.
+	RunLogSize = 20
+	// AfterLag is how far before its watermark a token trigger looks again
+	// for upstream executions, so that one written late to the index is
+	// still counted.
+	AfterLag = 5 * time.Minute
+	// recentCounted is how many counted executions a schedule remembers,
+	// so that looking at them again costs no write.
+	recentCounted = 100
+)
+
+// Spec is what `whimbrel schedule set` gives.
+type Spec struct {
+	Name       string
+	Definition *workflow.Definition
+	Cron       string
+	Every      time.Duration
+	After      string
+	Threshold  int // default 1
+	TimeZone   string
+	Catchup    string
+	MaxCatchup int
+	Start      time.Time // zero: now
+	End        time.Time // zero: none
+	Params     map[string]string
+}
+
+// ParamEnv is the environment variable an activity reads a --param from:
+// --param day=mon sets WHIMBREL_PARAM_DAY=mon for every activity.
+func ParamEnv(key string) string { return "WHIMBREL_PARAM_" + strings.ToUpper(key) }
+
+// The variables every activity of a scheduled run has.
+const (
+	EnvSchedule = "WHIMBREL_SCHEDULE"  // the schedule's name
+	EnvFireTime = "WHIMBREL_FIRE_TIME" // the fire time, RFC 3339 UTC
+)
+
+// RequestID is the workflow request ID of the run for fire time t.
+func RequestID(name string, t time.Time) string {
+	return name + "@" + t.UTC().Format(time.RFC3339)
+}
+
+// Set creates or replaces a schedule. A replaced schedule keeps its cursor,
+// tokens and run log. Bad input returns an error naming it, and nothing
+// is written.
+func Set(ctx context.Context, st Store, spec Spec, now time.Time) (*state.Schedule, error) {
+	s, err := build(ctx, st, spec, now)
+	if err != nil {
+		return nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		old, err := st.GetSchedule(ctx, s.Name)
+		prev := 0
+		switch {
+		case errors.Is(err, state.ErrNotFound):
+		case err != nil:
+			return nil, fmt.Errorf("set schedule %s: %w", s.Name, err)
+		default:
+			prev = old.Version
+			s.LastFire, s.Tokens, s.Fired, s.Pending, s.Runs = old.LastFire, old.Tokens, old.Fired, old.Pending, old.Runs
+			s.Paused = old.Paused
+		}
+		if s.After != "" {
+			s.AfterSince = s.Start
+		}
+		s.NextFire = nextFire(s)
+		err = st.PutSchedule(ctx, s, prev, "")
+		if errors.Is(err, state.ErrConflict) && attempt < 10 {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("set schedule %s: %w", s.Name, err)
+		}
+		return s, nil
+	}
+}
+
+// build checks a spec and turns it into a schedule item.
+func build(ctx context.Context, st Store, spec Spec, now time.Time) (*state.Schedule, error) {
+	if err := checkName(spec.Name); err != nil {
+		return nil, err
+	}
+	if spec.Definition == nil {
+		return nil, errors.New("schedule: no workflow definition given")
+	}
+	n := 0
+	for _, set := range []bool{spec.Cron != "", spec.Every != 0, spec.After != ""} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return nil, errors.New("give exactly one trigger: --cron EXPR, --every DURATION or --after WORKFLOW")
+	}
+	s := &state.Schedule{
+		Name: spec.Name, WorkflowName: spec.Definition.Name,
+		Cron: strings.TrimSpace(spec.Cron), Every: spec.Every, After: spec.After,
+		TimeZone: spec.TimeZone, Catchup: spec.Catchup, MaxCatchup: spec.MaxCatchup,
+		Start: state.Truncate(spec.Start), End: state.Truncate(spec.End), SetTime: state.Truncate(now),
+		Params: spec.Params,
+	}
+	if s.TimeZone == "" {
+		s.TimeZone = "UTC"
+	}
+	if _, err := time.LoadLocation(s.TimeZone); err != nil || s.TimeZone == "Local" {
+		return nil, fmt.Errorf("--timezone %q is not an IANA time zone (such as Europe/Berlin or America/New_York)", spec.TimeZone)
+	}
+	if s.Catchup == "" {
+		s.Catchup = DefaultCatchup
+	}
+	if s.Catchup != CatchupAll && s.Catchup != CatchupLatest && s.Catchup != CatchupNone {
+		return nil, fmt.Errorf("--catchup %q: give all, latest or none", spec.Catchup)
+	}
+	if s.MaxCatchup == 0 {
+		s.MaxCatchup = DefaultMaxCatchup
+	}
+	if s.MaxCatchup < 1 {
+		return nil, fmt.Errorf("--max-catchup %d: give at least 1", spec.MaxCatchup)
+	}
+	if spec.Start.IsZero() {
+		s.Start = state.Truncate(now)
+	}
+	if !s.End.IsZero() && s.End.Before(s.Start) {
+		return nil, fmt.Errorf("--end %s is before the start %s", s.End.Format(time.RFC3339), s.Start.Format(time.RFC3339))
+	}
+	switch {
+	case s.Cron != "":
+		if _, err := parseCron(s.Cron); err != nil {
+			return nil, err
+		}
+	case s.Every != 0:
+		if s.Every < time.Second || s.Every%time.Second != 0 {
+			return nil, fmt.Errorf("--every %s: give whole seconds, at least 1s", spec.Every)
+		}
+	case s.After != "":
+		s.Threshold = spec.Threshold
+		if s.Threshold == 0 {
+			s.Threshold = 1
+		}
+		if s.Threshold < 1 {
+			return nil, fmt.Errorf("--threshold %d: give at least 1", spec.Threshold)
+		}
+		if err := checkKnown(ctx, st, s.After); err != nil {
+			return nil, err
+		}
+	}
+	if spec.Threshold != 0 && s.After == "" {
+		return nil, errors.New("--threshold goes with --after")
+	}
+	d := *spec.Definition
+	d.Defaults.Env = maps.Clone(d.Defaults.Env)
+	if d.Defaults.Env == nil {
+		d.Defaults.Env = map[string]string{}
+	}
+	for k, v := range spec.Params {
+		if k == "" || strings.ContainsAny(k, "= \t\n") {
+			return nil, fmt.Errorf("--param %q=%q: the name must be non-empty, without '=' or spaces", k, v)
+		}
+		d.Defaults.Env[ParamEnv(k)] = v
+	}
+	s.Definition = d.JSON()
+	if _, err := workflow.ParseStored(s.Definition); err != nil {
+		return nil, fmt.Errorf("schedule %s: %w", s.Name, err)
+	}
+	return s, nil
+}
+
+func checkName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("a schedule needs a name")
+	case len(name) > 200:
+		return fmt.Errorf("schedule name %.20q… is longer than 200 characters", name)
+	case strings.ContainsAny(name, "@/ \t\n") || strings.Contains(name, "::"):
+		return fmt.Errorf("schedule name %q: use letters, digits, '-', '_' or '.', not '@', '/', '::' or spaces", name)
+	}
+	return nil
+}
+
+// checkKnown refuses an upstream workflow that nothing knows: one that
+// never ran here and is not registered.
+func checkKnown(ctx context.Context, st Store, name string) error {
+	ws, err := st.Workflows(ctx, state.WorkflowQuery{Name: name, Limit: 1})
+	if err != nil {
+		return fmt.Errorf("--after %s: %w", name, err)
+	}
+	if len(ws) > 0 {
+		return nil
+	}
+	if in, ok := st.(state.Inbox); ok {
+		if _, err := in.Registration(ctx, name); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("--after %s: no workflow of that name has run here or is registered", name)
+}
+
+// clockOf is a time trigger's clock.
+func clockOf(s *state.Schedule) (clock, error) {
+	loc, err := time.LoadLocation(s.TimeZone)
+	if err != nil {
+		return clock{}, fmt.Errorf("schedule %s: time zone %q: %w", s.Name, s.TimeZone, err)
+	}
+	c := clock{loc: loc, every: s.Every, start: s.Start, end: s.End}
+	if s.Cron != "" {
+		if c.cron, err = parseCron(s.Cron); err != nil {
+			return clock{}, fmt.Errorf("schedule %s: %w", s.Name, err)
+		}
+	} else if s.Every <= 0 {
+		return clock{}, fmt.Errorf("schedule %s has no trigger", s.Name)
+	}
+	return c, nil
+}
+
+// nextFire is what the due index holds of a schedule: the next fire time
+// after the cursor; for a token trigger its start, so that every tick
+// looks at it; zero when paused or over.
+func nextFire(s *state.Schedule) time.Time {
+	if s.Paused {
+		return time.Time{}
+	}
+	if s.After != "" {
+		return s.Start
+	}
+	c, err := clockOf(s)
+	if err != nil {
+		return time.Time{}
+	}
+	return c.first(s.LastFire)
+}
+
+// update reads a schedule, changes it with fn, and writes it back
+// conditionally, trying again when another writer moved first.
+func update(ctx context.Context, st Store, name string, fn func(*state.Schedule) error) (*state.Schedule, error) {
+	for attempt := 0; ; attempt++ {
+		s, err := st.GetSchedule(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		prev := s.Version
+		if err := fn(s); err != nil {
+			return nil, err
+		}
+		err = st.PutSchedule(ctx, s, prev, "")
+		if errors.Is(err, state.ErrConflict) && attempt < 10 {
+			continue
+		}
+		return s, err
+	}
+}
+
+// Pause stops a schedule firing.
+func Pause(ctx context.Context, st Store, name string) error {
+	_, err := update(ctx, st, name, func(s *state.Schedule) error {
+		s.Paused = true
+		s.NextFire = time.Time{}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("pause schedule %s: %w", name, err)
+	}
+	return nil
+}
+
+// Resume makes a paused schedule fire again. The fire times it missed
+// meanwhile are handled by its catch-up rule; a token trigger under
+// CatchupNone does not count what completed while it was paused.
+func Resume(ctx context.Context, st Store, name string, now time.Time) error {
+	_, err := update(ctx, st, name, func(s *state.Schedule) error {
+		if s.Paused && s.After != "" && s.Catchup == CatchupNone {
+			s.AfterSince = state.Truncate(now)
+		}
+		s.Paused = false
+		s.NextFire = nextFire(s)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("resume schedule %s: %w", name, err)
+	}
+	return nil
+}
+
+// Delete deletes a schedule. The runs it started are left alone.
+func Delete(ctx context.Context, st Store, name string) error {
+	for attempt := 0; ; attempt++ {
+		s, err := st.GetSchedule(ctx, name)
+		if err != nil {
+			return fmt.Errorf("delete schedule %s: %w", name, err)
+		}
+		err = st.DeleteSchedule(ctx, name, s.Version)
+		if errors.Is(err, state.ErrConflict) && attempt < 10 {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("delete schedule %s: %w", name, err)
+		}
+		return nil
+	}
+}
+
+// logRun puts a line at the head of the run log, keeping RunLogSize.
+func logRun(s *state.Schedule, r state.ScheduleRun) {
+	s.Runs = append([]state.ScheduleRun{r}, s.Runs...)
+	if len(s.Runs) > RunLogSize {
+		s.Runs = s.Runs[:RunLogSize]
+	}
+}

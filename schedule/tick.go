@@ -1,0 +1,335 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/workflow"
+)
+
+// Report says what one tick did. Started counts the runs this tick created
+// (a run another scheduler created first is not counted here).
+type Report struct {
+	Due     int // schedules the due index named
+	Started int // runs started
+	Skipped int // fire times skipped by a catch-up rule
+	Counted int // upstream completions counted as tokens
+}
+
+// maxAttempts bounds how often, within one tick, one schedule's step is
+// tried again after another scheduler moved first.
+const maxAttempts = 200
+
+// Tick fires every schedule that is due at now, once, and returns what it
+// did. A schedule that fails is logged and does not stop the others; the
+// errors are returned together.
+func Tick(ctx context.Context, st Store, now time.Time, log hclog.Logger) (Report, error) {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	var r Report
+	names, err := st.DueSchedules(ctx, now)
+	if err != nil {
+		return r, fmt.Errorf("tick: %w", err)
+	}
+	r.Due = len(names)
+	var errs []error
+	for _, name := range names {
+		if err := fire(ctx, st, name, now, &r); err != nil {
+			log.Error("firing a schedule failed", "schedule", name, "error", err)
+			errs = append(errs, fmt.Errorf("schedule %s: %w", name, err))
+		}
+		if ctx.Err() != nil {
+			return r, ctx.Err()
+		}
+	}
+	return r, errors.Join(errs...)
+}
+
+// Run ticks every interval until ctx is done: what a long-running
+// scheduler (whimbrel-monitor) does beside its sweeps.
+func Run(ctx context.Context, st Store, interval time.Duration, log hclog.Logger) error {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		r, err := Tick(ctx, st, time.Now(), log)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			log.Warn("tick failed", "error", err)
+		}
+		if r.Started+r.Skipped+r.Counted > 0 {
+			log.Info("tick done", "due", r.Due, "started", r.Started, "skipped", r.Skipped, "counted", r.Counted)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func fire(ctx context.Context, st Store, name string, now time.Time, r *Report) error {
+	// Each step moves the schedule on (a fire, a skip, a token) or ends
+	// the loop; only steps another scheduler beat in a row are counted.
+	for conflicts := 0; conflicts < maxAttempts; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		s, err := st.GetSchedule(ctx, name)
+		if errors.Is(err, state.ErrNotFound) {
+			return nil // deleted since the index was read
+		}
+		if err != nil {
+			return err
+		}
+		if s.Paused {
+			return nil
+		}
+		var done bool
+		if s.After != "" {
+			done, err = stepAfter(ctx, st, s, now, r)
+		} else {
+			done, err = stepClock(ctx, st, s, now, r)
+		}
+		switch {
+		case errors.Is(err, state.ErrConflict):
+			conflicts++ // another scheduler moved first: read again
+		case err != nil:
+			return err
+		case done:
+			return nil
+		default:
+			conflicts = 0
+		}
+	}
+	return fmt.Errorf("gave up after %d attempts: other schedulers kept moving it", maxAttempts)
+}
+
+// stepClock does the next step of a time trigger: skip what the catch-up
+// rule skips, or start the next due fire time and move the cursor past it.
+// It reports done when nothing is due.
+func stepClock(ctx context.Context, st Store, s *state.Schedule, now time.Time, r *Report) (done bool, err error) {
+	c, err := clockOf(s)
+	if err != nil {
+		return false, err
+	}
+	keep := s.MaxCatchup
+	if s.Catchup != CatchupAll {
+		keep = 1
+	}
+	// The due fire times, keeping the last keep+1 and counting the rest.
+	var win []time.Time
+	n := 0
+	var firstDue time.Time
+	for f := c.first(s.LastFire); !f.IsZero() && !f.After(now); f = c.next(f) {
+		if n == 0 {
+			firstDue = f
+		}
+		n++
+		win = append(win, f)
+		if len(win) > keep+1 {
+			win = win[1:]
+		}
+	}
+	if n == 0 {
+		if next := c.first(s.LastFire); !next.Equal(s.NextFire) { // repair an index entry left stale
+			prev := s.Version
+			s.NextFire = next
+			return true, st.PutSchedule(ctx, s, prev, "")
+		}
+		return true, nil
+	}
+	run := win
+	if len(run) > keep {
+		run = run[len(run)-keep:]
+	}
+	skipped := n - len(run)
+	if s.Catchup == CatchupNone && now.Sub(run[0]) > Grace {
+		skipped, run = n, nil
+	}
+	prev := s.Version
+	if skipped > 0 {
+		// A scheduler that died after starting the first due fire time,
+		// before moving the cursor, started a run the catch-up rule would
+		// now skip: finish and record it rather than log it as skipped.
+		if req, err := st.GetRequest(ctx, RequestID(s.Name, firstDue), s.WorkflowName); err == nil && req.WorkflowExecID != "" {
+			run = []time.Time{firstDue}
+			skipped = 0
+		} else if err != nil && !errors.Is(err, state.ErrNotFound) {
+			return false, err
+		}
+	}
+	if skipped > 0 {
+		last := win[len(win)-1] // none runs: the latest is skipped too
+		if len(run) > 0 {
+			last = win[len(win)-len(run)-1]
+		}
+		s.LastFire = last
+		s.NextFire = c.next(last)
+		note := fmt.Sprintf("skipped %d missed fire time(s) from %s to %s (catch-up %s",
+			skipped, firstDue.Format(time.RFC3339), last.Format(time.RFC3339), s.Catchup)
+		if s.Catchup == CatchupAll {
+			note += fmt.Sprintf(", at most %d", s.MaxCatchup)
+		}
+		logRun(s, state.ScheduleRun{Fire: last, At: state.Truncate(now), Note: note + ")"})
+		if err := st.PutSchedule(ctx, s, prev, ""); err != nil {
+			return false, err
+		}
+		r.Skipped += skipped
+		return false, nil
+	}
+	f := run[0]
+	id, created, err := start(ctx, st, s, f)
+	if err != nil {
+		return false, err
+	}
+	s.LastFire = f
+	s.NextFire = c.next(f)
+	logRun(s, state.ScheduleRun{Fire: f, RequestID: RequestID(s.Name, f), WorkflowExecID: id, At: state.Truncate(now)})
+	if err := st.PutSchedule(ctx, s, prev, ""); err != nil {
+		return false, err
+	}
+	if created {
+		r.Started++
+	}
+	return false, nil
+}
+
+// start starts the run of fire time f. The request ID makes it exactly
+// once: a start repeated by anyone answers with the first execution.
+func start(ctx context.Context, st Store, s *state.Schedule, f time.Time) (id string, created bool, err error) {
+	d, err := workflow.ParseStored(s.Definition)
+	if err != nil {
+		return "", false, err
+	}
+	d.Defaults.Env = maps.Clone(d.Defaults.Env)
+	if d.Defaults.Env == nil {
+		d.Defaults.Env = map[string]string{}
+	}
+	t := f.UTC().Format(time.RFC3339)
+	d.Defaults.Env[EnvSchedule] = s.Name
+	d.Defaults.Env[EnvFireTime] = t
+	return workflow.Start(ctx, st, d, workflow.StartOptions{
+		RequestID: RequestID(s.Name, f), Source: fmt.Sprintf("schedule %s at %s", s.Name, t)})
+}
+
+// stepAfter does the next step of a token trigger: count the upstream
+// executions that completed, one conditional write each (with the token
+// item that makes it once), then start the runs the tokens made due.
+func stepAfter(ctx context.Context, st Store, s *state.Schedule, now time.Time, r *Report) (done bool, err error) {
+	if len(s.Pending) > 0 {
+		f := s.Pending[0]
+		id, created, err := start(ctx, st, s, f)
+		if err != nil {
+			return false, err
+		}
+		prev := s.Version
+		s.Pending = slices.Clone(s.Pending[1:])
+		s.Fired++
+		s.LastFire = f
+		logRun(s, state.ScheduleRun{Fire: f, RequestID: RequestID(s.Name, f), WorkflowExecID: id, At: state.Truncate(now),
+			Note: fmt.Sprintf("run %d: %d completions of %s", s.Fired, s.Threshold, s.After)})
+		if err := st.PutSchedule(ctx, s, prev, ""); err != nil {
+			return false, err
+		}
+		if created {
+			r.Started++
+		}
+		return false, nil
+	}
+	since := s.AfterSince.Add(-AfterLag)
+	if since.Before(s.Start) {
+		since = s.Start
+	}
+	ws, err := st.Workflows(ctx, state.WorkflowQuery{Name: s.After, Since: since})
+	if err != nil {
+		return false, err
+	}
+	sort.Slice(ws, func(i, j int) bool {
+		if !ws[i].StartTime.Equal(ws[j].StartTime) {
+			return ws[i].StartTime.Before(ws[j].StartTime)
+		}
+		return ws[i].WorkflowExecID < ws[j].WorkflowExecID
+	})
+	// The watermark: every execution started before it has settled.
+	mark := s.AfterSince
+	var unsettled time.Time
+	for _, w := range ws {
+		if !w.State.Terminal() && (unsettled.IsZero() || w.StartTime.Before(unsettled)) {
+			unsettled = w.StartTime
+		}
+		if w.StartTime.After(mark) {
+			mark = w.StartTime
+		}
+	}
+	if !unsettled.IsZero() && unsettled.Before(mark) {
+		mark = unsettled
+	}
+	counted := false
+	for _, w := range ws {
+		if w.State != state.WorkflowCompleted || w.StartTime.Before(s.Start) ||
+			(!s.End.IsZero() && w.StartTime.After(s.End)) || slices.Contains(s.Counted, w.WorkflowExecID) {
+			continue
+		}
+		prev := s.Version
+		next := *s
+		next.Tokens++
+		next.Counted = append(slices.Clone(s.Counted), w.WorkflowExecID)
+		if len(next.Counted) > recentCounted {
+			next.Counted = next.Counted[len(next.Counted)-recentCounted:]
+		}
+		if next.Tokens%s.Threshold == 0 {
+			next.Pending = append(slices.Clone(s.Pending), tokenFireTime(s, w.EndTime, now))
+		}
+		err := st.PutSchedule(ctx, &next, prev, w.WorkflowExecID)
+		if errors.Is(err, state.ErrExists) {
+			continue // counted before, by this or another scheduler
+		}
+		if err != nil {
+			return false, err
+		}
+		r.Counted++
+		s, counted = &next, true
+	}
+	if counted {
+		return false, nil // read again: runs may be due
+	}
+	if mark.After(s.AfterSince) {
+		prev := s.Version
+		s.AfterSince = mark
+		return true, st.PutSchedule(ctx, s, prev, "")
+	}
+	return true, nil
+}
+
+// tokenFireTime is the fire time of a token run: the upstream completion
+// that made it due, to the second, and after every earlier fire time so
+// that each run's request ID differs.
+func tokenFireTime(s *state.Schedule, end, now time.Time) time.Time {
+	t := end
+	if t.IsZero() {
+		t = now
+	}
+	t = t.UTC().Truncate(time.Second)
+	last := s.LastFire
+	if n := len(s.Pending); n > 0 {
+		last = s.Pending[n-1]
+	}
+	if !t.After(last) {
+		t = last.Add(time.Second).Truncate(time.Second)
+	}
+	return t
+}

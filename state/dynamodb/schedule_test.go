@@ -1,0 +1,16 @@
+package dynamodb_test
+
+import (
+	"testing"
+
+	"github.com/whimbrel/whimbrel/internal/dynamotest"
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/state/dynamodb"
+	"github.com/whimbrel/whimbrel/state/storetest"
+)
+
+func TestScheduleConformance(t *testing.T) {
+	storetest.RunSchedules(t, storetest.Harness{
+		New: func(t *testing.T) state.Store { return dynamotest.NewStore(t, dynamodb.Options{}) },
+	})
+}

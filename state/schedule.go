@@ -1,0 +1,101 @@
+package state
+
+import (
+	"context"
+	"time"
+)
+
+// Schedules start workflows by the clock (cron, fixed intervals) or after
+// another workflow's completions (tokens). Any number of schedulers fire
+// them, coordinated only by conditional writes to the schedule item: each
+// write names the version it read, and a write whose version is stale is
+// refused with a *ConflictError. Package schedule holds the logic; this is
+// what it needs of a store besides the Store.
+
+// Schedules holds the schedule items and the tokens counted for them.
+type Schedules interface {
+	// PutSchedule writes s if the stored item's version is prev (0: there
+	// is none), with s.Version = prev+1. When token is not empty, the same
+	// atomic write records that the upstream execution token was counted
+	// for the schedule, and fails with an *ExistsError if it was already.
+	// A stale prev returns a *ConflictError and writes nothing.
+	PutSchedule(ctx context.Context, s *Schedule, prev int, token string) error
+	// GetSchedule reads a schedule (strongly consistent); ErrNotFound if
+	// there is none.
+	GetSchedule(ctx context.Context, name string) (*Schedule, error)
+	// DeleteSchedule deletes a schedule if its version is prev.
+	DeleteSchedule(ctx context.Context, name string, prev int) error
+	// Schedules lists every schedule, by name.
+	Schedules(ctx context.Context) ([]*Schedule, error)
+	// DueSchedules lists the names of the schedules whose next fire time
+	// is at or before now, through an index holding only the schedules
+	// that have a next fire time: its cost grows with the due schedules,
+	// not with all of them. Index reads are eventually consistent: read
+	// the item before acting on it.
+	DueSchedules(ctx context.Context, now time.Time) ([]string, error)
+}
+
+// ScheduleShards is how many index partitions the due schedules are spread
+// over, so that no one partition takes every scheduler's reads and every
+// cursor's writes. A scheduler queries each.
+const ScheduleShards = 4
+
+// Schedule is one schedule: what it starts, when, and where it is.
+type Schedule struct {
+	Name         string            `json:"name"`                 // schedule_name
+	WorkflowName string            `json:"workflow_name"`        // workflow_name: the workflow it starts
+	Definition   string            `json:"definition,omitempty"` // definition: the workflow definition, as stored with an execution
+	Params       map[string]string `json:"params,omitempty"`
+
+	// The trigger: one of Cron, Every, After.
+	Cron      string        `json:"cron,omitempty"`      // cron: 5 fields or a descriptor such as @daily
+	Every     time.Duration `json:"every,omitempty"`     // every: a fixed interval from Start
+	After     string        `json:"after,omitempty"`     // after: the upstream workflow whose completions are tokens
+	Threshold int           `json:"threshold,omitempty"` // threshold: tokens per run
+
+	TimeZone   string    `json:"timezone"`          // timezone (IANA)
+	Catchup    string    `json:"catchup"`           // catchup: all, latest or none
+	MaxCatchup int       `json:"max_catchup"`       // max_catchup
+	Start      time.Time `json:"start_time"`        // start_time: fire times are at or after it
+	End        time.Time `json:"end_time,omitzero"` // end_time: and at or before it (zero: no end)
+	SetTime    time.Time `json:"set_time"`          // set_time: when it was last set
+	Paused     bool      `json:"paused"`            // paused
+
+	// LastFire is the cursor: every fire time at or before it is done
+	// (started, or skipped by the catch-up rule).
+	LastFire time.Time `json:"last_fire,omitzero"` // last_fire
+	// NextFire is the next fire time to do (zero: none, e.g. paused, past
+	// its end, or a token trigger). The due index holds it.
+	NextFire time.Time `json:"next_fire,omitzero"` // next_fire, next_fire_epoch
+
+	// Tokens counts the upstream completions counted; Fired the runs a
+	// token trigger started.
+	Tokens int `json:"tokens,omitempty"` // tokens
+	Fired  int `json:"fired,omitempty"`  // fired
+	// Pending lists the fire times of token runs due but not yet started,
+	// oldest first.
+	Pending []time.Time `json:"pending,omitempty"` // pending
+	// AfterSince is where a token trigger's next look at the upstream
+	// executions starts: every execution started before it was settled.
+	AfterSince time.Time `json:"after_since,omitzero"` // after_since
+	// Counted remembers the upstream executions counted most recently, so
+	// that a tick seeing them again skips them without a write (the token
+	// items, written with each count, are what makes counting exactly
+	// once).
+	Counted []string `json:"counted,omitempty"` // counted (a JSON list), oldest first
+
+	// Runs is the run log: the most recent fires and skips, newest first.
+	Runs []ScheduleRun `json:"run_log,omitempty"` // run_log
+
+	Version int `json:"version"` // version: raised by every write
+}
+
+// ScheduleRun is one line of a schedule's run log.
+type ScheduleRun struct {
+	Fire           time.Time `json:"fire"`                       // the fire time
+	RequestID      string    `json:"request_id,omitempty"`       // NAME@T
+	WorkflowExecID string    `json:"workflow_exec_id,omitempty"` // the execution started
+	At             time.Time `json:"at"`                         // when it was fired (or skipped)
+	// Note says what else happened, e.g. which fire times were skipped.
+	Note string `json:"note,omitempty"`
+}
