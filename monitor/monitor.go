@@ -184,8 +184,10 @@ func (s *sweep) judge(ctx context.Context, k state.ActivityKey, listed state.Act
 	return nil
 }
 
-// heartbeat times out a RUNNING activity whose last heartbeat (or, if it
-// never beat, its start) is older than its own timeout plus the skew. The
+// heartbeat times out a RUNNING activity whose last heartbeat is older
+// than its own timeout plus the skew. Whimbrel's claim writes the first
+// heartbeat; an item claimed by a client that does not (heartbeat_time_epoch
+// still negative) is judged from its start, or failing that its claim. The
 // write is conditional on the heartbeat it saw, so a beat that lands in
 // between wins.
 func (s *sweep) heartbeat(ctx context.Context, a *state.ActivityExec) error {

@@ -157,7 +157,10 @@ type ActivityChange struct {
 	At            time.Time // when (default now)
 
 	// Claim, with To == Running, records the new owner and its settings and
-	// increments the attempt.
+	// increments the attempt. With heartbeats enabled the same write
+	// records the first heartbeat at the claim time, so that the activity
+	// is never RUNNING without one; with them off, heartbeat_time_epoch is
+	// the seed's -1.
 	Claim *Claim
 	// Hold records a token as the owner without a claim: a launcher's move
 	// to QUEUED, so that a launcher whose answer was lost can tell that the

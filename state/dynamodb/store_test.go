@@ -455,3 +455,45 @@ func TestInstallUpgradesForTheSimpleAPI(t *testing.T) {
 		t.Errorf("second install: %v, %v; want nothing done", again, err)
 	}
 }
+
+// TestSeedStalenessScanAfterClaim runs seed 000's staleness check as a
+// client written from the seed alone would, as a raw Scan ("state =
+// RUNNING and heartbeat_time_epoch < now - timeout"), right after the
+// claim: the claim wrote the first heartbeat, so it finds nothing.
+func TestSeedStalenessScanAfterClaim(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w := storetest.NewWorkflow(t, "stale", storetest.DAG{"a": nil})
+	storetest.Create(t, st, w)
+	k := storetest.Key(w, "a")
+	for _, c := range []state.ActivityChange{
+		{From: []state.ActivityState{state.Requested}, To: state.Queued},
+		{From: []state.ActivityState{state.Queued}, To: state.Running, Claim: &state.Claim{Owner: "o", HeartbeatEnabled: true,
+			HeartbeatInterval: time.Second, HeartbeatTimeout: 2 * time.Second}},
+	} {
+		if _, err := st.UpdateActivity(ctx, k, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stale := func(now time.Time) int {
+		out, err := dynamotest.Client(t).Scan(ctx, &awsdynamodb.ScanInput{
+			TableName:                 aws.String(st.Prefix() + dynamodb.TableActivityExec),
+			ConsistentRead:            aws.Bool(true),
+			FilterExpression:          aws.String("#s = :running AND heartbeat_time_epoch < :cutoff"),
+			ExpressionAttributeNames:  map[string]string{"#s": "state"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":running": &types.AttributeValueMemberS{Value: "RUNNING"}, ":cutoff": &types.AttributeValueMemberN{Value: state.FormatEpoch(now.Add(-2 * time.Second))}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(out.Items)
+	}
+	if n := stale(time.Now()); n != 0 {
+		t.Errorf("right after the claim the seed's check finds %d stale, want 0", n)
+	}
+	if n := stale(time.Now().Add(3 * time.Second)); n != 1 {
+		t.Errorf("3 s later with no beat the seed's check finds %d stale, want 1 (else it cannot fail)", n)
+	}
+}

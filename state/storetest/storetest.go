@@ -50,6 +50,7 @@ func Run(t *testing.T, h Harness) {
 		{"WorkflowMoves", testWorkflowMoves},
 		{"Preconditions", testPreconditions},
 		{"TimeoutLosesToANewHeartbeat", testHeartbeatSeen},
+		{"ClaimWritesTheFirstHeartbeat", testClaimWritesTheFirstHeartbeat},
 		{"LandedWriteOnMalformedItem", testLandedWriteOnMalformedItem},
 		{"CreateRefusesBadInput", testCreateRefusesBadInput},
 		{"Expire", testExpire},
@@ -365,6 +366,9 @@ func testClaimRace(t *testing.T, h Harness) {
 		a.Host != "host-"+wantOwner || a.PID != 4242 || !a.HeartbeatEnabled ||
 		a.HeartbeatInterval != 15*time.Second || a.HeartbeatTimeout != time.Minute {
 		t.Errorf("claimed item: %+v", *a)
+	}
+	if !a.HeartbeatTime.Equal(a.StartTime) {
+		t.Errorf("the claim wrote heartbeat %v, want the claim time %v", a.HeartbeatTime, a.StartTime)
 	}
 }
 
@@ -765,6 +769,7 @@ func testWorkflowMoves(t *testing.T, h Harness) {
 	}
 
 	// By name, any state, newest first; by name and state; every state.
+	time.Sleep(5 * time.Millisecond) // a start time of its own: newest first must be decidable
 	other := NewWorkflow(t, "other", DAG{"a": nil})
 	Create(t, st, other)
 	byName, err := st.Workflows(ctx(t), state.WorkflowQuery{Name: "moves"})
@@ -814,12 +819,15 @@ func testHeartbeatSeen(t *testing.T, h Harness) {
 	st := h.New(t)
 	w := NewWorkflow(t, "seen", DAG{"a": nil, "b": nil})
 	Create(t, st, w)
+	claimed := map[string]*state.ActivityExec{}
 	for _, n := range []string{"a", "b"} {
 		move(t, st, Key(w, n), state.Requested, state.Queued)
-		if _, err := st.UpdateActivity(ctx(t), Key(w, n), state.ActivityChange{
-			From: []state.ActivityState{state.Queued}, To: state.Running, Claim: claim("o-" + n)}); err != nil {
+		a, err := st.UpdateActivity(ctx(t), Key(w, n), state.ActivityChange{
+			From: []state.ActivityState{state.Queued}, To: state.Running, Claim: claim("o-" + n)})
+		if err != nil {
 			t.Fatal(err)
 		}
+		claimed[n] = a
 	}
 	timeout := func(k state.ActivityKey, seen time.Time) error {
 		_, err := st.UpdateActivity(ctx(t), k, state.ActivityChange{
@@ -828,6 +836,7 @@ func testHeartbeatSeen(t *testing.T, h Harness) {
 	}
 
 	// a beat after the monitor looked: the timeout loses.
+	time.Sleep(5 * time.Millisecond) // past the claim's own heartbeat
 	beat := state.Truncate(time.Now())
 	if err := st.Heartbeat(ctx(t), Key(w, "a"), "o-a", beat); err != nil {
 		t.Fatal(err)
@@ -835,15 +844,76 @@ func testHeartbeatSeen(t *testing.T, h Harness) {
 	if err := timeout(Key(w, "a"), time.Time{}); !errors.Is(err, state.ErrConflict) {
 		t.Errorf("timeout judged on no heartbeat, after one landed: %v, want a conflict", err)
 	}
+	if err := timeout(Key(w, "a"), claimed["a"].HeartbeatTime); !errors.Is(err, state.ErrConflict) {
+		t.Errorf("timeout judged on the claim's heartbeat, after a newer one landed: %v, want a conflict", err)
+	}
 	if err := timeout(Key(w, "a"), beat.Add(-time.Second)); !errors.Is(err, state.ErrConflict) {
 		t.Errorf("timeout judged on an older heartbeat: %v, want a conflict", err)
 	}
 	if err := timeout(Key(w, "a"), beat); err != nil {
 		t.Errorf("timeout judged on the last heartbeat: %v", err)
 	}
-	// b never beat: judged on that, the timeout lands.
-	if err := timeout(Key(w, "b"), time.Time{}); err != nil {
-		t.Errorf("timeout of an activity that never beat: %v", err)
+	// b never beat after its claim: judged on the claim's heartbeat, the
+	// timeout lands; judged on "no heartbeat at all" it does not, as the
+	// claim wrote one.
+	if err := timeout(Key(w, "b"), time.Time{}); !errors.Is(err, state.ErrConflict) {
+		t.Errorf("timeout judged on no heartbeat, though the claim wrote one: %v, want a conflict", err)
+	}
+	if err := timeout(Key(w, "b"), claimed["b"].HeartbeatTime); err != nil {
+		t.Errorf("timeout of an activity that never beat after its claim: %v", err)
+	}
+}
+
+// seedStale is seed 000's staleness check, exactly: RUNNING, and a
+// heartbeat_time_epoch (as written; negative when none) older than the
+// timeout.
+func seedStale(a *state.ActivityExec, now time.Time, timeout time.Duration) bool {
+	epoch := float64(state.NotSet)
+	if !a.HeartbeatTime.IsZero() {
+		epoch = float64(a.HeartbeatTime.UnixMilli()) / 1000
+	}
+	return a.State == state.Running && epoch < float64(now.Add(-timeout).UnixMilli())/1000
+}
+
+func testClaimWritesTheFirstHeartbeat(t *testing.T, h Harness) {
+	st := h.New(t)
+	w := NewWorkflow(t, "first", DAG{"on": nil, "off": nil})
+	Create(t, st, w)
+	for _, n := range []string{"on", "off"} {
+		move(t, st, Key(w, n), state.Requested, state.Queued)
+	}
+	before := state.Truncate(time.Now())
+	on, err := st.UpdateActivity(ctx(t), Key(w, "on"), state.ActivityChange{
+		From: []state.ActivityState{state.Queued}, To: state.Running, Claim: claim("o-on")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if on.HeartbeatTime.IsZero() || on.HeartbeatTime.Before(before) || !on.HeartbeatTime.Equal(on.StartTime) {
+		t.Errorf("claim with heartbeats on: heartbeat %v, start %v; want the claim time", on.HeartbeatTime, on.StartTime)
+	}
+	// Read back as any client would, a seed-exact monitor finds nothing
+	// stale right after the claim, even with a timeout of one second.
+	got, err := st.GetActivity(ctx(t), Key(w, "on"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seedStale(got, time.Now(), time.Second) {
+		t.Errorf("right after the claim, a seed-exact staleness check finds it stale: %+v", *got)
+	}
+	if !seedStale(got, time.Now().Add(2*time.Second), time.Second) {
+		t.Errorf("two seconds later with no beat, the same check does not find it stale: the check cannot fail")
+	}
+
+	// With heartbeats off, the seed's -1 is written: nothing to judge.
+	c := claim("o-off")
+	c.HeartbeatEnabled = false
+	off, err := st.UpdateActivity(ctx(t), Key(w, "off"), state.ActivityChange{
+		From: []state.ActivityState{state.Queued}, To: state.Running, Claim: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !off.HeartbeatTime.IsZero() || off.HeartbeatEnabled {
+		t.Errorf("claim with heartbeats off: heartbeat %v, enabled %v; want none", off.HeartbeatTime, off.HeartbeatEnabled)
 	}
 }
 
