@@ -15,6 +15,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -84,7 +85,15 @@ type Launcher struct {
 	mu      sync.Mutex
 	defs    map[string]*workflow.Definition // by workflow_exec_id; definitions never change
 	running map[state.ActivityKey]bool      // launched by us, not yet seen to end
+
+	// undecodable counts the items passes skipped because they could not
+	// be decoded (the store reports each one).
+	undecodable atomic.Int64
 }
+
+// Undecodable is how many items the passes so far skipped because they
+// could not be decoded: each is reported by the store, with its key.
+func (l *Launcher) Undecodable() int64 { return l.undecodable.Load() }
 
 // New returns a Launcher.
 func New(st state.Store, cfg Config) *Launcher {
@@ -129,9 +138,13 @@ func (l *Launcher) Once(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	refs, err := l.st.ActivitiesInState(ctx, state.ActivityQuery{State: state.Ready, Limit: scan})
+	// One item that does not decode never stops the launches of the
+	// others: the store reported it, and the pass goes on without it.
+	skipped, err := state.Skipped(err)
 	if err != nil {
 		return 0, err
 	}
+	l.undecodable.Add(int64(len(skipped)))
 	// Launchers that read the same index spread out over it.
 	rand.Shuffle(len(refs), func(i, j int) { refs[i], refs[j] = refs[j], refs[i] })
 	p := &pass{workflows: map[string]*passWorkflow{}}
@@ -144,6 +157,10 @@ func (l *Launcher) Once(ctx context.Context) (int, error) {
 			continue
 		}
 		ok, err := l.try(ctx, p, ref.ActivityKey)
+		if errors.Is(err, state.ErrInvalidItem) {
+			l.undecodable.Add(1) // the activity or its workflow; reported by the store
+			continue
+		}
 		if err != nil {
 			l.log.Warn("launch attempt failed", "activity_exec_id", ref.ActivityExecID, "error", err)
 			continue

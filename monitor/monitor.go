@@ -60,6 +60,9 @@ type Report struct {
 	CancelledDown    int // dependents cancelled by the advances of this sweep
 	Settled          int // workflows settled
 	FailedStarts     int // workflows whose start never finished → FAILED
+	// Undecodable counts the items the sweep skipped because they could
+	// not be decoded; the store reports each with its key.
+	Undecodable int
 }
 
 // Monitor sweeps.
@@ -135,7 +138,7 @@ func (m *Monitor) Sweep(ctx context.Context) (Report, error) {
 // activities judges every activity in one live state.
 func (s *sweep) activities(ctx context.Context, st state.ActivityState) error {
 	refs, err := s.st.ActivitiesInState(ctx, state.ActivityQuery{State: st})
-	if err != nil {
+	if err = s.skipped(err); err != nil {
 		return fmt.Errorf("list %s activities: %w", st, err)
 	}
 	for _, ref := range refs {
@@ -145,7 +148,11 @@ func (s *sweep) activities(ctx context.Context, st state.ActivityState) error {
 		if s.cfg.Workflow != "" && ref.WorkflowExecID != s.cfg.Workflow {
 			continue
 		}
-		if err := s.judge(ctx, ref.ActivityKey, st); err != nil {
+		err := s.judge(ctx, ref.ActivityKey, st)
+		switch {
+		case errors.Is(err, state.ErrInvalidItem):
+			s.report.Undecodable++ // the activity or its workflow; reported by the store
+		case err != nil:
 			s.log.Warn("could not judge an activity", "activity_exec_id", ref.ActivityExecID, "error", err)
 		}
 	}
@@ -289,7 +296,7 @@ func (s *sweep) advance(ctx context.Context, a *state.ActivityExec) error {
 // activity is terminal.
 func (s *sweep) repair(ctx context.Context) error {
 	wfs, err := s.st.Workflows(ctx, state.WorkflowQuery{State: state.WorkflowRunning})
-	if err != nil {
+	if err = s.skipped(err); err != nil {
 		return fmt.Errorf("list running workflows: %w", err)
 	}
 	for _, wf := range wfs {
@@ -299,7 +306,11 @@ func (s *sweep) repair(ctx context.Context) error {
 		if s.cfg.Workflow != "" && wf.WorkflowExecID != s.cfg.Workflow {
 			continue
 		}
-		if err := s.repairWorkflow(ctx, wf.WorkflowExecID); err != nil {
+		err := s.repairWorkflow(ctx, wf.WorkflowExecID)
+		switch {
+		case errors.Is(err, state.ErrInvalidItem):
+			s.report.Undecodable++
+		case err != nil:
 			s.log.Warn("could not repair a workflow", "workflow_exec_id", wf.WorkflowExecID, "error", err)
 		}
 	}
@@ -308,9 +319,11 @@ func (s *sweep) repair(ctx context.Context) error {
 
 func (s *sweep) repairWorkflow(ctx context.Context, id string) error {
 	acts, err := s.st.Activities(ctx, id)
+	skipped, err := state.Skipped(err)
 	if err != nil {
 		return err
 	}
+	s.report.Undecodable += len(skipped)
 	byID := map[string]*state.ActivityExec{}
 	for _, a := range acts {
 		byID[a.ActivityExecID] = a
@@ -376,8 +389,10 @@ func (s *sweep) repairWorkflow(ctx context.Context, id string) error {
 			return err
 		}
 	}
-	if len(unfinished) > 0 {
-		return nil // the advances settle the workflow if it is done
+	if len(unfinished) > 0 || len(skipped) > 0 {
+		// The advances settle the workflow if it is done; and one whose
+		// activities could not all be read cannot be judged done.
+		return nil
 	}
 	for _, a := range acts {
 		if !a.State.Terminal() {
@@ -396,7 +411,7 @@ func (s *sweep) repairWorkflow(ctx context.Context, id string) error {
 // repeated the start.
 func (s *sweep) staleStarts(ctx context.Context) error {
 	wfs, err := s.st.Workflows(ctx, state.WorkflowQuery{State: state.WorkflowRequested})
-	if err != nil {
+	if err = s.skipped(err); err != nil {
 		return fmt.Errorf("list requested workflows: %w", err)
 	}
 	for _, wf := range wfs {
@@ -421,6 +436,14 @@ func (s *sweep) staleStarts(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// skipped counts what a listing skipped because it could not be decoded
+// (the store reported each item) and returns any other error.
+func (s *sweep) skipped(err error) error {
+	bad, err := state.Skipped(err)
+	s.report.Undecodable += len(bad)
+	return err
 }
 
 // workflow reads a workflow once per sweep.

@@ -342,7 +342,9 @@ func (p *Processor) event(ctx context.Context, ev *state.ActivityEvent) error {
 // that are not decided yet, in order.
 func (p *Processor) earlier(ctx context.Context, ev *state.ActivityEvent, after string) ([]*state.ActivityEvent, error) {
 	all, err := p.st.Events(ctx, ev.ActivityExecID, state.CursorTime(after))
-	if err != nil {
+	// An event that cannot be decoded is reported by the store and left
+	// out: the processor judges it from its own stream record.
+	if _, err = state.Skipped(err); err != nil {
 		return nil, fmt.Errorf("event %s: %w", ev.ActivityEventID, err)
 	}
 	cursor := state.EventCursor(ev)

@@ -3,7 +3,10 @@ package state
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ErrNotFound is returned (wrapped) when an item does not exist.
@@ -13,7 +16,7 @@ var ErrNotFound = errors.New("not found")
 // to know that someone else moved first.
 var ErrConflict = errors.New("conflict")
 
-// ErrInvalidItem is matched by every *ItemError.
+// ErrInvalidItem is matched by every *DecodeError and *SkippedError.
 var ErrInvalidItem = errors.New("invalid item")
 
 // ErrExists is matched by every *ExistsError.
@@ -75,27 +78,88 @@ func (e *ConflictError) Error() string {
 // Is makes errors.Is(err, ErrConflict) true.
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
-// ItemError is returned when an item read from a table is malformed: an
+// DecodeError is returned when an item read from a table is malformed: an
 // attribute is missing, has the wrong type, or holds a value out of range.
 // Such items come from foreign clients or hand edits; they are reported,
-// never trusted.
-type ItemError struct {
+// never trusted. A listing skips them and goes on (see SkippedError).
+type DecodeError struct {
 	Table string // the table the item came from
-	Key   string // the item's key, as far as it could be read
+	Key   string // the item's key, as far as it could be read: "ID" or "ID / RANGE"
+	ID    string // the item's own ID (its hash key), "" if it could not be read
 	Attr  string // the offending attribute
 	Err   string // what is wrong with it
+	// State is the item's state attribute as written, when it is a
+	// String: what the item claims to be, for a listing to show.
+	State string
 }
 
-func (e *ItemError) Error() string {
+// ItemError is the former name of DecodeError.
+//
+// Deprecated: use DecodeError.
+type ItemError = DecodeError
+
+func (e *DecodeError) Error() string {
 	key := e.Key
-	if key == "" {
+	switch {
+	case key == "":
 		key = "(no key)"
+	case !printable(key):
+		key = strconv.Quote(key) // a hostile key must not drive a terminal
 	}
 	return fmt.Sprintf("malformed item %s in table %s: attribute %s: %s", key, e.Table, e.Attr, e.Err)
 }
 
 // Is makes errors.Is(err, ErrInvalidItem) true.
-func (e *ItemError) Is(target error) bool { return target == ErrInvalidItem }
+func (e *DecodeError) Is(target error) bool { return target == ErrInvalidItem }
+
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// SkippedError is returned by a listing (Activities, ActivitiesInState,
+// Workflows, Dependencies, Dependents, Events, Registrations) that skipped
+// items it could not decode, together with every item that did decode:
+// one bad item never hides the others. Items names each skipped item.
+// errors.Is(err, ErrInvalidItem) is true, and errors.As finds the first
+// *DecodeError.
+type SkippedError struct {
+	Items []*DecodeError
+}
+
+func (e *SkippedError) Error() string {
+	if len(e.Items) == 1 {
+		return "skipped 1 item that could not be decoded: " + e.Items[0].Error()
+	}
+	return fmt.Sprintf("skipped %d items that could not be decoded, the first: %v", len(e.Items), e.Items[0])
+}
+
+// Unwrap returns the decode errors.
+func (e *SkippedError) Unwrap() []error {
+	out := make([]error, len(e.Items))
+	for i, d := range e.Items {
+		out[i] = d
+	}
+	return out
+}
+
+// Skipped splits the error of a listing: the items it skipped because
+// they could not be decoded (the listing's other items are complete), and
+// any other error (when the listing failed and returned nothing).
+func Skipped(err error) (skipped []*DecodeError, other error) {
+	var se *SkippedError
+	if errors.As(err, &se) {
+		return se.Items, nil
+	}
+	return nil, err
+}
 
 // ExistsError is returned when creating something that already exists: a
 // workflow request that already created an execution.

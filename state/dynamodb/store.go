@@ -72,6 +72,7 @@ type Store struct {
 	log       hclog.Logger
 	capacity  func(Capacity)
 	tableWait time.Duration
+	undecoded *attr.Reporter
 }
 
 var (
@@ -90,7 +91,8 @@ func New(api API, opts Options) *Store {
 	if opts.TableWait <= 0 {
 		opts.TableWait = DefaultTableWait
 	}
-	return &Store{api: api, prefix: opts.Prefix, log: opts.Logger, capacity: opts.Capacity, tableWait: opts.TableWait}
+	return &Store{api: api, prefix: opts.Prefix, log: opts.Logger, capacity: opts.Capacity, tableWait: opts.TableWait,
+		undecoded: attr.NewReporter(opts.Logger)}
 }
 
 // Open returns a Store on a client built from the SDK's default chain:
@@ -334,7 +336,8 @@ func (st *Store) GetWorkflow(ctx context.Context, id string) (*state.WorkflowExe
 	if m == nil {
 		return nil, &state.NotFoundError{Kind: "workflow", ID: id}
 	}
-	return attr.DecodeWorkflow(st.prefix+TableWorkflowExec, m)
+	v, err := attr.DecodeWorkflow(st.prefix+TableWorkflowExec, m)
+	return v, st.undecoded.Check(err)
 }
 
 // GetRequest implements state.Store.
@@ -346,7 +349,8 @@ func (st *Store) GetRequest(ctx context.Context, id, workflowName string) (*stat
 	if m == nil {
 		return nil, &state.NotFoundError{Kind: "workflow request", ID: id}
 	}
-	return attr.DecodeRequest(st.prefix+TableWorkflowRequest, m)
+	v, err := attr.DecodeRequest(st.prefix+TableWorkflowRequest, m)
+	return v, st.undecoded.Check(err)
 }
 
 // UpdateWorkflow implements state.Store.
@@ -379,17 +383,23 @@ func (st *Store) UpdateWorkflow(ctx context.Context, id string, c state.Workflow
 func (st *Store) Workflows(ctx context.Context, q state.WorkflowQuery) ([]*state.WorkflowExec, error) {
 	if q.Name == "" && q.State == "" {
 		var all []*state.WorkflowExec
+		var skipped []*state.DecodeError
 		for _, s := range state.WorkflowStates {
 			q.State = s
 			some, err := st.Workflows(ctx, q)
+			bad, err := state.Skipped(err)
 			if err != nil {
 				return nil, err
 			}
+			skipped = append(skipped, bad...)
 			all = append(all, some...)
 		}
 		sort.SliceStable(all, func(i, j int) bool { return all[i].StartTime.After(all[j].StartTime) })
 		if q.Limit > 0 && len(all) > q.Limit {
 			all = all[:q.Limit]
+		}
+		if len(skipped) > 0 {
+			return all, &state.SkippedError{Items: skipped}
 		}
 		return all, nil
 	}
@@ -421,10 +431,11 @@ func (st *Store) Workflows(ctx context.Context, q state.WorkflowQuery) ([]*state
 		in.FilterExpression = expr.Filter()
 	}
 	var out []*state.WorkflowExec
+	skips := st.undecoded.NewSkips()
 	err = st.query(ctx, "Workflows", in, q.Limit, func(m item) error {
 		w, err := attr.DecodeWorkflow(st.prefix+TableWorkflowExec, fromAVItem(m))
 		if err != nil {
-			return err
+			return skips.Add(err)
 		}
 		out = append(out, w)
 		return nil
@@ -432,7 +443,7 @@ func (st *Store) Workflows(ctx context.Context, q state.WorkflowQuery) ([]*state
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
-	return out, nil
+	return out, skips.Err()
 }
 
 // --- activities
@@ -446,7 +457,8 @@ func (st *Store) GetActivity(ctx context.Context, key state.ActivityKey) (*state
 	if m == nil {
 		return nil, &state.NotFoundError{Kind: "activity", ID: key.ActivityExecID}
 	}
-	return attr.DecodeActivity(st.prefix+TableActivityExec, m)
+	v, err := attr.DecodeActivity(st.prefix+TableActivityExec, m)
+	return v, st.undecoded.Check(err)
 }
 
 // Activities implements state.Store.
@@ -465,10 +477,11 @@ func (st *Store) Activities(ctx context.Context, workflowExecID string) ([]*stat
 		return nil, fmt.Errorf("list activities of %s: %w", workflowExecID, err)
 	}
 	var out []*state.ActivityExec
+	skips := st.undecoded.NewSkips()
 	err = st.batchGet(ctx, TableActivityExec, keys, func(m item) error {
 		a, err := attr.DecodeActivity(st.prefix+TableActivityExec, fromAVItem(m))
 		if err != nil {
-			return err
+			return skips.Add(err)
 		}
 		out = append(out, a)
 		return nil
@@ -477,7 +490,7 @@ func (st *Store) Activities(ctx context.Context, workflowExecID string) ([]*stat
 		return nil, fmt.Errorf("read activities of %s: %w", workflowExecID, err)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ActivityExecID < out[j].ActivityExecID })
-	return out, nil
+	return out, skips.Err()
 }
 
 // ActivitiesInState implements state.Store.
@@ -491,6 +504,7 @@ func (st *Store) ActivitiesInState(ctx context.Context, q state.ActivityQuery) (
 		return nil, fmt.Errorf("list %s activities: %w", q.State, err)
 	}
 	var out []state.ActivityRef
+	skips := st.undecoded.NewSkips()
 	err = st.query(ctx, "ActivitiesInState", &dynamodb.QueryInput{
 		TableName:                 st.table(TableActivityExec),
 		IndexName:                 aws.String(indexState),
@@ -501,7 +515,7 @@ func (st *Store) ActivitiesInState(ctx context.Context, q state.ActivityQuery) (
 	}, q.Limit, func(m item) error {
 		ref, err := attr.DecodeRef(st.prefix+TableActivityExec, fromAVItem(m))
 		if err != nil {
-			return err
+			return skips.Add(err)
 		}
 		out = append(out, ref)
 		return nil
@@ -509,7 +523,7 @@ func (st *Store) ActivitiesInState(ctx context.Context, q state.ActivityQuery) (
 	if err != nil {
 		return nil, fmt.Errorf("list %s activities: %w", q.State, err)
 	}
-	return out, nil
+	return out, skips.Err()
 }
 
 // UpdateActivity implements state.Store.
@@ -649,25 +663,26 @@ func (st *Store) Expire(ctx context.Context, id string, at time.Time) error {
 // Dependencies implements state.Store.
 func (st *Store) Dependencies(ctx context.Context, workflowExecID string) ([]state.Dependency, error) {
 	out, err := st.dependencyItems(ctx, "Dependencies", indexWorkflow, "workflow_exec_id", workflowExecID)
-	if err != nil {
+	if _, other := state.Skipped(err); other != nil {
 		return nil, fmt.Errorf("list dependencies of %s: %w", workflowExecID, err)
 	}
-	return out, nil
+	return out, err
 }
 
 // Dependents implements state.Store.
 func (st *Store) Dependents(ctx context.Context, activityExecID string) ([]state.Dependency, error) {
 	out, err := st.dependencyItems(ctx, "Dependents", indexDependent, "dependent_activity_exec_id", activityExecID)
-	if err != nil {
+	if _, other := state.Skipped(err); other != nil {
 		return nil, fmt.Errorf("list dependents of %s: %w", activityExecID, err)
 	}
-	return out, nil
+	return out, err
 }
 
 // dependencyItems reads the dependency items an index lists under a key,
 // ordered by ID.
 func (st *Store) dependencyItems(ctx context.Context, op, index, keyAttr, value string) ([]state.Dependency, error) {
 	var out []state.Dependency
+	skips := st.undecoded.NewSkips()
 	err := st.query(ctx, op, &dynamodb.QueryInput{
 		TableName:                 st.table(TableActivityDependency),
 		IndexName:                 aws.String(index),
@@ -677,13 +692,16 @@ func (st *Store) dependencyItems(ctx context.Context, op, index, keyAttr, value 
 	}, 0, func(m item) error {
 		d, err := attr.DecodeDependency(st.prefix+TableActivityDependency, fromAVItem(m))
 		if err != nil {
-			return err
+			return skips.Add(err)
 		}
 		out = append(out, d)
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out, err
+	return out, skips.Err()
 }
 
 // ResolveDependency implements state.Store. Removing the edge with DELETE

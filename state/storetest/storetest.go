@@ -653,9 +653,9 @@ func testForeignItems(t *testing.T, h Harness) {
 				}
 				return
 			}
-			var ie *state.ItemError
+			var ie *state.DecodeError
 			if !errors.As(err, &ie) || !errors.Is(err, state.ErrInvalidItem) {
-				t.Fatalf("GetActivity: got %v, want an *ItemError", err)
+				t.Fatalf("GetActivity: got %v, want a *DecodeError", err)
 			}
 			if ie.Attr != tc.wantAttr || !strings.Contains(err.Error(), tc.wantAttr) || !strings.Contains(err.Error(), k.ActivityExecID) {
 				t.Errorf("error %q should name attribute %s and the item", err, tc.wantAttr)
@@ -666,10 +666,32 @@ func testForeignItems(t *testing.T, h Harness) {
 			}
 		})
 	}
-	// The listing of the workflow reports the malformed items instead of
-	// dropping them silently.
-	if _, err := st.Activities(ctx(t), wf); !errors.Is(err, state.ErrInvalidItem) {
-		t.Errorf("Activities over malformed items: got %v, want ErrInvalidItem", err)
+	// The listing of the workflow returns the items that decode, and names
+	// each one it skipped, with its attribute: one bad item never hides
+	// the others, nor is it dropped silently.
+	acts, err := st.Activities(ctx(t), wf)
+	skipped, other := state.Skipped(err)
+	if other != nil || !errors.Is(err, state.ErrInvalidItem) {
+		t.Fatalf("Activities over malformed items: got %v, want a *SkippedError", err)
+	}
+	good, bad := 0, map[string]string{}
+	for i, tc := range tests {
+		if tc.wantAttr == "" {
+			good++
+		} else {
+			bad[state.ActivityExecIDFor(wf, fmt.Sprintf("act-%d", i))] = tc.wantAttr
+		}
+	}
+	if len(acts) != good {
+		t.Errorf("Activities returned %d items, want the %d that decode", len(acts), good)
+	}
+	if len(skipped) != len(bad) {
+		t.Errorf("Activities skipped %d items, want %d", len(skipped), len(bad))
+	}
+	for _, de := range skipped {
+		if want, ok := bad[de.ID]; !ok || de.Attr != want || de.Table == "" || !strings.Contains(de.Key, wf) {
+			t.Errorf("skipped %+v: want one of the malformed items, its attribute %q, its table and its whole key", *de, want)
+		}
 	}
 }
 
