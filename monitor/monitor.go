@@ -121,16 +121,22 @@ func (m *Monitor) Sweep(ctx context.Context) (Report, error) {
 	s := &sweep{Monitor: m, now: m.cfg.Now(), workflows: map[string]*state.WorkflowExec{},
 		defs: map[string]*workflow.Definition{}}
 	var errs []error
+	var steps []func(context.Context) error
 	for _, st := range []state.ActivityState{state.Running, state.Queued, state.Preparing, state.Ready, state.Requested} {
-		if err := s.activities(ctx, st); err != nil {
-			errs = append(errs, err)
+		steps = append(steps, func(ctx context.Context) error { return s.activities(ctx, st) })
+	}
+	steps = append(steps, s.repair, s.staleStarts)
+	for _, step := range steps {
+		err := step(ctx)
+		if err == nil {
+			continue
 		}
-	}
-	if err := s.repair(ctx); err != nil {
 		errs = append(errs, err)
-	}
-	if err := s.staleStarts(ctx); err != nil {
-		errs = append(errs, err)
+		if errors.Is(err, state.ErrUnavailable) {
+			// The store cannot be used (it does not answer, a table is
+			// missing): every other step would wait and fail the same.
+			break
+		}
 	}
 	return s.report, errors.Join(errs...)
 }

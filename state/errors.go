@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -189,3 +190,77 @@ func (e *NotFoundError) Error() string { return fmt.Sprintf("%s %s not found", e
 
 // Is makes errors.Is(err, ErrNotFound) true.
 func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
+
+// ErrUnavailable is matched by every *UnavailableError, *TableMissingError
+// and *ConfigError: the store cannot be used as configured, whatever the
+// items hold. A daemon logs it and tries again at its next pass; a command
+// exits (see the README's exit codes).
+var ErrUnavailable = errors.New("store unavailable")
+
+// UnavailableError is returned when the store did not answer: a network
+// that drops the connection, an endpoint that accepts it and never
+// answers. Every store call is bounded, so this is what a black-holed
+// endpoint turns into, instead of a hang.
+type UnavailableError struct {
+	Store    string        // e.g. "DynamoDB"
+	Endpoint string        // where it was reached for, e.g. "http://127.0.0.1:8000"
+	Op       string        // the call, e.g. "Query"
+	Timeout  time.Duration // the bound that passed; 0 when the call failed otherwise
+	Hint     string        // what to check, for people
+	Err      error
+}
+
+func (e *UnavailableError) Error() string {
+	what := "did not answer " + e.Op
+	if e.Timeout > 0 {
+		what += " within " + e.Timeout.String()
+	} else if e.Err != nil {
+		what = "could not be reached for " + e.Op + ": " + e.Err.Error()
+	}
+	msg := fmt.Sprintf("%s at %s %s", e.Store, e.Endpoint, what)
+	if e.Hint != "" {
+		msg += ": " + e.Hint
+	}
+	return msg
+}
+
+// Is makes errors.Is(err, ErrUnavailable) true.
+func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+// Unwrap returns the cause.
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// TableMissingError is returned when a table the call needs does not
+// exist: Whimbrel's tables were not installed under this prefix, in this
+// store.
+type TableMissingError struct {
+	Table  string // the table's full name
+	Prefix string // the table prefix in use
+	Store  string // the store, e.g. "dynamodb" or "sqlite:/path/state.db"
+	Err    error
+}
+
+func (e *TableMissingError) Error() string {
+	return fmt.Sprintf("table %s does not exist: run `whimbrel install` (prefix %q, store %s)", e.Table, e.Prefix, e.Store)
+}
+
+// Is makes errors.Is(err, ErrUnavailable) true.
+func (e *TableMissingError) Is(target error) bool { return target == ErrUnavailable }
+
+// Unwrap returns the cause.
+func (e *TableMissingError) Unwrap() error { return e.Err }
+
+// ConfigError is returned when the store cannot be reached as configured:
+// no region, no credentials. Msg says what to set.
+type ConfigError struct {
+	Msg string
+	Err error
+}
+
+func (e *ConfigError) Error() string { return e.Msg }
+
+// Is makes errors.Is(err, ErrUnavailable) true.
+func (e *ConfigError) Is(target error) bool { return target == ErrUnavailable }
+
+// Unwrap returns the cause.
+func (e *ConfigError) Unwrap() error { return e.Err }

@@ -9,11 +9,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"sort"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -55,6 +57,15 @@ type Options struct {
 	// TableWait bounds how long Install waits for a table or an index to
 	// become active (default DefaultTableWait).
 	TableWait time.Duration
+	// CallTimeout bounds every call, the SDK's retries inside (default
+	// DefaultCallTimeout).
+	CallTimeout time.Duration
+	// AttemptTimeout bounds each HTTP attempt of a client Open builds
+	// (default DefaultAttemptTimeout).
+	AttemptTimeout time.Duration
+	// Endpoint names where DynamoDB is reached, for messages (Open fills
+	// it in from the environment).
+	Endpoint string
 }
 
 // Capacity is what one call consumed, in read or write units.
@@ -91,6 +102,13 @@ func New(api API, opts Options) *Store {
 	if opts.TableWait <= 0 {
 		opts.TableWait = DefaultTableWait
 	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = DefaultCallTimeout
+	}
+	if opts.Endpoint == "" {
+		opts.Endpoint = "DynamoDB's endpoint"
+	}
+	api = &bounded{api: api, timeout: opts.CallTimeout, endpoint: opts.Endpoint, prefix: opts.Prefix}
 	return &Store{api: api, prefix: opts.Prefix, log: opts.Logger, capacity: opts.Capacity, tableWait: opts.TableWait,
 		undecoded: attr.NewReporter(opts.Logger)}
 }
@@ -99,9 +117,18 @@ func New(api API, opts Options) *Store {
 // region, credentials and endpoint come from the environment and shared
 // config, including AWS_ENDPOINT_URL_DYNAMODB for a local endpoint.
 func Open(ctx context.Context, opts Options) (*Store, error) {
-	cfg, err := LoadConfig(ctx, opts.Logger)
+	if opts.AttemptTimeout <= 0 {
+		opts.AttemptTimeout = DefaultAttemptTimeout
+	}
+	cfg, err := loadConfig(ctx, opts.Logger, opts.AttemptTimeout)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Region == "" {
+		return nil, &state.ConfigError{Msg: "no AWS region is set for the dynamodb store: " + regionHelp + runNeedsNone}
+	}
+	if opts.Endpoint == "" {
+		opts.Endpoint = endpointOf(cfg.Region)
 	}
 	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		// DynamoDB Local answers errors with bodies whose CRC32 the SDK
@@ -114,11 +141,19 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 // LoadConfig loads the SDK's configuration from its default chain, with
 // the SDK's own log lines routed to log at debug level.
 func LoadConfig(ctx context.Context, log hclog.Logger) (aws.Config, error) {
+	return loadConfig(ctx, log, DefaultAttemptTimeout)
+}
+
+// loadConfig is LoadConfig with each HTTP attempt (connecting included)
+// bounded by attempt.
+func loadConfig(ctx context.Context, log hclog.Logger, attempt time.Duration) (aws.Config, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
 	sdkLog := log.Named("aws")
-	cfg, err := config.LoadDefaultConfig(ctx, config.WithLogger(logging.LoggerFunc(
+	httpClient := awshttp.NewBuildableClient().WithTimeout(attempt).
+		WithDialerOptions(func(d *net.Dialer) { d.Timeout = attempt })
+	cfg, err := config.LoadDefaultConfig(ctx, config.WithHTTPClient(httpClient), config.WithLogger(logging.LoggerFunc(
 		func(c logging.Classification, format string, v ...interface{}) {
 			// The SDK's own warnings are about transport details; they
 			// belong in our log at debug level, never on the wrapped
@@ -130,6 +165,8 @@ func LoadConfig(ctx context.Context, log hclog.Logger) (aws.Config, error) {
 	}
 	return cfg, nil
 }
+
+var getenv = os.Getenv
 
 func localEndpoint() bool {
 	return os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != "" || os.Getenv("AWS_ENDPOINT_URL") != ""

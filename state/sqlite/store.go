@@ -262,7 +262,7 @@ func (st *Store) get(ctx context.Context, q querier, base string, key ...string)
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, st.translate(err)
 	}
 	return decodeJSON(st.prefix+base, key, raw)
 }
@@ -307,7 +307,23 @@ func (st *Store) put(ctx context.Context, q querier, base string, it attr.Item) 
 	}
 	_, err = q.ExecContext(ctx, fmt.Sprintf(`INSERT OR REPLACE INTO %s (%s, item) VALUES (%s?)`,
 		st.name(base), strings.Join(quoted, ", "), strings.Repeat("?, ", len(cols))), args...)
-	return err
+	return st.translate(err)
+}
+
+// translate names a missing table and what to do about it: the store's
+// file exists, but Whimbrel's tables were never installed in it under
+// this prefix.
+func (st *Store) translate(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	i := strings.Index(msg, "no such table: ")
+	if i < 0 {
+		return err
+	}
+	table := strings.Fields(msg[i+len("no such table: "):] + " ")[0]
+	return &state.TableMissingError{Table: strings.Trim(table, `"`), Prefix: st.prefix, Store: "sqlite:" + st.path, Err: err}
 }
 
 // column is what a derived column holds of an attribute: text for a String,
@@ -383,7 +399,7 @@ func (st *Store) items(ctx context.Context, base string, skips *attr.Skips, rest
 	}
 	rows, err := st.db.QueryContext(ctx, fmt.Sprintf(`SELECT %s, item FROM %s %s`, strings.Join(cols, ", "), st.name(base), rest), args...)
 	if err != nil {
-		return nil, err
+		return nil, st.translate(err)
 	}
 	defer rows.Close()
 	var out []row
@@ -741,7 +757,7 @@ func (st *Store) Expire(ctx context.Context, id string, at time.Time) error {
 		for _, base := range []string{"activity_exec", "activity_exec_dependency", "activity_event"} {
 			rows, err := tx.QueryContext(ctx, queries[base], id)
 			if err != nil {
-				return err
+				return st.translate(err)
 			}
 			for rows.Next() {
 				var raw string
