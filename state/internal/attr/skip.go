@@ -2,6 +2,7 @@ package attr
 
 import (
 	"errors"
+	"strconv"
 	"sync"
 	"time"
 
@@ -52,7 +53,7 @@ func (r *Reporter) Report(e *state.DecodeError) {
 		return
 	}
 	r.log.Warn("skipping an item that cannot be decoded; fix or delete it",
-		"table", e.Table, "key", e.Key, "attribute", e.Attr, "reason", e.Err, "state", e.State)
+		"table", e.Table, "key", printable(e.Key), "attribute", e.Attr, "reason", e.Err, "state", printable(e.State))
 }
 
 // Check reports err if it is a *state.DecodeError, and returns it: for
@@ -93,4 +94,13 @@ func (s *Skips) Err() error {
 		return nil
 	}
 	return &state.SkippedError{Items: s.items}
+}
+
+// printable quotes what another client wrote when it holds anything a
+// terminal would act on.
+func printable(s string) string {
+	if cleanID(s) {
+		return s
+	}
+	return strconv.Quote(s)
 }
