@@ -123,7 +123,7 @@ func (c *CLI) Run(k *kong.Context) error {
 	}
 	if c.Once {
 		n, err := l.Once(ctx)
-		log.Info("pass done", "launched", n)
+		log.Info("pass done", "launched", n, "undecodable", l.Undecodable())
 		return err
 	}
 	log.Info("launching", "types", c.Types, "interval", c.Interval, "max_running", c.MaxRunning)

@@ -196,3 +196,77 @@ func TestSetupErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestDaemonsOutliveASilentEndpoint: in loop mode, a launcher and a
+// monitor whose store does not answer log each failed pass and try again
+// at the next; they neither hang nor exit.
+func TestDaemonsOutliveASilentEndpoint(t *testing.T) {
+	t.Parallel()
+	endpoint := silentListener(t)
+	env := []string{
+		"WHIMBREL_STORE=dynamodb", "AWS_ENDPOINT_URL_DYNAMODB=" + endpoint, "AWS_REGION=" + dynamotest.Region,
+		"AWS_ACCESS_KEY_ID=x", "AWS_SECRET_ACCESS_KEY=y", "AWS_EC2_METADATA_DISABLED=true", "WHIMBREL_STORE_TIMEOUT=1s",
+	}
+	for _, tc := range []struct {
+		bin  string
+		args []string
+		want string
+	}{
+		{"whimbrel-launcher", []string{"--interval", "200ms", "--log-dir", t.TempDir()}, "poll failed; trying again"},
+		{"whimbrel-monitor", []string{"--interval", "200ms"}, "sweep failed; trying again"},
+	} {
+		t.Run(tc.bin, func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.Command(filepath.Join(filepath.Dir(binary), tc.bin), tc.args...)
+			cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
+			var out syncBuffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			deadline := time.After(20 * time.Second)
+			for strings.Count(out.String(), tc.want) < 3 {
+				select {
+				case err := <-exited:
+					t.Fatalf("%s exited (%v) instead of trying again:\n%s", tc.bin, err, out.String())
+				case <-deadline:
+					_ = cmd.Process.Kill()
+					<-exited
+					t.Fatalf("%s did not log three failed passes in 20 s:\n%s", tc.bin, out.String())
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+			_ = cmd.Process.Signal(os.Interrupt)
+			select {
+			case <-exited:
+			case <-time.After(10 * time.Second):
+				_ = cmd.Process.Kill()
+				<-exited
+				t.Errorf("%s did not stop on SIGINT within 10 s", tc.bin)
+			}
+			if !strings.Contains(out.String(), endpoint) {
+				t.Errorf("the failures do not name the endpoint:\n%s", out.String())
+			}
+		})
+	}
+}
+
+// syncBuffer is a bytes.Buffer a child process writes while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
