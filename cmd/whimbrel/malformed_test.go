@@ -171,7 +171,7 @@ func TestMalformedItemsNeverStopTheFleet(t *testing.T) {
 	t.Run("dynamodb", func(t *testing.T) {
 		t.Parallel()
 		prefix := dynamotest.Prefix(t)
-		testMalformed(t, dynamodb.New(dynamotest.Client(t), dynamodb.Options{Prefix: prefix}), rawDynamo{prefix: prefix},
+		testMalformed(t, dynamodb.New(dynamotest.Client(t), dynamodb.Options{Prefix: prefix, CallTimeout: dynamotest.CallTimeout}), rawDynamo{prefix: prefix},
 			dynamotest.Env(t, prefix), false)
 	})
 }

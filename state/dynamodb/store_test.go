@@ -218,7 +218,7 @@ func TestCreateStopsWhenTheWorkflowMovesOn(t *testing.T) {
 			From: []state.WorkflowState{state.WorkflowRequested}, To: state.WorkflowFailed, Reason: "gave up"})
 		return err
 	}}
-	creator := dynamodb.New(api, dynamodb.Options{Prefix: st.Prefix()})
+	creator := dynamodb.New(api, dynamodb.Options{Prefix: st.Prefix(), CallTimeout: dynamotest.CallTimeout})
 	err := creator.CreateWorkflow(ctx, w)
 	if !errors.Is(err, state.ErrExists) || !strings.Contains(err.Error(), "FAILED") {
 		t.Fatalf("got %v, want ErrExists naming the FAILED workflow", err)
@@ -236,7 +236,7 @@ func TestInstall(t *testing.T) {
 	t.Parallel()
 	client := dynamotest.Client(t)
 	prefix := dynamotest.Prefix(t)
-	st := dynamodb.New(client, dynamodb.Options{Prefix: prefix})
+	st := dynamodb.New(client, dynamodb.Options{Prefix: prefix, CallTimeout: dynamotest.CallTimeout})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -353,7 +353,7 @@ func TestInstallAddsMissingIndex(t *testing.T) {
 	if _, err := client.CreateTable(ctx, in); err != nil {
 		t.Fatal(err)
 	}
-	st := dynamodb.New(client, dynamodb.Options{Prefix: prefix, TableWait: 10 * time.Second})
+	st := dynamodb.New(client, dynamodb.Options{Prefix: prefix, TableWait: 10 * time.Second, CallTimeout: dynamotest.CallTimeout})
 	did, err := st.Install(ctx, false)
 	if count(did, "add index dependent-index") != 1 {
 		t.Fatalf("install did %v (%v), want the missing index added", did, err)
@@ -391,7 +391,7 @@ func TestInstallRefusesForeignKeySchema(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := dynamodb.New(client, dynamodb.Options{Prefix: prefix}).Install(ctx, false)
+	_, err := dynamodb.New(client, dynamodb.Options{Prefix: prefix, CallTimeout: dynamotest.CallTimeout}).Install(ctx, false)
 	if err == nil || !strings.Contains(err.Error(), "workflow_lambda") || !strings.Contains(err.Error(), "--prefix") {
 		t.Errorf("install over a foreign table: got %v, want an error naming the table and what to do", err)
 	}
@@ -434,7 +434,7 @@ func TestInstallUpgradesForTheSimpleAPI(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st := dynamodb.New(client, dynamodb.Options{Prefix: prefix})
+	st := dynamodb.New(client, dynamodb.Options{Prefix: prefix, CallTimeout: dynamotest.CallTimeout})
 	did, err := st.Install(ctx, false)
 	if err != nil {
 		t.Fatalf("install: %v", err)

@@ -914,16 +914,16 @@ func testClaimWritesTheFirstHeartbeat(t *testing.T, h Harness) {
 		t.Errorf("claim with heartbeats on: heartbeat %v, start %v; want the claim time", on.HeartbeatTime, on.StartTime)
 	}
 	// Read back as any client would, a seed-exact monitor finds nothing
-	// stale right after the claim, even with a timeout of one second.
+	// stale right after the claim, judged by the activity's own timeout.
 	got, err := st.GetActivity(ctx(t), Key(w, "on"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if seedStale(got, time.Now(), time.Second) {
+	if seedStale(got, time.Now(), got.HeartbeatTimeout) {
 		t.Errorf("right after the claim, a seed-exact staleness check finds it stale: %+v", *got)
 	}
-	if !seedStale(got, time.Now().Add(2*time.Second), time.Second) {
-		t.Errorf("two seconds later with no beat, the same check does not find it stale: the check cannot fail")
+	if !seedStale(got, got.StartTime.Add(got.HeartbeatTimeout+time.Second), got.HeartbeatTimeout) {
+		t.Errorf("a timeout after the claim with no beat, the same check does not find it stale: the check cannot fail")
 	}
 
 	// With heartbeats off, the seed's -1 is written: nothing to judge.
