@@ -57,11 +57,7 @@ func call[T any](ctx context.Context, b *bounded, op, table string, fn func(cont
 const hint = "check the endpoint (AWS_ENDPOINT_URL_DYNAMODB, or the region's) and that it can be reached from here (proxy, VPC endpoint, firewall), or raise --store-timeout (WHIMBREL_STORE_TIMEOUT)"
 
 // What to set to reach DynamoDB, for the errors that say it is not set.
-const (
-	regionHelp      = "set AWS_REGION (or AWS_PROFILE with a region in ~/.aws/config), and AWS_ENDPOINT_URL_DYNAMODB for DynamoDB Local"
-	credentialsHelp = "set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (any values for DynamoDB Local)"
-	runNeedsNone    = "; `whimbrel run` needs none of this: it keeps its state in a local file"
-)
+const reachHelp = "to reach DynamoDB, set AWS_REGION, credentials (AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; any values for DynamoDB Local) and, for DynamoDB Local, AWS_ENDPOINT_URL_DYNAMODB; `whimbrel run` needs none of this: it keeps its state in a local file"
 
 func (b *bounded) translate(parent context.Context, op, table string, err error) error {
 	var nf *types.ResourceNotFoundException
@@ -73,9 +69,9 @@ func (b *bounded) translate(parent context.Context, op, table string, err error)
 	case errors.As(err, &nf):
 		return &state.TableMissingError{Table: table, Prefix: b.prefix, Store: "dynamodb", Err: err}
 	case errors.As(err, &region):
-		return &state.ConfigError{Msg: "no AWS region is set for the dynamodb store: " + regionHelp + runNeedsNone, Err: err}
+		return &state.ConfigError{Msg: "no AWS region is set for the dynamodb store: " + reachHelp, Err: err}
 	case strings.Contains(err.Error(), "get identity:") || strings.Contains(err.Error(), "failed to retrieve credentials"):
-		return &state.ConfigError{Msg: "no AWS credentials were found for the dynamodb store: " + credentialsHelp + runNeedsNone, Err: err}
+		return &state.ConfigError{Msg: "no AWS credentials were found for the dynamodb store: " + reachHelp, Err: err}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &state.UnavailableError{Store: "DynamoDB", Endpoint: b.endpoint, Op: op, Timeout: b.timeout, Hint: hint, Err: err}
 	case errors.As(err, &send):

@@ -125,7 +125,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, err
 	}
 	if cfg.Region == "" {
-		return nil, &state.ConfigError{Msg: "no AWS region is set for the dynamodb store: " + regionHelp + runNeedsNone}
+		return nil, &state.ConfigError{Msg: "no AWS region is set for the dynamodb store: " + reachHelp}
 	}
 	if opts.Endpoint == "" {
 		opts.Endpoint = endpointOf(cfg.Region)
