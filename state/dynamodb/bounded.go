@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -48,18 +49,25 @@ func call[T any](ctx context.Context, b *bounded, op, table string, fn func(cont
 	defer cancel()
 	out, err := fn(cctx)
 	if err != nil {
-		err = b.translate(ctx, op, table, err)
+		err = b.translate(ctx, cctx.Err() != nil, op, table, err)
 	}
 	return out, err
 }
 
-// hint says what to check when DynamoDB does not answer.
-const hint = "check the endpoint (AWS_ENDPOINT_URL_DYNAMODB, or the region's) and that it can be reached from here (proxy, VPC endpoint, firewall), or raise --store-timeout (WHIMBREL_STORE_TIMEOUT)"
+// What to check when DynamoDB cannot be reached, and when it does not
+// answer in time.
+const (
+	reachHint   = "check the endpoint (AWS_ENDPOINT_URL_DYNAMODB, or the region's) and that it can be reached from here (proxy, VPC endpoint, firewall)"
+	timeoutHint = reachHint + ", or raise --store-timeout (WHIMBREL_STORE_TIMEOUT)"
+	attemptHint = reachHint + ", or raise --store-attempt-timeout (WHIMBREL_STORE_ATTEMPT_TIMEOUT)"
+)
 
 // What to set to reach DynamoDB, for the errors that say it is not set.
 const reachHelp = "to reach DynamoDB, set AWS_REGION, credentials (AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; any values for DynamoDB Local) and, for DynamoDB Local, AWS_ENDPOINT_URL_DYNAMODB; `whimbrel run` needs none of this: it keeps its state in a local file"
 
-func (b *bounded) translate(parent context.Context, op, table string, err error) error {
+// translate turns the failures an operator must act on into the domain's
+// errors; bounded reports whether the call's own bound passed.
+func (b *bounded) translate(parent context.Context, bounded bool, op, table string, err error) error {
 	var nf *types.ResourceNotFoundException
 	var region *aws.MissingRegionError
 	var send *smithyhttp.RequestSendError
@@ -72,10 +80,15 @@ func (b *bounded) translate(parent context.Context, op, table string, err error)
 		return &state.ConfigError{Msg: "no AWS region is set for the dynamodb store: " + reachHelp, Err: err}
 	case strings.Contains(err.Error(), "get identity:") || strings.Contains(err.Error(), "failed to retrieve credentials"):
 		return &state.ConfigError{Msg: "no AWS credentials were found for the dynamodb store: " + reachHelp, Err: err}
-	case errors.Is(err, context.DeadlineExceeded):
-		return &state.UnavailableError{Store: "DynamoDB", Endpoint: b.endpoint, Op: op, Timeout: b.timeout, Hint: hint, Err: err}
+	case bounded:
+		return &state.UnavailableError{Store: "DynamoDB", Endpoint: b.endpoint, Op: op, Timeout: b.timeout, Hint: timeoutHint, Err: err}
 	case errors.As(err, &send):
-		return &state.UnavailableError{Store: "DynamoDB", Endpoint: b.endpoint, Op: op, Hint: hint, Err: send.Err}
+		h := reachHint
+		var ne net.Error
+		if errors.As(send.Err, &ne) && ne.Timeout() {
+			h = attemptHint // every attempt timed out
+		}
+		return &state.UnavailableError{Store: "DynamoDB", Endpoint: b.endpoint, Op: op, Hint: h, Err: send.Err}
 	}
 	return err
 }
