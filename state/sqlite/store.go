@@ -274,6 +274,9 @@ func decodeJSON(table string, key []string, raw string) (attr.Item, error) {
 	if err := json.Unmarshal([]byte(raw), &it); err != nil {
 		return nil, keyed(&state.DecodeError{Table: table, Attr: "(the whole item)", Err: "not DynamoDB JSON: " + err.Error()}, key)
 	}
+	if it == nil {
+		return nil, keyed(&state.DecodeError{Table: table, Attr: "(the whole item)", Err: "null, not an item"}, key)
+	}
 	return it, nil
 }
 
