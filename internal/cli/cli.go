@@ -41,7 +41,7 @@ type StoreFlags struct {
 	Prefix string `name:"prefix" env:"WHIMBREL_TABLE_PREFIX" default:"whimbrel_" help:"Prefix of every table name."`
 	// Every DynamoDB call is bounded, so a silent endpoint costs a bounded
 	// wait, never a hang.
-	StoreTimeout        time.Duration `name:"store-timeout" env:"WHIMBREL_STORE_TIMEOUT" default:"15s" help:"Longest wait for one DynamoDB call, the SDK's retries included; then the command fails (exit 3) and a daemon tries again at its next pass."`
+	StoreTimeout        time.Duration `name:"store-timeout" env:"WHIMBREL_STORE_TIMEOUT" default:"15s" help:"Longest wait for one DynamoDB call, the SDK's retries included; then a command fails and a daemon tries again at its next pass."`
 	StoreAttemptTimeout time.Duration `name:"store-attempt-timeout" env:"WHIMBREL_STORE_ATTEMPT_TIMEOUT" default:"5s" help:"Longest wait for one HTTP attempt to DynamoDB (connecting included), within --store-timeout."`
 }
 
