@@ -208,7 +208,11 @@ func (l *Launcher) forgetEnded(ctx context.Context) error {
 	l.mu.Unlock()
 	for _, k := range keys {
 		a, err := l.st.GetActivity(ctx, k)
-		if err != nil && !errors.Is(err, state.ErrNotFound) {
+		if errors.Is(err, state.ErrInvalidItem) {
+			// Another client made it unreadable: whether it ended cannot
+			// be told, and it must not hold a slot for ever.
+			l.undecodable.Add(1)
+		} else if err != nil && !errors.Is(err, state.ErrNotFound) {
 			return err
 		}
 		if err != nil || a.State.Terminal() {
