@@ -157,6 +157,9 @@ func (l *Launcher) Once(ctx context.Context) (int, error) {
 			continue
 		}
 		ok, err := l.try(ctx, p, ref.ActivityKey)
+		if errors.Is(err, state.ErrUnavailable) {
+			return launched, err // the others would wait for the store the same
+		}
 		if errors.Is(err, state.ErrInvalidItem) {
 			l.undecodable.Add(1) // the activity or its workflow; reported by the store
 			continue

@@ -156,6 +156,8 @@ func (s *sweep) activities(ctx context.Context, st state.ActivityState) error {
 		}
 		err := s.judge(ctx, ref.ActivityKey, st)
 		switch {
+		case errors.Is(err, state.ErrUnavailable):
+			return err // the others would wait for the store the same
 		case errors.Is(err, state.ErrInvalidItem):
 			s.report.Undecodable++ // the activity or its workflow; reported by the store
 		case err != nil:
@@ -314,6 +316,8 @@ func (s *sweep) repair(ctx context.Context) error {
 		}
 		err := s.repairWorkflow(ctx, wf.WorkflowExecID)
 		switch {
+		case errors.Is(err, state.ErrUnavailable):
+			return err
 		case errors.Is(err, state.ErrInvalidItem):
 			s.report.Undecodable++
 		case err != nil:
