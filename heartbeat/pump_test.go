@@ -80,17 +80,22 @@ func TestBeatsUntilStopped(t *testing.T) {
 	t.Parallel()
 	st := dynamotest.NewStore(t, dynamodb.Options{})
 	k := claimed(t, st)
+	// The claim wrote the first heartbeat; the pump's come after it.
+	a0, err := st.GetActivity(context.Background(), k)
+	if err != nil || a0.HeartbeatTime.IsZero() {
+		t.Fatalf("the claim wrote no heartbeat: %+v, %v", a0, err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	began := state.Truncate(time.Now())
 	done := runPump(t, st, k, ctx)
 	var first time.Time
 	deadline := time.Now().Add(20 * time.Second)
-	for { // two different beats land
+	for { // two different beats of the pump land
 		a, err := st.GetActivity(context.Background(), k)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if first.IsZero() && !a.HeartbeatTime.IsZero() {
+		if first.IsZero() && a.HeartbeatTime.After(a0.HeartbeatTime) {
 			first = a.HeartbeatTime
 		}
 		if !first.IsZero() && a.HeartbeatTime.After(first) {

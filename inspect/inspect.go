@@ -9,9 +9,12 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
@@ -59,6 +62,10 @@ type Activity struct {
 	HeartbeatAge *float64 `json:"last_heartbeat_age_seconds,omitempty"`
 	// Rejected lists the Simple Lambda API's events a processor refused.
 	Rejected []RejectedEvent `json:"rejected_events,omitempty"`
+	// Undecodable says why the activity's item could not be decoded (the
+	// attribute and what is wrong with it); State is then the state
+	// attribute as written, if any.
+	Undecodable string `json:"undecodable,omitempty"`
 }
 
 // RejectedEvent is an activity event a processor did not apply, and why.
@@ -101,6 +108,7 @@ func Load(ctx context.Context, st state.Store, id string, now time.Time) (*Statu
 		return nil, err
 	}
 	acts, err := st.Activities(ctx, id)
+	skipped, err := state.Skipped(err)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +153,8 @@ func Load(ctx context.Context, st state.Store, id string, now time.Time) (*Statu
 			// Say which Simple Lambda API events were refused, even
 			// those that never moved the activity. Failing to list them
 			// does not fail the status.
-			if evs, err := in.Events(ctx, a.ActivityExecID, time.Time{}); err == nil {
+			evs, err := in.Events(ctx, a.ActivityExecID, time.Time{})
+			if _, err := state.Skipped(err); err == nil {
 				for _, e := range evs {
 					if e.Outcome.Result == state.OutcomeRejected {
 						v.Rejected = append(v.Rejected, RejectedEvent{ID: e.ActivityEventID, Transition: e.Transition, Reason: e.Outcome.Reason})
@@ -164,6 +173,16 @@ func Load(ctx context.Context, st state.Store, id string, now time.Time) (*Statu
 			}
 		}
 		s.Activities = append(s.Activities, v)
+	}
+	// The items that cannot be decoded are shown as such, last: what they
+	// claim to be, and why they cannot be read.
+	for _, de := range skipped {
+		name, _, err := state.SplitID(de.ID)
+		if err != nil {
+			name = "?"
+		}
+		s.Activities = append(s.Activities, Activity{ID: de.ID, Name: name, State: de.State,
+			Undecodable: fmt.Sprintf("attribute %s: %s", de.Attr, de.Err)})
 	}
 	return s, nil
 }
@@ -221,7 +240,17 @@ func (s *Status) WriteText(w io.Writer) error {
 		if a.Attempt > 0 {
 			attempt = fmt.Sprint(a.Attempt)
 		}
-		rows = append(rows, []string{strings.Repeat("  ", a.Depth) + a.Name, a.State, clock(a.Started), took(a.Seconds), attempt, orDash(where), exit, hb})
+		name, st := a.Name, a.State
+		if a.Undecodable != "" {
+			if name == "?" {
+				name = a.ID
+			}
+			name, st = quoteUnprintable(name), "undecodable"
+			if a.State != "" {
+				st += " (" + quoteUnprintable(a.State) + ")"
+			}
+		}
+		rows = append(rows, []string{strings.Repeat("  ", a.Depth) + name, st, clock(a.Started), took(a.Seconds), attempt, orDash(where), exit, hb})
 	}
 	widths := make([]int, len(header))
 	for _, r := range append([][]string{header}, rows...) {
@@ -255,11 +284,25 @@ func (s *Status) WriteText(w io.Writer) error {
 				fmt.Fprintf(w, "%sstderr: %s\n", indent, l)
 			}
 		}
+		if a.Undecodable != "" {
+			fmt.Fprintf(w, "%sitem %s cannot be decoded: %s\n", indent, quoteUnprintable(a.ID), quoteUnprintable(a.Undecodable))
+		}
 		for _, e := range a.Rejected {
 			fmt.Fprintf(w, "%srejected event %s (%s): %s\n", indent, e.Transition, e.ID, e.Reason)
 		}
 	}
 	return nil
+}
+
+// quoteUnprintable quotes what another client wrote when it holds
+// anything a terminal would act on.
+func quoteUnprintable(s string) string {
+	for _, r := range s {
+		if !unicode.IsPrint(r) || r == utf8.RuneError {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }
 
 func orDash(s string) string {
@@ -272,7 +315,7 @@ func orDash(s string) string {
 // List reads executions, newest first.
 func List(ctx context.Context, st state.Store, q state.WorkflowQuery, now time.Time) ([]Workflow, error) {
 	wfs, err := st.Workflows(ctx, q)
-	if err != nil {
+	if _, err := state.Skipped(err); err != nil { // one that cannot be decoded is reported by the store
 		return nil, err
 	}
 	out := make([]Workflow, 0, len(wfs))

@@ -134,7 +134,15 @@ type Launcher struct {
 	defs    map[string]*workflow.Definition // by workflow_exec_id; definitions never change
 	running map[state.ActivityKey]bool      // launched by us, not yet seen to end
 	busy    map[state.ActivityKey]bool      // being tried by a worker
+
+	// undecodable counts the items passes skipped because they could not
+	// be decoded (the store reports each one).
+	undecodable atomic.Int64
 }
+
+// Undecodable is how many items the passes so far skipped because they
+// could not be decoded: each is reported by the store, with its key.
+func (l *Launcher) Undecodable() int64 { return l.undecodable.Load() }
 
 // New returns a Launcher.
 func New(st state.Store, cfg Config) *Launcher {
@@ -196,6 +204,9 @@ func (l *Launcher) Once(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	p.wg.Wait()
+	if err == nil {
+		err = p.storeErr()
+	}
 	return int(p.launched.Load()), err
 }
 
@@ -207,13 +218,17 @@ func (l *Launcher) pass(ctx context.Context) (*pass, error) {
 		return nil, err
 	}
 	refs, err := l.st.ActivitiesInState(ctx, state.ActivityQuery{State: state.Ready, Limit: scan})
+	// One item that does not decode never stops the launches of the
+	// others: the store reported it, and the pass goes on without it.
+	skipped, err := state.Skipped(err)
 	if err != nil {
 		return nil, err
 	}
+	l.undecodable.Add(int64(len(skipped)))
 	p := &pass{workflows: map[string]*passWorkflow{}}
 	for _, ref := range fair(refs, l.cfg.Workflow) {
 		k := ref.ActivityKey
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || p.storeErr() != nil {
 			break
 		}
 		l.mu.Lock()
@@ -248,7 +263,15 @@ func (l *Launcher) pass(ctx context.Context) (*pass, error) {
 				l.running[k] = true
 			}
 			l.mu.Unlock()
-			if err != nil {
+			switch {
+			case errors.Is(err, state.ErrUnavailable):
+				// The others would wait for the store the same: the
+				// pass hands out no more.
+				p.unavailable(err)
+				l.log.Warn("launch attempt failed: the store did not answer", "activity_exec_id", k.ActivityExecID, "error", err)
+			case errors.Is(err, state.ErrInvalidItem):
+				l.undecodable.Add(1) // the activity or its workflow; reported by the store
+			case err != nil:
 				l.log.Warn("launch attempt failed", "activity_exec_id", k.ActivityExecID, "error", err)
 			}
 			if launched {
@@ -307,6 +330,24 @@ type pass struct {
 
 	mu        sync.Mutex
 	workflows map[string]*passWorkflow
+	down      error // the store did not answer a launch: hand out no more
+}
+
+// unavailable records that the store did not answer one of the pass's
+// launches.
+func (p *pass) unavailable(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.down == nil {
+		p.down = err
+	}
+}
+
+// storeErr is the error of a launch the store did not answer, if any.
+func (p *pass) storeErr() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.down
 }
 
 type passWorkflow struct {
@@ -328,7 +369,11 @@ func (l *Launcher) forgetEnded(ctx context.Context) error {
 	l.mu.Unlock()
 	for _, k := range keys {
 		a, err := l.st.GetActivity(ctx, k)
-		if err != nil && !errors.Is(err, state.ErrNotFound) {
+		if errors.Is(err, state.ErrInvalidItem) {
+			// Another client made it unreadable: whether it ended cannot
+			// be told, and it must not hold a slot for ever.
+			l.undecodable.Add(1)
+		} else if err != nil && !errors.Is(err, state.ErrNotFound) {
 			return err
 		}
 		if err != nil || a.State.Terminal() {

@@ -216,6 +216,7 @@ func read(ctx context.Context, st state.Store, id string) (*state.WorkflowExec, 
 		return nil, nil, err
 	}
 	acts, err := st.Activities(ctx, id)
+	_, err = state.Skipped(err) // reported by the store; the progress shows the rest
 	return wf, acts, err
 }
 

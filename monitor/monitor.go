@@ -60,6 +60,9 @@ type Report struct {
 	CancelledDown    int // dependents cancelled by the advances of this sweep
 	Settled          int // workflows settled
 	FailedStarts     int // workflows whose start never finished → FAILED
+	// Undecodable counts the items the sweep skipped because they could
+	// not be decoded; the store reports each with its key.
+	Undecodable int
 }
 
 // Monitor sweeps.
@@ -118,16 +121,22 @@ func (m *Monitor) Sweep(ctx context.Context) (Report, error) {
 	s := &sweep{Monitor: m, now: m.cfg.Now(), workflows: map[string]*state.WorkflowExec{},
 		defs: map[string]*workflow.Definition{}}
 	var errs []error
+	var steps []func(context.Context) error
 	for _, st := range []state.ActivityState{state.Running, state.Queued, state.Preparing, state.Ready, state.Requested} {
-		if err := s.activities(ctx, st); err != nil {
-			errs = append(errs, err)
+		steps = append(steps, func(ctx context.Context) error { return s.activities(ctx, st) })
+	}
+	steps = append(steps, s.repair, s.staleStarts)
+	for _, step := range steps {
+		err := step(ctx)
+		if err == nil {
+			continue
 		}
-	}
-	if err := s.repair(ctx); err != nil {
 		errs = append(errs, err)
-	}
-	if err := s.staleStarts(ctx); err != nil {
-		errs = append(errs, err)
+		if errors.Is(err, state.ErrUnavailable) {
+			// The store cannot be used (it does not answer, a table is
+			// missing): every other step would wait and fail the same.
+			break
+		}
 	}
 	return s.report, errors.Join(errs...)
 }
@@ -135,7 +144,7 @@ func (m *Monitor) Sweep(ctx context.Context) (Report, error) {
 // activities judges every activity in one live state.
 func (s *sweep) activities(ctx context.Context, st state.ActivityState) error {
 	refs, err := s.st.ActivitiesInState(ctx, state.ActivityQuery{State: st})
-	if err != nil {
+	if err = s.skipped(err); err != nil {
 		return fmt.Errorf("list %s activities: %w", st, err)
 	}
 	for _, ref := range refs {
@@ -145,7 +154,13 @@ func (s *sweep) activities(ctx context.Context, st state.ActivityState) error {
 		if s.cfg.Workflow != "" && ref.WorkflowExecID != s.cfg.Workflow {
 			continue
 		}
-		if err := s.judge(ctx, ref.ActivityKey, st); err != nil {
+		err := s.judge(ctx, ref.ActivityKey, st)
+		switch {
+		case errors.Is(err, state.ErrUnavailable):
+			return err // the others would wait for the store the same
+		case errors.Is(err, state.ErrInvalidItem):
+			s.report.Undecodable++ // the activity or its workflow; reported by the store
+		case err != nil:
 			s.log.Warn("could not judge an activity", "activity_exec_id", ref.ActivityExecID, "error", err)
 		}
 	}
@@ -184,8 +199,10 @@ func (s *sweep) judge(ctx context.Context, k state.ActivityKey, listed state.Act
 	return nil
 }
 
-// heartbeat times out a RUNNING activity whose last heartbeat (or, if it
-// never beat, its start) is older than its own timeout plus the skew. The
+// heartbeat times out a RUNNING activity whose last heartbeat is older
+// than its own timeout plus the skew. Whimbrel's claim writes the first
+// heartbeat; an item claimed by a client that does not (heartbeat_time_epoch
+// still negative) is judged from its start, or failing that its claim. The
 // write is conditional on the heartbeat it saw, so a beat that lands in
 // between wins.
 func (s *sweep) heartbeat(ctx context.Context, a *state.ActivityExec) error {
@@ -287,7 +304,7 @@ func (s *sweep) advance(ctx context.Context, a *state.ActivityExec) error {
 // activity is terminal.
 func (s *sweep) repair(ctx context.Context) error {
 	wfs, err := s.st.Workflows(ctx, state.WorkflowQuery{State: state.WorkflowRunning})
-	if err != nil {
+	if err = s.skipped(err); err != nil {
 		return fmt.Errorf("list running workflows: %w", err)
 	}
 	for _, wf := range wfs {
@@ -297,7 +314,13 @@ func (s *sweep) repair(ctx context.Context) error {
 		if s.cfg.Workflow != "" && wf.WorkflowExecID != s.cfg.Workflow {
 			continue
 		}
-		if err := s.repairWorkflow(ctx, wf.WorkflowExecID); err != nil {
+		err := s.repairWorkflow(ctx, wf.WorkflowExecID)
+		switch {
+		case errors.Is(err, state.ErrUnavailable):
+			return err
+		case errors.Is(err, state.ErrInvalidItem):
+			s.report.Undecodable++
+		case err != nil:
 			s.log.Warn("could not repair a workflow", "workflow_exec_id", wf.WorkflowExecID, "error", err)
 		}
 	}
@@ -306,9 +329,11 @@ func (s *sweep) repair(ctx context.Context) error {
 
 func (s *sweep) repairWorkflow(ctx context.Context, id string) error {
 	acts, err := s.st.Activities(ctx, id)
+	skipped, err := state.Skipped(err)
 	if err != nil {
 		return err
 	}
+	s.report.Undecodable += len(skipped)
 	byID := map[string]*state.ActivityExec{}
 	for _, a := range acts {
 		byID[a.ActivityExecID] = a
@@ -374,8 +399,10 @@ func (s *sweep) repairWorkflow(ctx context.Context, id string) error {
 			return err
 		}
 	}
-	if len(unfinished) > 0 {
-		return nil // the advances settle the workflow if it is done
+	if len(unfinished) > 0 || len(skipped) > 0 {
+		// The advances settle the workflow if it is done; and one whose
+		// activities could not all be read cannot be judged done.
+		return nil
 	}
 	for _, a := range acts {
 		if !a.State.Terminal() {
@@ -394,7 +421,7 @@ func (s *sweep) repairWorkflow(ctx context.Context, id string) error {
 // repeated the start.
 func (s *sweep) staleStarts(ctx context.Context) error {
 	wfs, err := s.st.Workflows(ctx, state.WorkflowQuery{State: state.WorkflowRequested})
-	if err != nil {
+	if err = s.skipped(err); err != nil {
 		return fmt.Errorf("list requested workflows: %w", err)
 	}
 	for _, wf := range wfs {
@@ -419,6 +446,14 @@ func (s *sweep) staleStarts(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// skipped counts what a listing skipped because it could not be decoded
+// (the store reported each item) and returns any other error.
+func (s *sweep) skipped(err error) error {
+	bad, err := state.Skipped(err)
+	s.report.Undecodable += len(bad)
+	return err
 }
 
 // workflow reads a workflow once per sweep.

@@ -607,3 +607,53 @@ func TestFineHeartbeatEpochs(t *testing.T) {
 		t.Fatalf("sweep: %+v %v; want the stale activity timed out", r, err)
 	}
 }
+
+// TestJudgesFromTheClaimsHeartbeat: Whimbrel's claim writes the first
+// heartbeat, and an activity claimed by another client that writes none
+// (heartbeat_time_epoch -1, no heartbeat_time) is judged from its start.
+// Neither is timed out before its timeout; both are after it.
+func TestJudgesFromTheClaimsHeartbeat(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	w := storetest.NewWorkflow(t, "first", storetest.DAG{"ours": nil, "theirs": nil})
+	storetest.Create(t, st, w)
+	claimed := time.Now()
+	for _, n := range []string{"ours", "theirs"} {
+		for _, c := range []state.ActivityChange{
+			{From: []state.ActivityState{state.Requested}, To: state.Queued},
+			{From: []state.ActivityState{state.Queued}, To: state.Running, At: claimed,
+				Claim: &state.Claim{Owner: "o-" + n, HeartbeatEnabled: true, HeartbeatTimeout: time.Minute}},
+		} {
+			if _, err := st.UpdateActivity(bg(t), storetest.Key(w, n), c); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	k := storetest.Key(w, "theirs")
+	if _, err := dynamotest.Client(t).UpdateItem(bg(t), &awsdynamodb.UpdateItemInput{
+		TableName:                 aws.String(st.Prefix() + "activity_exec"),
+		Key:                       map[string]types.AttributeValue{"activity_exec_id": &types.AttributeValueMemberS{Value: k.ActivityExecID}, "workflow_exec_id": &types.AttributeValueMemberS{Value: k.WorkflowExecID}},
+		UpdateExpression:          aws.String("SET heartbeat_time_epoch = :e REMOVE heartbeat_time"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":e": &types.AttributeValueMemberN{Value: "-1"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := st.GetActivity(bg(t), k); err != nil || !a.HeartbeatTime.IsZero() {
+		t.Fatalf("the foreign claim still has a heartbeat: %+v, %v", a, err)
+	}
+	at := func(d time.Duration) monitor.Config {
+		return monitor.Config{Now: func() time.Time { return claimed.Add(d) }}
+	}
+	if r, err := monitor.New(st, at(30*time.Second)).Sweep(bg(t)); err != nil || r.TimedOut != 0 {
+		t.Fatalf("half a timeout after the claim: %+v, %v; want nothing timed out", r, err)
+	}
+	if r, err := monitor.New(st, at(2*time.Minute)).Sweep(bg(t)); err != nil || r.TimedOut != 2 {
+		t.Fatalf("two minutes after the claim: %+v, %v; want both timed out", r, err)
+	}
+	for _, n := range []string{"ours", "theirs"} {
+		a, err := st.GetActivity(bg(t), storetest.Key(w, n))
+		if err != nil || a.State != state.TimedOut {
+			t.Errorf("%s: %+v, %v; want TIMED_OUT", n, a, err)
+		}
+	}
+}

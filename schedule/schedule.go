@@ -229,7 +229,7 @@ func checkName(name string) error {
 // never ran here and is not registered.
 func checkKnown(ctx context.Context, st Store, name string) error {
 	ws, err := st.Workflows(ctx, state.WorkflowQuery{Name: name, Limit: 1})
-	if err != nil {
+	if _, err = state.Skipped(err); err != nil { // a bad item is reported by the store
 		return fmt.Errorf("--after %s: %w", name, err)
 	}
 	if len(ws) > 0 {

@@ -66,7 +66,7 @@ func runOf(ctx context.Context, st state.Store, r state.ScheduleRun) (RunStatus,
 		return v, nil
 	}
 	acts, err := st.Activities(ctx, w.WorkflowExecID)
-	if err != nil {
+	if _, err = state.Skipped(err); err != nil { // a bad item is reported by the store
 		return v, fmt.Errorf("read the activities of run %s: %w", r.WorkflowExecID, err)
 	}
 	for _, a := range acts {

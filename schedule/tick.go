@@ -255,7 +255,7 @@ func stepAfter(ctx context.Context, st Store, s *state.Schedule, now time.Time, 
 		since = s.Start
 	}
 	ws, err := st.Workflows(ctx, state.WorkflowQuery{Name: s.After, Since: since})
-	if err != nil {
+	if _, err = state.Skipped(err); err != nil { // a bad item is reported by the store, never counted
 		return false, err
 	}
 	sort.Slice(ws, func(i, j int) bool {

@@ -556,7 +556,7 @@ func (p *Processor) locate(ctx context.Context, ev *state.ActivityEvent) (*state
 		found := map[string]string{}
 		for _, s := range []state.ActivityState{state.Requested, state.Ready, state.Queued, state.Preparing, state.Running} {
 			refs, err := p.st.ActivitiesInState(ctx, state.ActivityQuery{State: s})
-			if err != nil {
+			if _, err = state.Skipped(err); err != nil { // a bad item is reported by the store
 				return nil, fmt.Errorf("find activity %s: %w", ev.ActivityExecID, err)
 			}
 			for _, r := range refs {
@@ -688,7 +688,9 @@ func (p *Processor) earlier(ctx context.Context, ev *state.ActivityEvent, a *sta
 	// Only the recent ones: an older undecided event is its own record's
 	// to decide, and an activity that heartbeats for hours has thousands.
 	all, err := p.st.Events(ctx, ev.ActivityExecID, ev.When.Add(-p.window-earlierSpan))
-	if err != nil {
+	// An event that cannot be decoded is reported by the store and left
+	// out: the processor judges it from its own stream record.
+	if _, err = state.Skipped(err); err != nil {
 		return nil, fmt.Errorf("event %s: %w", ev.ActivityEventID, err)
 	}
 	var queue []*state.ActivityEvent

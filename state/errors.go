@@ -3,7 +3,11 @@ package state
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ErrNotFound is returned (wrapped) when an item does not exist.
@@ -13,7 +17,7 @@ var ErrNotFound = errors.New("not found")
 // to know that someone else moved first.
 var ErrConflict = errors.New("conflict")
 
-// ErrInvalidItem is matched by every *ItemError.
+// ErrInvalidItem is matched by every *DecodeError and *SkippedError.
 var ErrInvalidItem = errors.New("invalid item")
 
 // ErrExists is matched by every *ExistsError.
@@ -75,27 +79,88 @@ func (e *ConflictError) Error() string {
 // Is makes errors.Is(err, ErrConflict) true.
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
-// ItemError is returned when an item read from a table is malformed: an
+// DecodeError is returned when an item read from a table is malformed: an
 // attribute is missing, has the wrong type, or holds a value out of range.
 // Such items come from foreign clients or hand edits; they are reported,
-// never trusted.
-type ItemError struct {
+// never trusted. A listing skips them and goes on (see SkippedError).
+type DecodeError struct {
 	Table string // the table the item came from
-	Key   string // the item's key, as far as it could be read
+	Key   string // the item's key, as far as it could be read: "ID" or "ID / RANGE"
+	ID    string // the item's own ID (its hash key), "" if it could not be read
 	Attr  string // the offending attribute
 	Err   string // what is wrong with it
+	// State is the item's state attribute as written, when it is a
+	// String: what the item claims to be, for a listing to show.
+	State string
 }
 
-func (e *ItemError) Error() string {
+// ItemError is the former name of DecodeError.
+//
+// Deprecated: use DecodeError.
+type ItemError = DecodeError
+
+func (e *DecodeError) Error() string {
 	key := e.Key
-	if key == "" {
+	switch {
+	case key == "":
 		key = "(no key)"
+	case !printable(key):
+		key = strconv.Quote(key) // a hostile key must not drive a terminal
 	}
 	return fmt.Sprintf("malformed item %s in table %s: attribute %s: %s", key, e.Table, e.Attr, e.Err)
 }
 
 // Is makes errors.Is(err, ErrInvalidItem) true.
-func (e *ItemError) Is(target error) bool { return target == ErrInvalidItem }
+func (e *DecodeError) Is(target error) bool { return target == ErrInvalidItem }
+
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// SkippedError is returned by a listing (Activities, ActivitiesInState,
+// Workflows, Dependencies, Dependents, Events, Registrations) that skipped
+// items it could not decode, together with every item that did decode:
+// one bad item never hides the others. Items names each skipped item.
+// errors.Is(err, ErrInvalidItem) is true, and errors.As finds the first
+// *DecodeError.
+type SkippedError struct {
+	Items []*DecodeError
+}
+
+func (e *SkippedError) Error() string {
+	if len(e.Items) == 1 {
+		return "skipped 1 item that could not be decoded: " + e.Items[0].Error()
+	}
+	return fmt.Sprintf("skipped %d items that could not be decoded, the first: %v", len(e.Items), e.Items[0])
+}
+
+// Unwrap returns the decode errors.
+func (e *SkippedError) Unwrap() []error {
+	out := make([]error, len(e.Items))
+	for i, d := range e.Items {
+		out[i] = d
+	}
+	return out
+}
+
+// Skipped splits the error of a listing: the items it skipped because
+// they could not be decoded (the listing's other items are complete), and
+// any other error (when the listing failed and returned nothing).
+func Skipped(err error) (skipped []*DecodeError, other error) {
+	var se *SkippedError
+	if errors.As(err, &se) {
+		return se.Items, nil
+	}
+	return nil, err
+}
 
 // ExistsError is returned when creating something that already exists: a
 // workflow request that already created an execution.
@@ -125,3 +190,77 @@ func (e *NotFoundError) Error() string { return fmt.Sprintf("%s %s not found", e
 
 // Is makes errors.Is(err, ErrNotFound) true.
 func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
+
+// ErrUnavailable is matched by every *UnavailableError, *TableMissingError
+// and *ConfigError: the store cannot be used as configured, whatever the
+// items hold. A daemon logs it and tries again at its next pass; a command
+// exits (see the README's exit codes).
+var ErrUnavailable = errors.New("store unavailable")
+
+// UnavailableError is returned when the store did not answer: a network
+// that drops the connection, an endpoint that accepts it and never
+// answers. Every store call is bounded, so this is what a black-holed
+// endpoint turns into, instead of a hang.
+type UnavailableError struct {
+	Store    string        // e.g. "DynamoDB"
+	Endpoint string        // where it was reached for, e.g. "http://127.0.0.1:8000"
+	Op       string        // the call, e.g. "Query"
+	Timeout  time.Duration // the bound that passed; 0 when the call failed otherwise
+	Hint     string        // what to check, for people
+	Err      error
+}
+
+func (e *UnavailableError) Error() string {
+	what := "did not answer " + e.Op
+	if e.Timeout > 0 {
+		what += " within " + e.Timeout.String()
+	} else if e.Err != nil {
+		what = "could not be reached for " + e.Op + ": " + e.Err.Error()
+	}
+	msg := fmt.Sprintf("%s at %s %s", e.Store, e.Endpoint, what)
+	if e.Hint != "" {
+		msg += ": " + e.Hint
+	}
+	return msg
+}
+
+// Is makes errors.Is(err, ErrUnavailable) true.
+func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+// Unwrap returns the cause.
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// TableMissingError is returned when a table the call needs does not
+// exist: Whimbrel's tables were not installed under this prefix, in this
+// store.
+type TableMissingError struct {
+	Table  string // the table's full name
+	Prefix string // the table prefix in use
+	Store  string // the store, e.g. "dynamodb" or "sqlite:/path/state.db"
+	Err    error
+}
+
+func (e *TableMissingError) Error() string {
+	return fmt.Sprintf("table %s does not exist: run `whimbrel install` (prefix %q, store %s)", e.Table, e.Prefix, e.Store)
+}
+
+// Is makes errors.Is(err, ErrUnavailable) true.
+func (e *TableMissingError) Is(target error) bool { return target == ErrUnavailable }
+
+// Unwrap returns the cause.
+func (e *TableMissingError) Unwrap() error { return e.Err }
+
+// ConfigError is returned when the store cannot be reached as configured:
+// no region, no credentials. Msg says what to set.
+type ConfigError struct {
+	Msg string
+	Err error
+}
+
+func (e *ConfigError) Error() string { return e.Msg }
+
+// Is makes errors.Is(err, ErrUnavailable) true.
+func (e *ConfigError) Is(target error) bool { return target == ErrUnavailable }
+
+// Unwrap returns the cause.
+func (e *ConfigError) Unwrap() error { return e.Err }

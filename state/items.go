@@ -115,7 +115,7 @@ type ActivityExec struct {
 
 	// HeartbeatEnabled is true if the activity must heartbeat while running.
 	HeartbeatEnabled  bool          // heartbeat_enabled
-	HeartbeatTime     time.Time     // heartbeat_time, heartbeat_time_epoch (-1 until the first beat)
+	HeartbeatTime     time.Time     // heartbeat_time, heartbeat_time_epoch: the claim writes the first (-1 when heartbeats are off)
 	HeartbeatInterval time.Duration // heartbeat_interval (seconds)
 	HeartbeatTimeout  time.Duration // heartbeat_timeout (seconds)
 

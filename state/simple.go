@@ -17,7 +17,9 @@ import (
 
 // Inbox holds the Simple Lambda API's items: the write-once requests and
 // events clients insert, the outcomes processors record on them, and the
-// registered workflows.
+// registered workflows. As with the Store, its listings (Events,
+// Registrations) skip the items they cannot decode and name them in a
+// *SkippedError beside the others.
 type Inbox interface {
 	// PutRequest inserts a request; an *ExistsError if its ID is taken.
 	PutRequest(ctx context.Context, r *WorkflowRequest) error

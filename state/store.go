@@ -19,6 +19,20 @@ import (
 
 // Store is the shared state of every workflow. Implementations are safe for
 // concurrent use by many goroutines and many processes.
+//
+// Items come from clients Whimbrel did not write, so each is decoded on its
+// own. A read of one item that cannot be decoded returns a *DecodeError
+// naming the table, the key and the attribute. A listing (Workflows,
+// Activities, ActivitiesInState, Dependents, Dependencies) skips the items
+// it cannot decode and returns every other one together with a
+// *SkippedError naming the skipped; Skipped tells that apart from a
+// failure. Implementations report each undecodable item in their log, once
+// in a while rather than at every read.
+//
+// Every call is bounded: a store that does not answer returns an
+// *UnavailableError; a table that is not installed a *TableMissingError;
+// a store that cannot be reached as configured a *ConfigError. All three
+// match ErrUnavailable.
 type Store interface {
 	// CreateWorkflow writes a new execution: its request (if any), the
 	// workflow item in WorkflowRequested, every activity (Requested) and
@@ -157,7 +171,10 @@ type ActivityChange struct {
 	At            time.Time // when (default now)
 
 	// Claim, with To == Running, records the new owner and its settings and
-	// increments the attempt.
+	// increments the attempt. With heartbeats enabled the same write
+	// records the first heartbeat at the claim time, so that the activity
+	// is never RUNNING without one; with them off, heartbeat_time_epoch is
+	// the seed's -1.
 	Claim *Claim
 	// Hold records a token as the owner without a claim: a launcher's move
 	// to QUEUED, so that a launcher whose answer was lost can tell that the

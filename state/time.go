@@ -73,6 +73,9 @@ func ParseEpoch(s string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("%q is not a number of seconds", s)
 	}
 	if math.Abs(f) > 1e11 { // beyond the year 5000: a unit mistake, not a time
+		if math.Abs(f) > 1e11 && math.Abs(f) < 1e14 {
+			return time.Time{}, fmt.Errorf("%s seconds is out of range: milliseconds, not seconds?", s)
+		}
 		return time.Time{}, fmt.Errorf("%s seconds is out of range", s)
 	}
 	return time.UnixMilli(int64(math.Round(f * 1000))).UTC(), nil

@@ -106,7 +106,9 @@ func (g graph) dependents(ctx context.Context, activityExecID string) ([]state.A
 		return out, nil
 	}
 	deps, err := g.st.Dependents(ctx, activityExecID)
-	if err != nil {
+	// A dependency item that cannot be decoded was reported by the store;
+	// the dependents that can be read are advanced all the same.
+	if _, err := state.Skipped(err); err != nil {
 		return nil, err
 	}
 	for _, d := range deps {
@@ -119,14 +121,21 @@ func (g graph) dependents(ctx context.Context, activityExecID string) ([]state.A
 // activity k waits on has completed.
 func (g graph) upstreamsCompleted(ctx context.Context, k state.ActivityKey) (bool, error) {
 	deps, err := g.st.Dependencies(ctx, g.id)
+	skipped, err := state.Skipped(err)
 	if err != nil {
 		return false, err
+	}
+	if len(skipped) > 0 {
+		return false, nil // what it waits on cannot all be read: not ready
 	}
 	for _, d := range deps {
 		if d.ActivityExecID != k.ActivityExecID {
 			continue
 		}
 		up, err := g.st.GetActivity(ctx, state.ActivityKey{ActivityExecID: d.DependentActivityExecID, WorkflowExecID: g.id})
+		if errors.Is(err, state.ErrInvalidItem) {
+			return false, nil // an upstream that cannot be read has not completed
+		}
 		if err != nil {
 			return false, err
 		}
@@ -245,8 +254,15 @@ func Settle(ctx context.Context, st state.Store, workflowExecID string, log hclo
 func settle(ctx context.Context, st state.Store, g graph, log hclog.Logger) (state.WorkflowState, error) {
 	workflowExecID := g.id
 	acts, err := st.Activities(ctx, workflowExecID)
+	skipped, err := state.Skipped(err)
 	if err != nil {
 		return "", fmt.Errorf("settle %s: %w", workflowExecID, err)
+	}
+	if len(skipped) > 0 {
+		// An activity that cannot be read cannot be judged terminal: the
+		// workflow stays unsettled until the item is fixed or deleted.
+		log.Warn("not settling a workflow with activities that cannot be decoded", "workflow_exec_id", workflowExecID, "undecodable", len(skipped))
+		return "", nil
 	}
 	if g.def != nil && len(acts) < len(g.def.Activities) {
 		// The listing goes through an index that has not caught up: do

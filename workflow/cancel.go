@@ -15,6 +15,9 @@ type Cancelled struct {
 	Workflow bool     // this call moved the workflow to CANCELLED
 	Pending  []string // activities moved to CANCELLED
 	Running  []string // activities moved to CANCELLED_RUNNING; their wrappers stop them
+	// Undecodable lists the activities that could not be decoded, by key,
+	// and were left as they are; the store reported each.
+	Undecodable []*state.DecodeError
 }
 
 // Cancel cancels a workflow: the workflow becomes CANCELLED, its pending
@@ -43,6 +46,7 @@ func Cancel(ctx context.Context, st state.Store, id, reason string, log hclog.Lo
 		return res, fmt.Errorf("cancel %s: %w", id, err)
 	}
 	acts, err := st.Activities(ctx, id)
+	res.Undecodable, err = state.Skipped(err) // the others are cancelled all the same
 	if err != nil {
 		return res, fmt.Errorf("cancel %s: %w", id, err)
 	}

@@ -29,7 +29,9 @@ func Rerun(ctx context.Context, st state.Store, id string, fromFailure bool, opt
 			return "", fmt.Errorf("rerun %s --from-failure: it is still %s; wait for it to settle, or cancel it first", id, wf.State)
 		}
 		acts, err := st.Activities(ctx, id)
-		if err != nil {
+		// An activity that cannot be decoded is not carried over: it runs
+		// again, which is what a rerun does anyway.
+		if _, err := state.Skipped(err); err != nil {
 			return "", fmt.Errorf("rerun %s: %w", id, err)
 		}
 		opts.Carry = map[string]*state.ActivityExec{}

@@ -188,7 +188,7 @@ func (c *CLI) Run(k *kong.Context) error {
 	}
 	if c.Once {
 		n, err := l.Once(ctx)
-		log.Info("pass done", "launched", n)
+		log.Info("pass done", "launched", n, "undecodable", l.Undecodable())
 		return err
 	}
 	log.Info("launching", "types", types, "interval", c.Interval, "workers", c.Workers, "max_running", c.MaxRunning)

@@ -75,7 +75,7 @@ func (c *CLI) Run(k *kong.Context) error {
 		r, err := m.Sweep(ctx)
 		log.Info("sweep done", "timed_out", r.TimedOut, "failed_launches", r.FailedLaunches, "cancelled", r.Cancelled,
 			"cancelled_running", r.CancelledRunning, "repaired", r.Repaired, "readied", r.Readied, "cancelled_downstream", r.CancelledDown,
-			"settled", r.Settled, "failed_starts", r.FailedStarts)
+			"settled", r.Settled, "failed_starts", r.FailedStarts, "undecodable", r.Undecodable)
 		return err
 	}
 	log.Info("sweeping", "interval", c.Interval, "skew", c.Skew, "default_queued_timeout", c.QueuedTimeout)

@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 		binary = filepath.Join(dir, "whimbrel")
 		return m.Run()
 	}, nil, map[string]string{"whimbrel": ".", "whimbrel-run": "../whimbrel-run", "whimbrel-launcher": "../whimbrel-launcher",
-		"whimbrel-monitor": "../whimbrel-monitor"})
+		"whimbrel-monitor": "../whimbrel-monitor", "whimbrel-poller": "../whimbrel-poller"})
 }
 
 // whimbrel runs the built binary with env added to a clean environment.
@@ -99,7 +99,7 @@ func TestInstallCommandErrors(t *testing.T) {
 		{"sqlite without a file", []string{"WHIMBREL_STORE=sqlite:"}, []string{"install"}, 2, `names no file`},
 		{"bad prefix", nil, []string{"install", "--prefix", "no spaces"}, 2, `table prefix "no spaces"`},
 		{"typo", nil, []string{"instal"}, 2, `did you mean "install"`},
-		{"unreachable endpoint", []string{"AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:1", "AWS_MAX_ATTEMPTS=1"}, []string{"install"}, 1, "install: describe table"},
+		{"unreachable endpoint", []string{"AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:1", "AWS_MAX_ATTEMPTS=1"}, []string{"install"}, 3, "DynamoDB at http://127.0.0.1:1 could not be reached for DescribeTable"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

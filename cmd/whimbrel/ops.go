@@ -150,6 +150,9 @@ func (c *CancelCmd) Run(g *Globals, k *kong.Context) error {
 	}
 	fmt.Fprintf(k.Stdout, "  %d pending activities cancelled, %d running ones told to stop (their wrappers stop them at the next heartbeat)\n",
 		len(res.Pending), len(res.Running))
+	if n := len(res.Undecodable); n > 0 {
+		fmt.Fprintf(k.Stdout, "  %d activities could not be decoded and were left as they are (see the warnings on stderr): fix or delete them\n", n)
+	}
 	return nil
 }
 
@@ -201,7 +204,7 @@ func (c *StatsCmd) Run(g *Globals, k *kong.Context) error {
 		q.Since = time.Now().Add(-since)
 	}
 	wfs, err := st.Workflows(ctx, q)
-	if err != nil {
+	if _, err := state.Skipped(err); err != nil { // a malformed one is reported by the store
 		return err
 	}
 	stats := inspect.Compute(wfs)

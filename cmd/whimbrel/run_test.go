@@ -87,7 +87,7 @@ func openStore(t *testing.T, dir string, env []string) state.Store {
 	t.Helper()
 	for _, kv := range env {
 		if p, ok := strings.CutPrefix(kv, "WHIMBREL_TABLE_PREFIX="); ok {
-			return dynamodb.New(dynamotest.Client(t), dynamodb.Options{Prefix: p})
+			return dynamodb.New(dynamotest.Client(t), dynamodb.Options{Prefix: p, CallTimeout: dynamotest.CallTimeout})
 		}
 	}
 	st, err := sqlite.Open(filepath.Join(dir, ".whimbrel", "state.db"), sqlite.Options{})

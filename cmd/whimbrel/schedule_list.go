@@ -29,7 +29,9 @@ type scheduleView struct {
 func (c *ScheduleListCmd) Run(g *Globals, k *kong.Context) error {
 	return withSchedules(g, k, c.StoreFlags, func(ctx context.Context, st schedule.Store) error {
 		all, err := st.Schedules(ctx)
-		if err != nil {
+		// A schedule that cannot be decoded is reported by the store (once,
+		// with its key) and left out; the others are listed.
+		if _, err = state.Skipped(err); err != nil {
 			return err
 		}
 		views := []scheduleView{} // [] rather than null for scripts

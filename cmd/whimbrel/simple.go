@@ -123,7 +123,7 @@ func (c *RegisteredCmd) Run(g *Globals, k *kong.Context) error {
 	}
 	defer st.Close()
 	regs, err := st.Registrations(ctx)
-	if err != nil {
+	if _, err := state.Skipped(err); err != nil { // a malformed one is reported by the store
 		return err
 	}
 	w := tabwriter.NewWriter(k.Stdout, 0, 4, 2, ' ', 0)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/alecthomas/kong"
 	"github.com/hashicorp/go-hclog"
@@ -23,17 +24,25 @@ import (
 // Version is set at build time with -ldflags '-X …/internal/cli.Version=…'.
 var Version = "dev"
 
-// Exit codes of the operator commands.
+// Exit codes of the operator commands and daemons (the README's table).
 const (
 	ExitOK      = 0
 	ExitFailure = 1 // the command ran and failed
 	ExitUsage   = 2 // the command line was wrong
+	// ExitStore: the store could not be used as configured: it did not
+	// answer within --store-timeout, a table is not installed, or no
+	// region or credentials are set. Trying again later may succeed.
+	ExitStore = 3
 )
 
 // StoreFlags choose the store every binary talks to.
 type StoreFlags struct {
 	Store  string `name:"store" env:"WHIMBREL_STORE" placeholder:"dynamodb|sqlite:PATH" help:"Where the state lives: 'dynamodb' (region, credentials and endpoint from the AWS SDK's default chain, e.g. AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB), or 'sqlite:PATH' (one local file, shared by every process on this machine). Default: dynamodb (whimbrel run: sqlite:.whimbrel/state.db)."`
 	Prefix string `name:"prefix" env:"WHIMBREL_TABLE_PREFIX" default:"whimbrel_" help:"Prefix of every table name."`
+	// Every DynamoDB call is bounded, so a silent endpoint costs a bounded
+	// wait, never a hang.
+	StoreTimeout        time.Duration `name:"store-timeout" env:"WHIMBREL_STORE_TIMEOUT" default:"15s" help:"Longest wait for one DynamoDB call, the SDK's retries included; then a command fails and a daemon tries again at its next pass."`
+	StoreAttemptTimeout time.Duration `name:"store-attempt-timeout" env:"WHIMBREL_STORE_ATTEMPT_TIMEOUT" default:"5s" help:"Longest wait for one HTTP attempt to DynamoDB (connecting included), within --store-timeout."`
 }
 
 // Store is what a command gets from Open: the state, the Simple Lambda
@@ -77,7 +86,11 @@ func (f StoreFlags) OpenOr(ctx context.Context, log hclog.Logger, fallback strin
 	store := f.Resolved(fallback)
 	switch {
 	case store == "dynamodb":
-		return dynamodb.Open(ctx, dynamodb.Options{Prefix: f.Prefix, Logger: log.Named("dynamodb")})
+		if f.StoreTimeout < 0 || f.StoreAttemptTimeout < 0 {
+			return nil, &UsageError{Msg: "--store-timeout and --store-attempt-timeout must not be negative"}
+		}
+		return dynamodb.Open(ctx, dynamodb.Options{Prefix: f.Prefix, Logger: log.Named("dynamodb"),
+			CallTimeout: f.StoreTimeout, AttemptTimeout: f.StoreAttemptTimeout})
 	case strings.HasPrefix(store, "sqlite:"):
 		path := strings.TrimPrefix(store, "sqlite:")
 		if path == "" {
@@ -128,6 +141,9 @@ type Program struct {
 	Description string
 	UsageExit   int // for a wrong command line (default ExitUsage)
 	FailureExit int // for a command that failed (default ExitFailure)
+	// StoreExit is for a store that could not be used (state.ErrUnavailable):
+	// default ExitStore, or FailureExit when that is set.
+	StoreExit int
 }
 
 // ExitError makes a command exit with Code. With an empty Msg nothing is
@@ -149,8 +165,14 @@ func Run(prog Program, cli any, args []string, stdout, stderr io.Writer, binding
 	if prog.UsageExit == 0 {
 		prog.UsageExit = ExitUsage
 	}
+	if prog.StoreExit == 0 {
+		prog.StoreExit = prog.FailureExit
+	}
 	if prog.FailureExit == 0 {
 		prog.FailureExit = ExitFailure
+	}
+	if prog.StoreExit == 0 {
+		prog.StoreExit = ExitStore
 	}
 	name := prog.Name
 	exit := -1
@@ -188,6 +210,8 @@ func Run(prog Program, cli any, args []string, stdout, stderr io.Writer, binding
 			return prog.UsageExit
 		case errors.As(err, &ce):
 			return ce.ExitCode()
+		case errors.Is(err, state.ErrUnavailable):
+			return prog.StoreExit
 		}
 		return prog.FailureExit
 	}

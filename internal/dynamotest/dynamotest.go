@@ -72,6 +72,13 @@ func Client(t testing.TB) *awsdynamodb.Client {
 	})
 }
 
+// CallTimeout bounds each store call in tests: DynamoDB Local, shared by
+// every test of a `go test -race` run on a small machine, can take far
+// longer than DynamoDB to answer (an index built while others are), and a
+// test must not fail for that. The default bound is tested against a
+// silent endpoint, where it matters.
+const CallTimeout = 2 * time.Minute
+
 var counter atomic.Int64
 
 // Prefix returns a table prefix no other test uses.
@@ -95,6 +102,9 @@ func NewStore(t testing.TB, opts dynamodb.Options) *dynamodb.Store {
 	if opts.Prefix == "" {
 		opts.Prefix = Prefix(t)
 	}
+	if opts.CallTimeout == 0 {
+		opts.CallTimeout = CallTimeout
+	}
 	st := dynamodb.New(Client(t), opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -116,5 +126,6 @@ func Env(t testing.TB, prefix string) []string {
 		"AWS_ACCESS_KEY_ID=" + AccessKey,
 		"AWS_SECRET_ACCESS_KEY=" + SecretKey,
 		"AWS_EC2_METADATA_DISABLED=true",
+		"WHIMBREL_STORE_TIMEOUT=" + CallTimeout.String(),
 	}
 }

@@ -179,7 +179,8 @@ func (st *Store) GetEvent(ctx context.Context, id, activityExecID string) (*stat
 	if m == nil {
 		return nil, &state.NotFoundError{Kind: "activity event", ID: id}
 	}
-	return attr.DecodeEvent(st.prefix+TableActivityEvent, m)
+	v, err := attr.DecodeEvent(st.prefix+TableActivityEvent, m)
+	return v, st.undecoded.Check(err)
 }
 
 // Events implements state.Inbox, through the activity index. An event that
@@ -200,6 +201,7 @@ func (st *Store) Events(ctx context.Context, activityExecID string, from time.Ti
 		// A foreign client's epoch may be finer than the millisecond.
 		in.ExpressionAttributeValues[":w"] = toAV(attr.Epoch(from.Add(-time.Millisecond)))
 	}
+	skips := st.undecoded.NewSkips()
 	err := st.query(ctx, "Events", in, 0, func(m item) error {
 		e, err := attr.DecodeEvent(st.prefix+TableActivityEvent, fromAVItem(m))
 		if err != nil && e != nil && e.Outcome.Processed() {
@@ -207,8 +209,7 @@ func (st *Store) Events(ctx context.Context, activityExecID string, from time.Ti
 			return nil
 		}
 		if err != nil {
-			st.log.Debug("an event of the activity is malformed; leaving it out", "error", err)
-			return nil
+			return skips.Add(err)
 		}
 		if e.When.Before(from) {
 			return nil
@@ -220,7 +221,7 @@ func (st *Store) Events(ctx context.Context, activityExecID string, from time.Ti
 		return nil, fmt.Errorf("events of %s: %w", activityExecID, err)
 	}
 	sort.Slice(out, func(i, j int) bool { return state.EventCursor(out[i]) < state.EventCursor(out[j]) })
-	return out, nil
+	return out, skips.Err()
 }
 
 // Register implements state.Inbox.
@@ -246,13 +247,15 @@ func (st *Store) Registration(ctx context.Context, workflowName string) (*state.
 	if m == nil {
 		return nil, &state.NotFoundError{Kind: "registered workflow", ID: workflowName}
 	}
-	return attr.DecodeRegistration(st.prefix+TableWorkflowLambda, m)
+	v, err := attr.DecodeRegistration(st.prefix+TableWorkflowLambda, m)
+	return v, st.undecoded.Check(err)
 }
 
 // Registrations implements state.Inbox with a Scan: the table holds one
 // small item per workflow.
 func (st *Store) Registrations(ctx context.Context) ([]*state.WorkflowLambda, error) {
 	var out []*state.WorkflowLambda
+	skips := st.undecoded.NewSkips()
 	p := dynamodb.NewScanPaginator(st.api, &dynamodb.ScanInput{
 		TableName: st.table(TableWorkflowLambda), ConsistentRead: aws.Bool(true),
 	})
@@ -264,13 +267,14 @@ func (st *Store) Registrations(ctx context.Context) ([]*state.WorkflowLambda, er
 		for _, m := range page.Items {
 			r, err := attr.DecodeRegistration(st.prefix+TableWorkflowLambda, fromAVItem(m))
 			if err != nil {
-				return nil, err
+				_ = skips.Add(err) // a decode error: reported, and kept
+				continue
 			}
 			out = append(out, r)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].WorkflowName < out[j].WorkflowName })
-	return out, nil
+	return out, skips.Err()
 }
 
 // decideEvent makes an activity write together with the outcome of the

@@ -163,8 +163,12 @@ func (st *Store) DeleteSchedule(ctx context.Context, name string, prev int) erro
 
 // Schedules implements state.Schedules, with a scan: it serves the
 // operator's listing, never a scheduler's tick.
+//
+// A schedule that cannot be decoded is left out and named in a
+// *state.SkippedError.
 func (st *Store) Schedules(ctx context.Context) ([]*state.Schedule, error) {
 	var out []*state.Schedule
+	skips := st.undecoded.NewSkips()
 	p := dynamodb.NewScanPaginator(st.api, &dynamodb.ScanInput{
 		TableName: st.table(TableSchedule), ConsistentRead: aws.Bool(true),
 		FilterExpression:          aws.String("#e = :s"),
@@ -179,13 +183,14 @@ func (st *Store) Schedules(ctx context.Context) ([]*state.Schedule, error) {
 		for _, m := range page.Items {
 			s, err := attr.DecodeSchedule(st.prefix+TableSchedule, fromAVItem(m))
 			if err != nil {
-				return nil, err
+				_ = skips.Add(err) // a decode error: reported, and kept
+				continue
 			}
 			out = append(out, s)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	return out, skips.Err()
 }
 
 // DueSchedules implements state.Schedules: one query per shard of the

@@ -9,11 +9,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"sort"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -55,6 +57,15 @@ type Options struct {
 	// TableWait bounds how long Install waits for a table or an index to
 	// become active (default DefaultTableWait).
 	TableWait time.Duration
+	// CallTimeout bounds every call, the SDK's retries inside (default
+	// DefaultCallTimeout).
+	CallTimeout time.Duration
+	// AttemptTimeout bounds each HTTP attempt of a client Open builds
+	// (default DefaultAttemptTimeout).
+	AttemptTimeout time.Duration
+	// Endpoint names where DynamoDB is reached, for messages (Open fills
+	// it in from the environment).
+	Endpoint string
 }
 
 // Capacity is what one call consumed, in read or write units.
@@ -72,6 +83,7 @@ type Store struct {
 	log       hclog.Logger
 	capacity  func(Capacity)
 	tableWait time.Duration
+	undecoded *attr.Reporter
 }
 
 var (
@@ -90,16 +102,33 @@ func New(api API, opts Options) *Store {
 	if opts.TableWait <= 0 {
 		opts.TableWait = DefaultTableWait
 	}
-	return &Store{api: api, prefix: opts.Prefix, log: opts.Logger, capacity: opts.Capacity, tableWait: opts.TableWait}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = DefaultCallTimeout
+	}
+	if opts.Endpoint == "" {
+		opts.Endpoint = "DynamoDB's endpoint"
+	}
+	api = &bounded{api: api, timeout: opts.CallTimeout, endpoint: opts.Endpoint, prefix: opts.Prefix}
+	return &Store{api: api, prefix: opts.Prefix, log: opts.Logger, capacity: opts.Capacity, tableWait: opts.TableWait,
+		undecoded: attr.NewReporter(opts.Logger)}
 }
 
 // Open returns a Store on a client built from the SDK's default chain:
 // region, credentials and endpoint come from the environment and shared
 // config, including AWS_ENDPOINT_URL_DYNAMODB for a local endpoint.
 func Open(ctx context.Context, opts Options) (*Store, error) {
-	cfg, err := LoadConfig(ctx, opts.Logger)
+	if opts.AttemptTimeout <= 0 {
+		opts.AttemptTimeout = DefaultAttemptTimeout
+	}
+	cfg, err := loadConfig(ctx, opts.Logger, opts.AttemptTimeout)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Region == "" {
+		return nil, &state.ConfigError{Msg: "no AWS region is set for the dynamodb store: " + reachHelp}
+	}
+	if opts.Endpoint == "" {
+		opts.Endpoint = endpointOf(cfg.Region)
 	}
 	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		// DynamoDB Local answers errors with bodies whose CRC32 the SDK
@@ -112,11 +141,19 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 // LoadConfig loads the SDK's configuration from its default chain, with
 // the SDK's own log lines routed to log at debug level.
 func LoadConfig(ctx context.Context, log hclog.Logger) (aws.Config, error) {
+	return loadConfig(ctx, log, DefaultAttemptTimeout)
+}
+
+// loadConfig is LoadConfig with each HTTP attempt (connecting included)
+// bounded by attempt.
+func loadConfig(ctx context.Context, log hclog.Logger, attempt time.Duration) (aws.Config, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
 	sdkLog := log.Named("aws")
-	cfg, err := config.LoadDefaultConfig(ctx, config.WithLogger(logging.LoggerFunc(
+	httpClient := awshttp.NewBuildableClient().WithTimeout(attempt).
+		WithDialerOptions(func(d *net.Dialer) { d.Timeout = attempt })
+	cfg, err := config.LoadDefaultConfig(ctx, config.WithHTTPClient(httpClient), config.WithLogger(logging.LoggerFunc(
 		func(c logging.Classification, format string, v ...interface{}) {
 			// The SDK's own warnings are about transport details; they
 			// belong in our log at debug level, never on the wrapped
@@ -128,6 +165,8 @@ func LoadConfig(ctx context.Context, log hclog.Logger) (aws.Config, error) {
 	}
 	return cfg, nil
 }
+
+var getenv = os.Getenv
 
 func localEndpoint() bool {
 	return os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") != "" || os.Getenv("AWS_ENDPOINT_URL") != ""
@@ -334,7 +373,8 @@ func (st *Store) GetWorkflow(ctx context.Context, id string) (*state.WorkflowExe
 	if m == nil {
 		return nil, &state.NotFoundError{Kind: "workflow", ID: id}
 	}
-	return attr.DecodeWorkflow(st.prefix+TableWorkflowExec, m)
+	v, err := attr.DecodeWorkflow(st.prefix+TableWorkflowExec, m)
+	return v, st.undecoded.Check(err)
 }
 
 // GetRequest implements state.Store.
@@ -346,7 +386,8 @@ func (st *Store) GetRequest(ctx context.Context, id, workflowName string) (*stat
 	if m == nil {
 		return nil, &state.NotFoundError{Kind: "workflow request", ID: id}
 	}
-	return attr.DecodeRequest(st.prefix+TableWorkflowRequest, m)
+	v, err := attr.DecodeRequest(st.prefix+TableWorkflowRequest, m)
+	return v, st.undecoded.Check(err)
 }
 
 // UpdateWorkflow implements state.Store.
@@ -379,17 +420,23 @@ func (st *Store) UpdateWorkflow(ctx context.Context, id string, c state.Workflow
 func (st *Store) Workflows(ctx context.Context, q state.WorkflowQuery) ([]*state.WorkflowExec, error) {
 	if q.Name == "" && q.State == "" {
 		var all []*state.WorkflowExec
+		var skipped []*state.DecodeError
 		for _, s := range state.WorkflowStates {
 			q.State = s
 			some, err := st.Workflows(ctx, q)
+			bad, err := state.Skipped(err)
 			if err != nil {
 				return nil, err
 			}
+			skipped = append(skipped, bad...)
 			all = append(all, some...)
 		}
 		sort.SliceStable(all, func(i, j int) bool { return all[i].StartTime.After(all[j].StartTime) })
 		if q.Limit > 0 && len(all) > q.Limit {
 			all = all[:q.Limit]
+		}
+		if len(skipped) > 0 {
+			return all, &state.SkippedError{Items: skipped}
 		}
 		return all, nil
 	}
@@ -421,10 +468,11 @@ func (st *Store) Workflows(ctx context.Context, q state.WorkflowQuery) ([]*state
 		in.FilterExpression = expr.Filter()
 	}
 	var out []*state.WorkflowExec
+	skips := st.undecoded.NewSkips()
 	err = st.query(ctx, "Workflows", in, q.Limit, func(m item) error {
 		w, err := attr.DecodeWorkflow(st.prefix+TableWorkflowExec, fromAVItem(m))
 		if err != nil {
-			return err
+			return skips.Add(err)
 		}
 		out = append(out, w)
 		return nil
@@ -432,7 +480,7 @@ func (st *Store) Workflows(ctx context.Context, q state.WorkflowQuery) ([]*state
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
-	return out, nil
+	return out, skips.Err()
 }
 
 // --- activities
@@ -446,7 +494,8 @@ func (st *Store) GetActivity(ctx context.Context, key state.ActivityKey) (*state
 	if m == nil {
 		return nil, &state.NotFoundError{Kind: "activity", ID: key.ActivityExecID}
 	}
-	return attr.DecodeActivity(st.prefix+TableActivityExec, m)
+	v, err := attr.DecodeActivity(st.prefix+TableActivityExec, m)
+	return v, st.undecoded.Check(err)
 }
 
 // Activities implements state.Store.
@@ -465,10 +514,11 @@ func (st *Store) Activities(ctx context.Context, workflowExecID string) ([]*stat
 		return nil, fmt.Errorf("list activities of %s: %w", workflowExecID, err)
 	}
 	var out []*state.ActivityExec
+	skips := st.undecoded.NewSkips()
 	err = st.batchGet(ctx, TableActivityExec, keys, func(m item) error {
 		a, err := attr.DecodeActivity(st.prefix+TableActivityExec, fromAVItem(m))
 		if err != nil {
-			return err
+			return skips.Add(err)
 		}
 		out = append(out, a)
 		return nil
@@ -477,7 +527,7 @@ func (st *Store) Activities(ctx context.Context, workflowExecID string) ([]*stat
 		return nil, fmt.Errorf("read activities of %s: %w", workflowExecID, err)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ActivityExecID < out[j].ActivityExecID })
-	return out, nil
+	return out, skips.Err()
 }
 
 // ActivitiesInState implements state.Store.
@@ -491,6 +541,7 @@ func (st *Store) ActivitiesInState(ctx context.Context, q state.ActivityQuery) (
 		return nil, fmt.Errorf("list %s activities: %w", q.State, err)
 	}
 	var out []state.ActivityRef
+	skips := st.undecoded.NewSkips()
 	err = st.query(ctx, "ActivitiesInState", &dynamodb.QueryInput{
 		TableName:                 st.table(TableActivityExec),
 		IndexName:                 aws.String(indexState),
@@ -501,7 +552,7 @@ func (st *Store) ActivitiesInState(ctx context.Context, q state.ActivityQuery) (
 	}, q.Limit, func(m item) error {
 		ref, err := attr.DecodeRef(st.prefix+TableActivityExec, fromAVItem(m))
 		if err != nil {
-			return err
+			return skips.Add(err)
 		}
 		out = append(out, ref)
 		return nil
@@ -509,7 +560,7 @@ func (st *Store) ActivitiesInState(ctx context.Context, q state.ActivityQuery) (
 	if err != nil {
 		return nil, fmt.Errorf("list %s activities: %w", q.State, err)
 	}
-	return out, nil
+	return out, skips.Err()
 }
 
 // UpdateActivity implements state.Store.
@@ -649,25 +700,26 @@ func (st *Store) Expire(ctx context.Context, id string, at time.Time) error {
 // Dependencies implements state.Store.
 func (st *Store) Dependencies(ctx context.Context, workflowExecID string) ([]state.Dependency, error) {
 	out, err := st.dependencyItems(ctx, "Dependencies", indexWorkflow, "workflow_exec_id", workflowExecID)
-	if err != nil {
+	if _, other := state.Skipped(err); other != nil {
 		return nil, fmt.Errorf("list dependencies of %s: %w", workflowExecID, err)
 	}
-	return out, nil
+	return out, err
 }
 
 // Dependents implements state.Store.
 func (st *Store) Dependents(ctx context.Context, activityExecID string) ([]state.Dependency, error) {
 	out, err := st.dependencyItems(ctx, "Dependents", indexDependent, "dependent_activity_exec_id", activityExecID)
-	if err != nil {
+	if _, other := state.Skipped(err); other != nil {
 		return nil, fmt.Errorf("list dependents of %s: %w", activityExecID, err)
 	}
-	return out, nil
+	return out, err
 }
 
 // dependencyItems reads the dependency items an index lists under a key,
 // ordered by ID.
 func (st *Store) dependencyItems(ctx context.Context, op, index, keyAttr, value string) ([]state.Dependency, error) {
 	var out []state.Dependency
+	skips := st.undecoded.NewSkips()
 	err := st.query(ctx, op, &dynamodb.QueryInput{
 		TableName:                 st.table(TableActivityDependency),
 		IndexName:                 aws.String(index),
@@ -677,13 +729,16 @@ func (st *Store) dependencyItems(ctx context.Context, op, index, keyAttr, value 
 	}, 0, func(m item) error {
 		d, err := attr.DecodeDependency(st.prefix+TableActivityDependency, fromAVItem(m))
 		if err != nil {
-			return err
+			return skips.Add(err)
 		}
 		out = append(out, d)
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out, err
+	return out, skips.Err()
 }
 
 // ResolveDependency implements state.Store. Removing the edge with DELETE

@@ -218,7 +218,7 @@ func TestCreateStopsWhenTheWorkflowMovesOn(t *testing.T) {
 			From: []state.WorkflowState{state.WorkflowRequested}, To: state.WorkflowFailed, Reason: "gave up"})
 		return err
 	}}
-	creator := dynamodb.New(api, dynamodb.Options{Prefix: st.Prefix()})
+	creator := dynamodb.New(api, dynamodb.Options{Prefix: st.Prefix(), CallTimeout: dynamotest.CallTimeout})
 	err := creator.CreateWorkflow(ctx, w)
 	if !errors.Is(err, state.ErrExists) || !strings.Contains(err.Error(), "FAILED") {
 		t.Fatalf("got %v, want ErrExists naming the FAILED workflow", err)
@@ -236,7 +236,7 @@ func TestInstall(t *testing.T) {
 	t.Parallel()
 	client := dynamotest.Client(t)
 	prefix := dynamotest.Prefix(t)
-	st := dynamodb.New(client, dynamodb.Options{Prefix: prefix})
+	st := dynamodb.New(client, dynamodb.Options{Prefix: prefix, CallTimeout: dynamotest.CallTimeout})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -353,14 +353,14 @@ func TestInstallAddsMissingIndex(t *testing.T) {
 	if _, err := client.CreateTable(ctx, in); err != nil {
 		t.Fatal(err)
 	}
-	st := dynamodb.New(client, dynamodb.Options{Prefix: prefix, TableWait: 10 * time.Second})
+	st := dynamodb.New(client, dynamodb.Options{Prefix: prefix, TableWait: 10 * time.Second, CallTimeout: dynamotest.CallTimeout})
 	did, err := st.Install(ctx, false)
 	if count(did, "add index dependent-index") != 1 {
 		t.Fatalf("install did %v (%v), want the missing index added", did, err)
 	}
 	out, derr := client.DescribeTable(ctx, &awsdynamodb.DescribeTableInput{TableName: in.TableName})
 	if derr != nil || len(out.Table.GlobalSecondaryIndexes) != 2 {
-		t.Fatalf("after install: %+v %v, want both indexes", out, derr)
+		t.Fatalf("after install: %d indexes %v (install: %v), want both indexes", len(out.Table.GlobalSecondaryIndexes), derr, err)
 	}
 	if err != nil {
 		// DynamoDB Local, while other indexes are built at the same time,
@@ -391,7 +391,7 @@ func TestInstallRefusesForeignKeySchema(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := dynamodb.New(client, dynamodb.Options{Prefix: prefix}).Install(ctx, false)
+	_, err := dynamodb.New(client, dynamodb.Options{Prefix: prefix, CallTimeout: dynamotest.CallTimeout}).Install(ctx, false)
 	if err == nil || !strings.Contains(err.Error(), "workflow_lambda") || !strings.Contains(err.Error(), "--prefix") {
 		t.Errorf("install over a foreign table: got %v, want an error naming the table and what to do", err)
 	}
@@ -434,7 +434,7 @@ func TestInstallUpgradesForTheSimpleAPI(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st := dynamodb.New(client, dynamodb.Options{Prefix: prefix})
+	st := dynamodb.New(client, dynamodb.Options{Prefix: prefix, CallTimeout: dynamotest.CallTimeout})
 	did, err := st.Install(ctx, false)
 	if err != nil {
 		t.Fatalf("install: %v", err)
@@ -453,5 +453,47 @@ func TestInstallUpgradesForTheSimpleAPI(t *testing.T) {
 	}
 	if again, err := st.Install(ctx, false); err != nil || len(again) != 0 {
 		t.Errorf("second install: %v, %v; want nothing done", again, err)
+	}
+}
+
+// TestSeedStalenessScanAfterClaim runs seed 000's staleness check as a
+// client written from the seed alone would, as a raw Scan ("state =
+// RUNNING and heartbeat_time_epoch < now - timeout"), right after the
+// claim: the claim wrote the first heartbeat, so it finds nothing.
+func TestSeedStalenessScanAfterClaim(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w := storetest.NewWorkflow(t, "stale", storetest.DAG{"a": nil})
+	storetest.Create(t, st, w)
+	k := storetest.Key(w, "a")
+	for _, c := range []state.ActivityChange{
+		{From: []state.ActivityState{state.Requested}, To: state.Queued},
+		{From: []state.ActivityState{state.Queued}, To: state.Running, Claim: &state.Claim{Owner: "o", HeartbeatEnabled: true,
+			HeartbeatInterval: time.Second, HeartbeatTimeout: 2 * time.Second}},
+	} {
+		if _, err := st.UpdateActivity(ctx, k, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stale := func(now time.Time) int {
+		out, err := dynamotest.Client(t).Scan(ctx, &awsdynamodb.ScanInput{
+			TableName:                 aws.String(st.Prefix() + dynamodb.TableActivityExec),
+			ConsistentRead:            aws.Bool(true),
+			FilterExpression:          aws.String("#s = :running AND heartbeat_time_epoch < :cutoff"),
+			ExpressionAttributeNames:  map[string]string{"#s": "state"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":running": &types.AttributeValueMemberS{Value: "RUNNING"}, ":cutoff": &types.AttributeValueMemberN{Value: state.FormatEpoch(now.Add(-2 * time.Second))}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(out.Items)
+	}
+	if n := stale(time.Now()); n != 0 {
+		t.Errorf("right after the claim the seed's check finds %d stale, want 0", n)
+	}
+	if n := stale(time.Now().Add(3 * time.Second)); n != 1 {
+		t.Errorf("3 s later with no beat the seed's check finds %d stale, want 1 (else it cannot fail)", n)
 	}
 }

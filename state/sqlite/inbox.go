@@ -116,30 +116,37 @@ func (st *Store) GetEvent(ctx context.Context, id, activityExecID string) (*stat
 	if it == nil {
 		return nil, &state.NotFoundError{Kind: "activity event", ID: id}
 	}
-	return attr.DecodeEvent(st.prefix+"activity_event", it)
+	e, err := attr.DecodeEvent(st.prefix+"activity_event", it)
+	return e, st.undecoded.Check(err)
 }
 
 // Events implements state.Inbox. An event that cannot be decoded is left
-// out, as the DynamoDB store's leaves it out, unless it has an outcome.
+// out and named in a *state.SkippedError, unless it has an outcome: a
+// rejected malformed event, which whimbrel status shows.
 func (st *Store) Events(ctx context.Context, activityExecID string, from time.Time) ([]*state.ActivityEvent, error) {
-	its, err := st.items(ctx, "activity_event", fmt.Sprintf(`SELECT item FROM %s WHERE activity_exec_id = ?`, st.name("activity_event")), activityExecID)
+	skips := st.undecoded.NewSkips()
+	its, err := st.items(ctx, "activity_event", skips, `WHERE activity_exec_id = ?`, activityExecID)
 	if err != nil {
 		return nil, fmt.Errorf("events of %s: %w", activityExecID, err)
 	}
 	var out []*state.ActivityEvent
-	for _, it := range its {
-		e, err := attr.DecodeEvent(st.prefix+"activity_event", it)
+	for _, r := range its {
+		e, err := attr.DecodeEvent(st.prefix+"activity_event", r.it)
 		if err != nil && e != nil && e.Outcome.Processed() {
 			out = append(out, e) // a rejected malformed event, for whimbrel status
 			continue
 		}
-		if err != nil || e.When.Before(from) {
+		if err != nil {
+			_ = skips.Add(r.decoded(err))
+			continue
+		}
+		if e.When.Before(from) {
 			continue
 		}
 		out = append(out, e)
 	}
 	sort.Slice(out, func(i, j int) bool { return state.EventCursor(out[i]) < state.EventCursor(out[j]) })
-	return out, nil
+	return out, skips.Err()
 }
 
 // Register implements state.Inbox.
@@ -162,24 +169,27 @@ func (st *Store) Registration(ctx context.Context, workflowName string) (*state.
 	if it == nil {
 		return nil, &state.NotFoundError{Kind: "registered workflow", ID: workflowName}
 	}
-	return attr.DecodeRegistration(st.prefix+"workflow_lambda", it)
+	r, err := attr.DecodeRegistration(st.prefix+"workflow_lambda", it)
+	return r, st.undecoded.Check(err)
 }
 
 // Registrations implements state.Inbox.
 func (st *Store) Registrations(ctx context.Context) ([]*state.WorkflowLambda, error) {
-	its, err := st.items(ctx, "workflow_lambda", fmt.Sprintf(`SELECT item FROM %s ORDER BY workflow_name`, st.name("workflow_lambda")))
+	skips := st.undecoded.NewSkips()
+	its, err := st.items(ctx, "workflow_lambda", skips, `ORDER BY workflow_name`)
 	if err != nil {
 		return nil, fmt.Errorf("list registered workflows: %w", err)
 	}
 	var out []*state.WorkflowLambda
-	for _, it := range its {
-		r, err := attr.DecodeRegistration(st.prefix+"workflow_lambda", it)
+	for _, r := range its {
+		reg, err := attr.DecodeRegistration(st.prefix+"workflow_lambda", r.it)
 		if err != nil {
-			return nil, err
+			_ = skips.Add(r.decoded(err))
+			continue
 		}
-		out = append(out, r)
+		out = append(out, reg)
 	}
-	return out, nil
+	return out, skips.Err()
 }
 
 // decideEvent makes an activity write and records the outcome on the event
@@ -208,7 +218,7 @@ func (st *Store) decideEvent(ctx context.Context, key state.ActivityKey, cond at
 	if err != nil {
 		var ce *state.ConflictError
 		var nf *state.NotFoundError
-		var ie *state.ItemError
+		var ie *state.DecodeError
 		if errors.As(err, &ce) || errors.As(err, &nf) || errors.As(err, &ie) {
 			return nil, err
 		}

@@ -126,22 +126,24 @@ func (st *Store) DeleteSchedule(ctx context.Context, name string, prev int) erro
 	return err
 }
 
-// Schedules implements state.Schedules.
+// Schedules implements state.Schedules. A schedule that cannot be decoded
+// is left out and named in a *state.SkippedError.
 func (st *Store) Schedules(ctx context.Context) ([]*state.Schedule, error) {
-	its, err := st.items(ctx, "schedule", fmt.Sprintf(`SELECT item FROM %s WHERE entry = ? ORDER BY schedule_name`,
-		st.name("schedule")), attr.EntrySchedule)
+	skips := st.undecoded.NewSkips()
+	its, err := st.items(ctx, "schedule", skips, `WHERE entry = ? ORDER BY schedule_name`, attr.EntrySchedule)
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}
 	var out []*state.Schedule
-	for _, it := range its {
-		s, err := attr.DecodeSchedule(st.prefix+"schedule", it)
+	for _, r := range its {
+		s, err := attr.DecodeSchedule(st.prefix+"schedule", r.it)
 		if err != nil {
-			return nil, err
+			_ = skips.Add(r.decoded(err))
+			continue
 		}
 		out = append(out, s)
 	}
-	return out, nil
+	return out, skips.Err()
 }
 
 // DueSchedules implements state.Schedules, through the due index.

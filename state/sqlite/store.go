@@ -49,6 +49,8 @@ type Store struct {
 	path   string
 	prefix string
 	log    hclog.Logger
+	// undecoded reports the items a read could not decode.
+	undecoded *attr.Reporter
 }
 
 var (
@@ -100,7 +102,7 @@ func Open(path string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
 	}
-	return &Store{db: db, path: path, prefix: opts.Prefix, log: opts.Logger}, nil
+	return &Store{db: db, path: path, prefix: opts.Prefix, log: opts.Logger, undecoded: attr.NewReporter(opts.Logger)}, nil
 }
 
 // Close closes the database.
@@ -260,17 +262,33 @@ func (st *Store) get(ctx context.Context, q querier, base string, key ...string)
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, st.translate(err)
 	}
-	return decodeJSON(st.prefix+base, raw)
+	return decodeJSON(st.prefix+base, key, raw)
 }
 
-func decodeJSON(table, raw string) (attr.Item, error) {
+// decodeJSON reads an item as the store keeps it; key is what its key
+// columns hold, to name it when it cannot be read.
+func decodeJSON(table string, key []string, raw string) (attr.Item, error) {
 	var it attr.Item
 	if err := json.Unmarshal([]byte(raw), &it); err != nil {
-		return nil, &state.ItemError{Table: table, Attr: "(the whole item)", Err: "not DynamoDB JSON: " + err.Error()}
+		return nil, keyed(&state.DecodeError{Table: table, Attr: "(the whole item)", Err: "not DynamoDB JSON: " + err.Error()}, key)
+	}
+	if it == nil {
+		return nil, keyed(&state.DecodeError{Table: table, Attr: "(the whole item)", Err: "null, not an item"}, key)
 	}
 	return it, nil
+}
+
+// keyed names a malformed item by its key columns when its attributes did
+// not: a row written by another client may hold keys its item lacks.
+func keyed(err error, key []string) error {
+	var de *state.DecodeError
+	if errors.As(err, &de) && de.Key == "" && len(key) > 0 {
+		de.Key = strings.Join(key, " / ")
+		de.ID = key[0]
+	}
+	return err
 }
 
 // put writes an item, with its key and derived columns.
@@ -292,7 +310,23 @@ func (st *Store) put(ctx context.Context, q querier, base string, it attr.Item) 
 	}
 	_, err = q.ExecContext(ctx, fmt.Sprintf(`INSERT OR REPLACE INTO %s (%s, item) VALUES (%s?)`,
 		st.name(base), strings.Join(quoted, ", "), strings.Repeat("?, ", len(cols))), args...)
-	return err
+	return st.translate(err)
+}
+
+// translate names a missing table and what to do about it: the store's
+// file exists, but Whimbrel's tables were never installed in it under
+// this prefix.
+func (st *Store) translate(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	i := strings.Index(msg, "no such table: ")
+	if i < 0 {
+		return err
+	}
+	table := strings.Fields(msg[i+len("no such table: "):] + " ")[0]
+	return &state.TableMissingError{Table: strings.Trim(table, `"`), Prefix: st.prefix, Store: "sqlite:" + st.path, Err: err}
 }
 
 // column is what a derived column holds of an attribute: text for a String,
@@ -347,24 +381,54 @@ func (st *Store) update(ctx context.Context, base string, key []string, cond att
 	return written, old, err
 }
 
-// items runs a query that selects item and decodes every row.
-func (st *Store) items(ctx context.Context, base, query string, args ...any) ([]attr.Item, error) {
-	rows, err := st.db.QueryContext(ctx, query, args...)
+// row is one item of a listing, with what its key columns hold.
+type row struct {
+	it  attr.Item
+	key []string
+}
+
+// decoded passes on the decoding of a row's item, naming the row by its
+// key columns if the item did not.
+func (r row) decoded(err error) error { return keyed(err, r.key) }
+
+// items runs a listing of a table: the rows that rest (the query after
+// FROM, "WHERE … ORDER BY …") selects. A row whose item is not DynamoDB
+// JSON is reported to skips and left out.
+func (st *Store) items(ctx context.Context, base string, skips *attr.Skips, rest string, args ...any) ([]row, error) {
+	t := tableOf(base)
+	cols := make([]string, len(t.keys))
+	for i, k := range t.keys {
+		cols[i] = `"` + k + `"`
+	}
+	rows, err := st.db.QueryContext(ctx, fmt.Sprintf(`SELECT %s, item FROM %s %s`, strings.Join(cols, ", "), st.name(base), rest), args...)
 	if err != nil {
-		return nil, err
+		return nil, st.translate(err)
 	}
 	defer rows.Close()
-	var out []attr.Item
+	var out []row
 	for rows.Next() {
-		var raw string
-		if err := rows.Scan(&raw); err != nil {
+		keys := make([]sql.NullString, len(t.keys))
+		var raw sql.NullString
+		dest := make([]any, 0, len(keys)+1)
+		for i := range keys {
+			dest = append(dest, &keys[i])
+		}
+		if err := rows.Scan(append(dest, &raw)...); err != nil {
 			return nil, err
 		}
-		it, err := decodeJSON(st.prefix+base, raw)
-		if err != nil {
+		r := row{key: make([]string, len(keys))}
+		for i, k := range keys {
+			r.key[i] = k.String
+		}
+		it, err := decodeJSON(st.prefix+base, r.key, raw.String)
+		if err := skips.Add(err); err != nil {
 			return nil, err
 		}
-		out = append(out, it)
+		if it == nil {
+			continue
+		}
+		r.it = it
+		out = append(out, r)
 	}
 	return out, rows.Err()
 }
@@ -451,7 +515,8 @@ func (st *Store) GetWorkflow(ctx context.Context, id string) (*state.WorkflowExe
 	if it == nil {
 		return nil, &state.NotFoundError{Kind: "workflow", ID: id}
 	}
-	return attr.DecodeWorkflow(st.prefix+"workflow_exec", it)
+	w, err := attr.DecodeWorkflow(st.prefix+"workflow_exec", it)
+	return w, st.undecoded.Check(err)
 }
 
 // GetRequest implements state.Store.
@@ -463,7 +528,8 @@ func (st *Store) GetRequest(ctx context.Context, id, workflowName string) (*stat
 	if it == nil {
 		return nil, &state.NotFoundError{Kind: "workflow request", ID: id}
 	}
-	return attr.DecodeRequest(st.prefix+"workflow_request", it)
+	r, err := attr.DecodeRequest(st.prefix+"workflow_request", it)
+	return r, st.undecoded.Check(err)
 }
 
 // UpdateWorkflow implements state.Store.
@@ -508,21 +574,23 @@ func (st *Store) Workflows(ctx context.Context, q state.WorkflowQuery) ([]*state
 	if q.Name != "" {
 		where, args = append(where, "workflow_name = ?"), append(args, q.Name)
 	}
-	its, err := st.items(ctx, "workflow_exec", fmt.Sprintf(`SELECT item FROM %s WHERE %s ORDER BY start_time_epoch DESC LIMIT ?`,
-		st.name("workflow_exec"), strings.Join(where, " AND ")), append(args, limit)...)
+	skips := st.undecoded.NewSkips()
+	its, err := st.items(ctx, "workflow_exec", skips, fmt.Sprintf(`WHERE %s ORDER BY start_time_epoch DESC LIMIT ?`,
+		strings.Join(where, " AND ")), append(args, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
 	out := make([]*state.WorkflowExec, 0, len(its))
-	for _, it := range its {
-		w, err := attr.DecodeWorkflow(st.prefix+"workflow_exec", it)
+	for _, r := range its {
+		w, err := attr.DecodeWorkflow(st.prefix+"workflow_exec", r.it)
 		if err != nil {
-			return nil, err
+			_ = skips.Add(r.decoded(err))
+			continue
 		}
 		w.Definition = "" // as the DynamoDB index would: listings carry none
 		out = append(out, w)
 	}
-	return out, nil
+	return out, skips.Err()
 }
 
 // --- activities
@@ -538,25 +606,27 @@ func (st *Store) GetActivity(ctx context.Context, key state.ActivityKey) (*state
 	if it == nil {
 		return nil, &state.NotFoundError{Kind: "activity", ID: key.ActivityExecID}
 	}
-	return attr.DecodeActivity(st.prefix+"activity_exec", it)
+	a, err := attr.DecodeActivity(st.prefix+"activity_exec", it)
+	return a, st.undecoded.Check(keyed(err, activityKey(key)))
 }
 
 // Activities implements state.Store.
 func (st *Store) Activities(ctx context.Context, workflowExecID string) ([]*state.ActivityExec, error) {
-	its, err := st.items(ctx, "activity_exec", fmt.Sprintf(`SELECT item FROM %s WHERE workflow_exec_id = ? ORDER BY activity_exec_id`,
-		st.name("activity_exec")), workflowExecID)
+	skips := st.undecoded.NewSkips()
+	its, err := st.items(ctx, "activity_exec", skips, `WHERE workflow_exec_id = ? ORDER BY activity_exec_id`, workflowExecID)
 	if err != nil {
 		return nil, fmt.Errorf("list activities of %s: %w", workflowExecID, err)
 	}
 	out := make([]*state.ActivityExec, 0, len(its))
-	for _, it := range its {
-		a, err := attr.DecodeActivity(st.prefix+"activity_exec", it)
+	for _, r := range its {
+		a, err := attr.DecodeActivity(st.prefix+"activity_exec", r.it)
 		if err != nil {
-			return nil, fmt.Errorf("read activities of %s: %w", workflowExecID, err)
+			_ = skips.Add(r.decoded(err))
+			continue
 		}
 		out = append(out, a)
 	}
-	return out, nil
+	return out, skips.Err()
 }
 
 // ActivitiesInState implements state.Store.
@@ -569,20 +639,22 @@ func (st *Store) ActivitiesInState(ctx context.Context, q state.ActivityQuery) (
 	if limit <= 0 {
 		limit = -1
 	}
-	its, err := st.items(ctx, "activity_exec", fmt.Sprintf(`SELECT item FROM %s WHERE state = ? AND state_time_epoch < ? ORDER BY state_time_epoch LIMIT ?`,
-		st.name("activity_exec")), string(q.State), before, limit)
+	skips := st.undecoded.NewSkips()
+	its, err := st.items(ctx, "activity_exec", skips, `WHERE state = ? AND state_time_epoch < ? ORDER BY state_time_epoch LIMIT ?`,
+		string(q.State), before, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list %s activities: %w", q.State, err)
 	}
 	out := make([]state.ActivityRef, 0, len(its))
-	for _, it := range its {
-		ref, err := attr.DecodeRef(st.prefix+"activity_exec", it)
+	for _, r := range its {
+		ref, err := attr.DecodeRef(st.prefix+"activity_exec", r.it)
 		if err != nil {
-			return nil, err
+			_ = skips.Add(r.decoded(err))
+			continue
 		}
 		out = append(out, ref)
 	}
-	return out, nil
+	return out, skips.Err()
 }
 
 // UpdateActivity implements state.Store.
@@ -688,7 +760,7 @@ func (st *Store) Expire(ctx context.Context, id string, at time.Time) error {
 		for _, base := range []string{"activity_exec", "activity_exec_dependency", "activity_event"} {
 			rows, err := tx.QueryContext(ctx, queries[base], id)
 			if err != nil {
-				return err
+				return st.translate(err)
 			}
 			for rows.Next() {
 				var raw string
@@ -696,7 +768,7 @@ func (st *Store) Expire(ctx context.Context, id string, at time.Time) error {
 					rows.Close()
 					return err
 				}
-				it, err := decodeJSON(st.prefix+base, raw)
+				it, err := decodeJSON(st.prefix+base, nil, raw)
 				if err != nil {
 					rows.Close()
 					return err
@@ -739,36 +811,37 @@ func (st *Store) purge(ctx context.Context, now time.Time) (int64, error) {
 // Dependencies implements state.Store.
 func (st *Store) Dependencies(ctx context.Context, workflowExecID string) ([]state.Dependency, error) {
 	out, err := st.dependencyItems(ctx, "workflow_exec_id", workflowExecID)
-	if err != nil {
+	if _, other := state.Skipped(err); other != nil {
 		return nil, fmt.Errorf("list dependencies of %s: %w", workflowExecID, err)
 	}
-	return out, nil
+	return out, err
 }
 
 // Dependents implements state.Store.
 func (st *Store) Dependents(ctx context.Context, activityExecID string) ([]state.Dependency, error) {
 	out, err := st.dependencyItems(ctx, "dependent_activity_exec_id", activityExecID)
-	if err != nil {
+	if _, other := state.Skipped(err); other != nil {
 		return nil, fmt.Errorf("list dependents of %s: %w", activityExecID, err)
 	}
-	return out, nil
+	return out, err
 }
 
 // dependencyItems reads the dependency items whose column equals value,
 // ordered by ID.
 func (st *Store) dependencyItems(ctx context.Context, column, value string) ([]state.Dependency, error) {
-	its, err := st.items(ctx, "activity_exec_dependency", fmt.Sprintf(`SELECT item FROM %s WHERE "%s" = ? ORDER BY activity_exec_dependency`,
-		st.name("activity_exec_dependency"), column), value)
+	skips := st.undecoded.NewSkips()
+	its, err := st.items(ctx, "activity_exec_dependency", skips, fmt.Sprintf(`WHERE "%s" = ? ORDER BY activity_exec_dependency`, column), value)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]state.Dependency, 0, len(its))
-	for _, it := range its {
-		d, err := attr.DecodeDependency(st.prefix+"activity_exec_dependency", it)
+	for _, r := range its {
+		d, err := attr.DecodeDependency(st.prefix+"activity_exec_dependency", r.it)
 		if err != nil {
-			return nil, err
+			_ = skips.Add(r.decoded(err))
+			continue
 		}
 		out = append(out, d)
 	}
-	return out, nil
+	return out, skips.Err()
 }

@@ -50,6 +50,7 @@ func Run(t *testing.T, h Harness) {
 		{"WorkflowMoves", testWorkflowMoves},
 		{"Preconditions", testPreconditions},
 		{"TimeoutLosesToANewHeartbeat", testHeartbeatSeen},
+		{"ClaimWritesTheFirstHeartbeat", testClaimWritesTheFirstHeartbeat},
 		{"LandedWriteOnMalformedItem", testLandedWriteOnMalformedItem},
 		{"CreateRefusesBadInput", testCreateRefusesBadInput},
 		{"Expire", testExpire},
@@ -366,6 +367,9 @@ func testClaimRace(t *testing.T, h Harness) {
 		a.HeartbeatInterval != 15*time.Second || a.HeartbeatTimeout != time.Minute {
 		t.Errorf("claimed item: %+v", *a)
 	}
+	if !a.HeartbeatTime.Equal(a.StartTime) {
+		t.Errorf("the claim wrote heartbeat %v, want the claim time %v", a.HeartbeatTime, a.StartTime)
+	}
 }
 
 func testIllegalTransitions(t *testing.T, h Harness) {
@@ -649,9 +653,9 @@ func testForeignItems(t *testing.T, h Harness) {
 				}
 				return
 			}
-			var ie *state.ItemError
+			var ie *state.DecodeError
 			if !errors.As(err, &ie) || !errors.Is(err, state.ErrInvalidItem) {
-				t.Fatalf("GetActivity: got %v, want an *ItemError", err)
+				t.Fatalf("GetActivity: got %v, want a *DecodeError", err)
 			}
 			if ie.Attr != tc.wantAttr || !strings.Contains(err.Error(), tc.wantAttr) || !strings.Contains(err.Error(), k.ActivityExecID) {
 				t.Errorf("error %q should name attribute %s and the item", err, tc.wantAttr)
@@ -662,10 +666,32 @@ func testForeignItems(t *testing.T, h Harness) {
 			}
 		})
 	}
-	// The listing of the workflow reports the malformed items instead of
-	// dropping them silently.
-	if _, err := st.Activities(ctx(t), wf); !errors.Is(err, state.ErrInvalidItem) {
-		t.Errorf("Activities over malformed items: got %v, want ErrInvalidItem", err)
+	// The listing of the workflow returns the items that decode, and names
+	// each one it skipped, with its attribute: one bad item never hides
+	// the others, nor is it dropped silently.
+	acts, err := st.Activities(ctx(t), wf)
+	skipped, other := state.Skipped(err)
+	if other != nil || !errors.Is(err, state.ErrInvalidItem) {
+		t.Fatalf("Activities over malformed items: got %v, want a *SkippedError", err)
+	}
+	good, bad := 0, map[string]string{}
+	for i, tc := range tests {
+		if tc.wantAttr == "" {
+			good++
+		} else {
+			bad[state.ActivityExecIDFor(wf, fmt.Sprintf("act-%d", i))] = tc.wantAttr
+		}
+	}
+	if len(acts) != good {
+		t.Errorf("Activities returned %d items, want the %d that decode", len(acts), good)
+	}
+	if len(skipped) != len(bad) {
+		t.Errorf("Activities skipped %d items, want %d", len(skipped), len(bad))
+	}
+	for _, de := range skipped {
+		if want, ok := bad[de.ID]; !ok || de.Attr != want || de.Table == "" || !strings.Contains(de.Key, wf) {
+			t.Errorf("skipped %+v: want one of the malformed items, its attribute %q, its table and its whole key", *de, want)
+		}
 	}
 }
 
@@ -765,6 +791,7 @@ func testWorkflowMoves(t *testing.T, h Harness) {
 	}
 
 	// By name, any state, newest first; by name and state; every state.
+	time.Sleep(5 * time.Millisecond) // a start time of its own: newest first must be decidable
 	other := NewWorkflow(t, "other", DAG{"a": nil})
 	Create(t, st, other)
 	byName, err := st.Workflows(ctx(t), state.WorkflowQuery{Name: "moves"})
@@ -814,12 +841,15 @@ func testHeartbeatSeen(t *testing.T, h Harness) {
 	st := h.New(t)
 	w := NewWorkflow(t, "seen", DAG{"a": nil, "b": nil})
 	Create(t, st, w)
+	claimed := map[string]*state.ActivityExec{}
 	for _, n := range []string{"a", "b"} {
 		move(t, st, Key(w, n), state.Requested, state.Queued)
-		if _, err := st.UpdateActivity(ctx(t), Key(w, n), state.ActivityChange{
-			From: []state.ActivityState{state.Queued}, To: state.Running, Claim: claim("o-" + n)}); err != nil {
+		a, err := st.UpdateActivity(ctx(t), Key(w, n), state.ActivityChange{
+			From: []state.ActivityState{state.Queued}, To: state.Running, Claim: claim("o-" + n)})
+		if err != nil {
 			t.Fatal(err)
 		}
+		claimed[n] = a
 	}
 	timeout := func(k state.ActivityKey, seen time.Time) error {
 		_, err := st.UpdateActivity(ctx(t), k, state.ActivityChange{
@@ -828,6 +858,7 @@ func testHeartbeatSeen(t *testing.T, h Harness) {
 	}
 
 	// a beat after the monitor looked: the timeout loses.
+	time.Sleep(5 * time.Millisecond) // past the claim's own heartbeat
 	beat := state.Truncate(time.Now())
 	if err := st.Heartbeat(ctx(t), Key(w, "a"), "o-a", beat); err != nil {
 		t.Fatal(err)
@@ -835,15 +866,76 @@ func testHeartbeatSeen(t *testing.T, h Harness) {
 	if err := timeout(Key(w, "a"), time.Time{}); !errors.Is(err, state.ErrConflict) {
 		t.Errorf("timeout judged on no heartbeat, after one landed: %v, want a conflict", err)
 	}
+	if err := timeout(Key(w, "a"), claimed["a"].HeartbeatTime); !errors.Is(err, state.ErrConflict) {
+		t.Errorf("timeout judged on the claim's heartbeat, after a newer one landed: %v, want a conflict", err)
+	}
 	if err := timeout(Key(w, "a"), beat.Add(-time.Second)); !errors.Is(err, state.ErrConflict) {
 		t.Errorf("timeout judged on an older heartbeat: %v, want a conflict", err)
 	}
 	if err := timeout(Key(w, "a"), beat); err != nil {
 		t.Errorf("timeout judged on the last heartbeat: %v", err)
 	}
-	// b never beat: judged on that, the timeout lands.
-	if err := timeout(Key(w, "b"), time.Time{}); err != nil {
-		t.Errorf("timeout of an activity that never beat: %v", err)
+	// b never beat after its claim: judged on the claim's heartbeat, the
+	// timeout lands; judged on "no heartbeat at all" it does not, as the
+	// claim wrote one.
+	if err := timeout(Key(w, "b"), time.Time{}); !errors.Is(err, state.ErrConflict) {
+		t.Errorf("timeout judged on no heartbeat, though the claim wrote one: %v, want a conflict", err)
+	}
+	if err := timeout(Key(w, "b"), claimed["b"].HeartbeatTime); err != nil {
+		t.Errorf("timeout of an activity that never beat after its claim: %v", err)
+	}
+}
+
+// seedStale is seed 000's staleness check, exactly: RUNNING, and a
+// heartbeat_time_epoch (as written; negative when none) older than the
+// timeout.
+func seedStale(a *state.ActivityExec, now time.Time, timeout time.Duration) bool {
+	epoch := float64(state.NotSet)
+	if !a.HeartbeatTime.IsZero() {
+		epoch = float64(a.HeartbeatTime.UnixMilli()) / 1000
+	}
+	return a.State == state.Running && epoch < float64(now.Add(-timeout).UnixMilli())/1000
+}
+
+func testClaimWritesTheFirstHeartbeat(t *testing.T, h Harness) {
+	st := h.New(t)
+	w := NewWorkflow(t, "first", DAG{"on": nil, "off": nil})
+	Create(t, st, w)
+	for _, n := range []string{"on", "off"} {
+		move(t, st, Key(w, n), state.Requested, state.Queued)
+	}
+	before := state.Truncate(time.Now())
+	on, err := st.UpdateActivity(ctx(t), Key(w, "on"), state.ActivityChange{
+		From: []state.ActivityState{state.Queued}, To: state.Running, Claim: claim("o-on")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if on.HeartbeatTime.IsZero() || on.HeartbeatTime.Before(before) || !on.HeartbeatTime.Equal(on.StartTime) {
+		t.Errorf("claim with heartbeats on: heartbeat %v, start %v; want the claim time", on.HeartbeatTime, on.StartTime)
+	}
+	// Read back as any client would, a seed-exact monitor finds nothing
+	// stale right after the claim, judged by the activity's own timeout.
+	got, err := st.GetActivity(ctx(t), Key(w, "on"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seedStale(got, time.Now(), got.HeartbeatTimeout) {
+		t.Errorf("right after the claim, a seed-exact staleness check finds it stale: %+v", *got)
+	}
+	if !seedStale(got, got.StartTime.Add(got.HeartbeatTimeout+time.Second), got.HeartbeatTimeout) {
+		t.Errorf("a timeout after the claim with no beat, the same check does not find it stale: the check cannot fail")
+	}
+
+	// With heartbeats off, the seed's -1 is written: nothing to judge.
+	c := claim("o-off")
+	c.HeartbeatEnabled = false
+	off, err := st.UpdateActivity(ctx(t), Key(w, "off"), state.ActivityChange{
+		From: []state.ActivityState{state.Queued}, To: state.Running, Claim: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !off.HeartbeatTime.IsZero() || off.HeartbeatEnabled {
+		t.Errorf("claim with heartbeats off: heartbeat %v, enabled %v; want none", off.HeartbeatTime, off.HeartbeatEnabled)
 	}
 }
 

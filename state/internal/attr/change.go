@@ -227,7 +227,16 @@ func ActivityChange(c state.ActivityChange) (Cond, Update, error) {
 		set["host"] = S(cl.Host)
 		set["pid"] = Int(cl.PID)
 		set["heartbeat_enabled"] = Bool(cl.HeartbeatEnabled)
-		set["heartbeat_time_epoch"] = Int(state.NotSet)
+		if cl.HeartbeatEnabled {
+			// The claim is the first heartbeat, in the same write: a
+			// monitor that judges "RUNNING and heartbeat older than the
+			// timeout" from the seed alone never sees a live activity
+			// as stale before its first beat lands.
+			set["heartbeat_time"] = List(at)
+			set["heartbeat_time_epoch"] = Epoch(at)
+		} else {
+			set["heartbeat_time_epoch"] = Int(state.NotSet) // the seed's "heartbeats off"
+		}
 		if cl.HeartbeatInterval > 0 {
 			set["heartbeat_interval"] = Seconds(cl.HeartbeatInterval)
 		}

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/whimbrel/whimbrel/state"
 )
@@ -13,7 +15,7 @@ import (
 // Items are encoded by hand rather than with struct tags: every time is
 // written twice (the seed's list and an epoch), absent times are written as
 // negative epochs where the seed says so, and decoding must turn a foreign
-// client's missing or mistyped attribute into a *state.ItemError naming it.
+// client's missing or mistyped attribute into a *state.DecodeError naming it.
 // A decode function returns what it could read along with the first error,
 // so a caller may still use the attributes it needs.
 
@@ -42,26 +44,56 @@ func putStr(m Item, name, v string) {
 type decoder struct {
 	table string
 	key   string
+	id    string
 	m     Item
 	err   error
 }
 
+// newDecoder starts reading an item whose key attributes are keyAttrs
+// (hash key first). A key attribute that holds a control character or is
+// not UTF-8 makes the item malformed at once: such an ID is no client's,
+// and would drive the terminal of whoever reads it.
 func newDecoder(table string, m Item, keyAttrs ...string) *decoder {
 	d := &decoder{table: table, m: m}
-	for _, k := range keyAttrs {
+	for i, k := range keyAttrs {
 		if s, ok := m[k].(S); ok {
 			if d.key != "" {
-				d.key += "/"
+				d.key += " / "
 			}
 			d.key += string(s)
+			if i == 0 {
+				d.id = string(s)
+			}
+		}
+	}
+	for _, k := range keyAttrs {
+		if s, ok := m[k].(S); ok && !cleanID(string(s)) {
+			d.fail(k, "%q holds a control character or is not UTF-8", string(s))
 		}
 	}
 	return d
 }
 
+// cleanID reports whether an ID is printable UTF-8.
+func cleanID(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
 func (d *decoder) fail(attr, format string, args ...any) {
 	if d.err == nil {
-		d.err = &state.ItemError{Table: d.table, Key: d.key, Attr: attr, Err: fmt.Sprintf(format, args...)}
+		e := &state.DecodeError{Table: d.table, Key: d.key, ID: d.id, Attr: attr, Err: fmt.Sprintf(format, args...)}
+		if s, ok := d.m["state"].(S); ok {
+			e.State = string(s)
+		}
+		d.err = e
 	}
 }
 
@@ -257,7 +289,7 @@ func EncodeWorkflow(w *state.WorkflowExec) Item {
 }
 
 func DecodeWorkflow(table string, m Item) (*state.WorkflowExec, error) {
-	d := newDecoder(table, m, "workflow_exec_id")
+	d := newDecoder(table, m, "workflow_exec_id", "workflow_name")
 	w := &state.WorkflowExec{
 		WorkflowExecID:    d.str("workflow_exec_id", true),
 		WorkflowName:      d.str("workflow_name", true),
@@ -291,7 +323,7 @@ func EncodeRequest(r *state.WorkflowRequest) Item {
 }
 
 func DecodeRequest(table string, m Item) (*state.WorkflowRequest, error) {
-	d := newDecoder(table, m, "workflow_request_id")
+	d := newDecoder(table, m, "workflow_request_id", "workflow_name")
 	r := &state.WorkflowRequest{
 		WorkflowRequestID: d.str("workflow_request_id", true),
 		WorkflowName:      d.str("workflow_name", true),
@@ -375,7 +407,7 @@ func EncodeEvent(e *state.ActivityEvent) Item {
 // DecodeEvent reads an event. Its keys and a known transition (an
 // activity state, CANCEL or HEARTBEAT) are required.
 func DecodeEvent(table string, m Item) (*state.ActivityEvent, error) {
-	d := newDecoder(table, m, "activity_event_id")
+	d := newDecoder(table, m, "activity_event_id", "activity_exec_id")
 	// Seed 000's event names its activity by activity_exec_id alone and
 	// has no when_epoch; workflow_exec_id is Whimbrel's addition. With no
 	// when at all, the processor takes the time the item was written.
@@ -485,7 +517,7 @@ func EncodeActivity(a *state.ActivityExec) Item {
 }
 
 func DecodeActivity(table string, m Item) (*state.ActivityExec, error) {
-	d := newDecoder(table, m, "activity_exec_id")
+	d := newDecoder(table, m, "activity_exec_id", "workflow_exec_id")
 	a := &state.ActivityExec{
 		ActivityKey: state.ActivityKey{
 			ActivityExecID: d.str("activity_exec_id", true),
@@ -536,7 +568,7 @@ func EncodeDependency(dep *state.Dependency) Item {
 }
 
 func DecodeDependency(table string, m Item) (state.Dependency, error) {
-	d := newDecoder(table, m, "activity_exec_dependency")
+	d := newDecoder(table, m, "activity_exec_dependency", "activity_exec_id")
 	dep := state.Dependency{
 		ID:                      d.str("activity_exec_dependency", true),
 		ActivityExecID:          d.str("activity_exec_id", true),
@@ -559,7 +591,7 @@ func EncodeInstallStatus(s *state.InstallStatus) Item {
 }
 
 func DecodeInstallStatus(table string, m Item) (*state.InstallStatus, error) {
-	d := newDecoder(table, m, "object_id")
+	d := newDecoder(table, m, "object_id", "object_type")
 	s := &state.InstallStatus{
 		ObjectID:    d.str("object_id", true),
 		ObjectType:  d.str("object_type", true),
@@ -571,7 +603,7 @@ func DecodeInstallStatus(table string, m Item) (*state.InstallStatus, error) {
 
 // DecodeRef reads what the state index holds of an activity.
 func DecodeRef(table string, m Item) (state.ActivityRef, error) {
-	d := newDecoder(table, m, "activity_exec_id")
+	d := newDecoder(table, m, "activity_exec_id", "workflow_exec_id")
 	ref := state.ActivityRef{
 		ActivityKey: state.ActivityKey{
 			ActivityExecID: d.str("activity_exec_id", true),

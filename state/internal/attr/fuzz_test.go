@@ -1,6 +1,8 @@
 package attr
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,12 +38,29 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("round trip changed it: %+v\n%+v", a, again)
 			}
 		}
-		_, _ = DecodeWorkflow("t", it)
-		_, _ = DecodeRequest("t", it)
-		_, _ = DecodeDependency("t", it)
-		_, _ = DecodeInstallStatus("t", it)
-		_, _ = DecodeRef("t", it)
-		_, _ = DecodeRegistration("t", it)
+		named := func(err error) {
+			t.Helper()
+			var de *state.DecodeError
+			if err != nil && (!errors.As(err, &de) || de.Attr == "" || !strings.Contains(err.Error(), de.Attr)) {
+				t.Fatalf("error %v does not name the attribute", err)
+			}
+		}
+		_, err := DecodeActivity("t", it)
+		named(err)
+		_, err = DecodeWorkflow("t", it)
+		named(err)
+		_, err = DecodeRequest("t", it)
+		named(err)
+		_, err = DecodeDependency("t", it)
+		named(err)
+		_, err = DecodeInstallStatus("t", it)
+		named(err)
+		_, err = DecodeRef("t", it)
+		named(err)
+		_, err = DecodeRegistration("t", it)
+		named(err)
+		_, err = DecodeEvent("t", it)
+		named(err)
 		if e, err := DecodeEvent("t", it); err == nil {
 			again, err := DecodeEvent("t", EncodeEvent(e))
 			if err != nil {
