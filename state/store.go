@@ -84,6 +84,11 @@ type Store interface {
 	// reports resolved=false. Either way it returns the waiting activity as
 	// it now stands, so the caller sees whether anything is still pending.
 	ResolveDependency(ctx context.Context, waiting ActivityKey, upstreamID string) (a *ActivityExec, resolved bool, err error)
+
+	// CreateActivity writes one new activity item (a retry's next
+	// attempt), only if no item has its key: if one has, it returns a
+	// *ConflictError saying what that item holds, and writes nothing.
+	CreateActivity(ctx context.Context, a *ActivityExec) error
 }
 
 // Installer creates what a store needs (tables, indexes) and is a no-op
@@ -156,8 +161,9 @@ type ActivityChange struct {
 	HeartbeatSeen *time.Time
 	At            time.Time // when (default now)
 
-	// Claim, with To == Running, records the new owner and its settings and
-	// increments the attempt.
+	// Claim, with To == Running, records the new owner and its settings,
+	// and sets the attempt to 1 where the item has none (a retry's item
+	// carries its own).
 	Claim *Claim
 	// Hold records a token as the owner without a claim: a launcher's move
 	// to QUEUED, so that a launcher whose answer was lost can tell that the
@@ -178,6 +184,9 @@ type ActivityChange struct {
 	Beat bool
 	// Event makes the write the decision on a Simple Lambda API event.
 	Event *EventStep
+	// RetriedBy links a FAILED or TIMED_OUT attempt to the attempt that
+	// retries it: an attribute only, the state stays.
+	RetriedBy string
 }
 
 // Claim is what a wrapper records when it takes an activity.
