@@ -379,6 +379,9 @@ func (l *Launcher) try(ctx context.Context, p *pass, k state.ActivityKey) (launc
 	if a.State != state.Ready {
 		return false, nil
 	}
+	if !a.NotBefore.IsZero() && time.Now().Before(a.NotBefore) {
+		return false, nil // a retry waiting out its delay
+	}
 	w, err := l.workflow(ctx, p, k.WorkflowExecID)
 	if err != nil {
 		return false, err
