@@ -362,8 +362,8 @@ func resolve(n *yaml.Node) *yaml.Node {
 var (
 	durationKeys = []string{"heartbeat_interval", "heartbeat_timeout", "timeout", "queued_timeout", "kill_grace", "retention", "retry_for",
 		"interval", "max_delay"}
-	listKeys     = []string{"command", "depends_on", "docker_args", "subnets", "security_groups"}
-	textKeys     = []string{"name", "description", "type", "image", "cluster", "task_definition", "container",
+	listKeys = []string{"command", "depends_on", "docker_args", "subnets", "security_groups"}
+	textKeys = []string{"name", "description", "type", "image", "cluster", "task_definition", "container",
 		"launch_type", "platform_version", "capacity_provider"}
 )
 

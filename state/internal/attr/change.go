@@ -29,11 +29,11 @@ type Cond struct {
 
 // Update is what one write changes.
 type Update struct {
-	Set        Item   // attributes set
+	Set Item // attributes set
 	// FirstAttempt sets attempt to 1 where it is absent: a claim of a
 	// first attempt; a retry's item carries its own attempt, which stays.
 	FirstAttempt bool
-	Delete     string // removed from pending_dependencies; the attribute goes when empty
+	Delete       string // removed from pending_dependencies; the attribute goes when empty
 }
 
 // Holds evaluates the condition on an item, as DynamoDB would.
