@@ -1,0 +1,108 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runsIn reads the run log a flaky command appends to: one line per run,
+// its start time in nanoseconds.
+func runsIn(t *testing.T, path string) []time.Time {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var out []time.Time
+	for _, l := range strings.Fields(string(b)) {
+		ns, err := strconv.ParseInt(l, 10, 64)
+		if err != nil {
+			t.Fatalf("run log %s: %q", path, l)
+		}
+		out = append(out, time.Unix(0, ns))
+	}
+	return out
+}
+
+// TestRunRetries runs real processes under whimbrel run on both stores: a
+// command that fails twice then succeeds runs 3 times, each retry no
+// sooner than its delay (interval × backoff), the dependent once, and the
+// workflow COMPLETES; a command that always fails runs max_attempts
+// times, the dependent never, and the workflow FAILS; an exit code not
+// listed in exit_codes is not retried.
+func TestRunRetries(t *testing.T) {
+	t.Parallel()
+	for name, env := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			flaky, always, other, after, afterAlways := filepath.Join(dir, "flaky"), filepath.Join(dir, "always"),
+				filepath.Join(dir, "other"), filepath.Join(dir, "after"), filepath.Join(dir, "after-always")
+			// Each run appends its start; the flaky one fails while fewer
+			// than 3 lines are there.
+			record := func(log string) string { return `date +%s%N >> ` + log + `; ` }
+			def := filepath.Join(dir, "retry.yaml")
+			if err := os.WriteFile(def, []byte(`name: retried
+defaults:
+  retry: {max_attempts: 3, interval: 1s, backoff_rate: 2, jitter: none, exit_codes: [1]}
+activities:
+  flaky:
+    command: ["sh", "-c", "`+record(flaky)+`test $(wc -l < `+flaky+`) -ge 3 || exit 1"]
+  after:
+    depends_on: [flaky]
+    command: ["sh", "-c", "`+record(after)+`"]
+`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, errOut, code := runIn(t, dir, env, def)
+			if code != 0 || !strings.Contains(out, "COMPLETED in") {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+			}
+			runs := runsIn(t, flaky)
+			if len(runs) != 3 {
+				t.Fatalf("flaky ran %d times, want 3", len(runs))
+			}
+			for i, want := range []time.Duration{time.Second, 2 * time.Second} {
+				if gap := runs[i+1].Sub(runs[i]); gap < want {
+					t.Errorf("run %d started %s after run %d, want at least the delay %s", i+2, gap, i+1, want)
+				}
+			}
+			if n := len(runsIn(t, after)); n != 1 {
+				t.Errorf("the dependent ran %d times, want 1", n)
+			}
+
+			def2 := filepath.Join(dir, "failing.yaml")
+			if err := os.WriteFile(def2, []byte(`name: failing
+defaults:
+  retry: {max_attempts: 3, interval: 200ms, jitter: full, exit_codes: [1]}
+activities:
+  always:
+    command: ["sh", "-c", "`+record(always)+`exit 1"]
+  after:
+    depends_on: [always]
+    command: ["sh", "-c", "`+record(afterAlways)+`"]
+  other:
+    command: ["sh", "-c", "`+record(other)+`exit 2"]
+`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, errOut, code = runIn(t, dir, env, def2)
+			if code != 1 || !strings.Contains(out, "FAILED in") {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+			}
+			if n := len(runsIn(t, always)); n != 3 {
+				t.Errorf("always ran %d times, want max_attempts = 3", n)
+			}
+			if n := len(runsIn(t, other)); n != 1 {
+				t.Errorf("exit 2 (not in exit_codes) ran %d times, want 1", n)
+			}
+			if n := len(runsIn(t, afterAlways)); n != 0 {
+				t.Errorf("the dependent of what always fails ran %d times", n)
+			}
+		})
+	}
+}
