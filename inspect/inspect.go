@@ -59,6 +59,8 @@ type Activity struct {
 	HeartbeatAge *float64 `json:"last_heartbeat_age_seconds,omitempty"`
 	// Rejected lists the Simple Lambda API's events a processor refused.
 	Rejected []RejectedEvent `json:"rejected_events,omitempty"`
+	// Retries: see attempts.go.
+	Retries
 }
 
 // RejectedEvent is an activity event a processor did not apply, and why.
@@ -104,13 +106,13 @@ func Load(ctx context.Context, st state.Store, id string, now time.Time) (*Statu
 	if err != nil {
 		return nil, err
 	}
-	byName := map[string]*state.ActivityExec{}
-	for _, a := range acts {
-		byName[a.ActivityName] = a
-	}
+	// An activity shows its latest attempt; the earlier ones are its
+	// history.
+	byName := workflow.Latest(acts)
 	order := make([]string, 0, len(acts))
 	deps := map[string][]string{}
-	if def, err := workflow.ParseStored(wf.Definition); err == nil {
+	def, _ := workflow.ParseStored(wf.Definition)
+	if def != nil {
 		for _, n := range def.Names() {
 			if byName[n] != nil {
 				order = append(order, n)
@@ -118,10 +120,12 @@ func Load(ctx context.Context, st state.Store, id string, now time.Time) (*Statu
 			}
 		}
 	}
-	if len(order) != len(acts) { // no usable definition: the items' order
+	if len(order) != len(byName) { // no usable definition: the items' order
 		order = order[:0]
 		for _, a := range acts {
-			order = append(order, a.ActivityName)
+			if byName[a.ActivityName] == a {
+				order = append(order, a.ActivityName)
+			}
 		}
 	}
 	depth := map[string]int{}
@@ -140,7 +144,7 @@ func Load(ctx context.Context, st state.Store, id string, now time.Time) (*Statu
 		v := Activity{ID: a.ActivityExecID, Name: n, State: string(a.State), Reason: a.Reason, DependsOn: deps[n],
 			Depth: depth[n], Started: timePtr(a.StartTime), Ended: timePtr(a.EndTime), Seconds: seconds(a.StartTime, end),
 			Attempt: a.Attempt, Host: a.Host, PID: a.PID, LaunchedAs: a.LaunchedAs, ExitCode: a.ExitCode,
-			Signal: a.Signal, StderrTail: a.Error}
+			Signal: a.Signal, StderrTail: a.Error, Retries: retriesOf(def, a, acts)}
 		if in, ok := st.(state.Inbox); ok && a.EventCursor != "" {
 			// Moved through the Simple Lambda API: say which events were
 			// refused. Failing to list them does not fail the status.
@@ -216,10 +220,7 @@ func (s *Status) WriteText(w io.Writer) error {
 		if a.HeartbeatAge != nil {
 			hb = fmt.Sprintf("%s ago", time.Duration(*a.HeartbeatAge*float64(time.Second)).Round(time.Second))
 		}
-		attempt := "-"
-		if a.Attempt > 0 {
-			attempt = fmt.Sprint(a.Attempt)
-		}
+		attempt := a.attemptText()
 		rows = append(rows, []string{strings.Repeat("  ", a.Depth) + a.Name, a.State, clock(a.Started), took(a.Seconds), attempt, orDash(where), exit, hb})
 	}
 	widths := make([]int, len(header))
@@ -257,6 +258,7 @@ func (s *Status) WriteText(w io.Writer) error {
 		for _, e := range a.Rejected {
 			fmt.Fprintf(w, "%srejected event %s (%s): %s\n", indent, e.Transition, e.ID, e.Reason)
 		}
+		a.writeRetries(w, indent)
 	}
 	return nil
 }

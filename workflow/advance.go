@@ -203,8 +203,10 @@ func readyDependents(ctx context.Context, st state.Store, g graph, a *state.Acti
 // directly or transitively and has not started.
 func cancelDownstream(ctx context.Context, st state.Store, g graph, a *state.ActivityExec, log hclog.Logger) ([]string, error) {
 	var cancelled []string
-	type edge struct{ upstream, upstreamState string }
-	queue := []edge{{g.rootID(a), string(a.State)}}
+	// upstream is the ID dependents know it by (a retried activity's first
+	// attempt's); shown, the attempt that ended.
+	type edge struct{ upstream, shown, upstreamState string }
+	queue := []edge{{g.rootID(a), a.ActivityExecID, string(a.State)}}
 	seen := map[string]bool{g.rootID(a): true}
 	for len(queue) > 0 {
 		e := queue[0]
@@ -218,7 +220,7 @@ func cancelDownstream(ctx context.Context, st state.Store, g graph, a *state.Act
 				continue
 			}
 			seen[k.ActivityExecID] = true
-			reason := fmt.Sprintf("upstream %s ended %s", e.upstream, e.upstreamState)
+			reason := fmt.Sprintf("upstream %s ended %s", e.shown, e.upstreamState)
 			_, err := st.UpdateActivity(ctx, k, state.ActivityChange{
 				From: pendingStates, To: state.Cancelled, Reason: reason,
 			})
@@ -233,7 +235,7 @@ func cancelDownstream(ctx context.Context, st state.Store, g graph, a *state.Act
 			default:
 				return cancelled, fmt.Errorf("advance after %s: cancel %s: %w", a.ActivityExecID, k.ActivityExecID, err)
 			}
-			queue = append(queue, edge{k.ActivityExecID, string(state.Cancelled)})
+			queue = append(queue, edge{k.ActivityExecID, k.ActivityExecID, string(state.Cancelled)})
 		}
 	}
 	return cancelled, nil

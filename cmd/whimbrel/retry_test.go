@@ -103,6 +103,22 @@ activities:
 			if n := len(runsIn(t, afterAlways)); n != 0 {
 				t.Errorf("the dependent of what always fails ran %d times", n)
 			}
+
+			// whimbrel status shows the attempts, n of max, and the history.
+			id := strings.Fields(strings.TrimPrefix(out, "workflow "))[0]
+			storeEnv := env
+			if name == "sqlite" {
+				storeEnv = []string{"WHIMBREL_STORE=sqlite:" + filepath.Join(dir, ".whimbrel", "state.db")}
+			}
+			status, errOut, code := whimbrel(t, storeEnv, "status", id)
+			for _, want := range []string{"always FAILED after 3 of 3 attempts", "3 of 3", "attempt 1: FAILED (exit 1)", "attempt 2: FAILED (exit 1)"} {
+				if !strings.Contains(status, want) {
+					t.Errorf("status lacks %q", want)
+				}
+			}
+			if code != 0 || t.Failed() {
+				t.Fatalf("status: exit %d\n%s\n%s", code, status, errOut)
+			}
 		})
 	}
 }
