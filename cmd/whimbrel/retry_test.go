@@ -1,12 +1,19 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/whimbrel/whimbrel/state"
 )
 
 // runsIn reads the run log a flaky command appends to: one line per run,
@@ -121,4 +128,96 @@ activities:
 			}
 		})
 	}
+}
+
+// TestRunCancelDuringBackoff: Ctrl-C while a retry waits out its delay
+// cancels the workflow; the retry never runs.
+func TestRunCancelDuringBackoff(t *testing.T) {
+	t.Parallel()
+	for name, env := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			log := filepath.Join(dir, "runs")
+			def := filepath.Join(dir, "slow-retry.yaml")
+			if err := os.WriteFile(def, []byte(`name: slow-retry
+activities:
+  flaky:
+    command: ["sh", "-c", "date +%s%N >> `+log+`; exit 1"]
+    retry: {max_attempts: 5, interval: 1h}
+`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(binary, "run", def)
+			cmd.Dir = dir
+			cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
+			var out lockedBuffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			// Wait for the retry to be waiting: the first run is recorded
+			// and the progress says when the next starts.
+			deadline := time.Now().Add(60 * time.Second)
+			for !strings.Contains(out.String(), "attempt 2 of 5, starts at") {
+				if time.Now().After(deadline) {
+					_ = cmd.Process.Kill()
+					t.Fatalf("no retry waiting:\n%s", out.String())
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if err := cmd.Process.Signal(os.Interrupt); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-done:
+				var ee *exec.ExitError
+				if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+					t.Errorf("whimbrel run ended with %v, want exit 1\n%s", err, out.String())
+				}
+			case <-time.After(60 * time.Second):
+				_ = cmd.Process.Kill()
+				t.Fatalf("whimbrel run did not stop:\n%s", out.String())
+			}
+			if n := len(runsIn(t, log)); n != 1 {
+				t.Errorf("the command ran %d times, want once", n)
+			}
+			st := openStore(t, dir, env)
+			wfs, err := st.Workflows(context.Background(), state.WorkflowQuery{State: state.WorkflowCancelled})
+			if err != nil || len(wfs) != 1 {
+				t.Fatalf("cancelled workflows: %v %v\n%s", wfs, err, out.String())
+			}
+			acts, err := st.Activities(context.Background(), wfs[0].WorkflowExecID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[state.ActivityState]int{}
+			for _, a := range acts {
+				got[a.State]++
+			}
+			if len(acts) != 2 || got[state.Failed] != 1 || got[state.Cancelled] != 1 {
+				t.Errorf("attempts %v, want the FAILED one and the CANCELLED retry", got)
+			}
+		})
+	}
+}
+
+// lockedBuffer is a buffer a test may read while a command writes to it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
