@@ -240,7 +240,7 @@ type progress struct {
 	start  time.Time
 	last   map[string]string // by activity name: its state and attempt last shown
 	ended  map[string]bool   // earlier attempts whose end was shown, by ID
-	lines  int // lines drawn last time, on a terminal
+	lines  int               // lines drawn last time, on a terminal
 }
 
 func newProgress(out io.Writer, tty bool, width int, d *workflow.Definition, id, logDir string) *progress {
