@@ -95,10 +95,22 @@ func (a Activity) writeRetries(w io.Writer, indent string) {
 		}
 		if tail := strings.TrimRight(e.StderrTail, "\n"); tail != "" {
 			lines := strings.Split(tail, "\n")
-			line += ": " + lines[len(lines)-1]
+			line += ": " + printable(lines[len(lines)-1])
 		} else if e.Reason != "" {
-			line += ": " + e.Reason
+			line += ": " + printable(e.Reason)
 		}
 		fmt.Fprintln(w, line)
 	}
+}
+
+// printable replaces control characters, which a command's stderr may
+// hold, so that an attempt's line cannot move the cursor or recolour the
+// terminal.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return '?'
+		}
+		return r
+	}, s)
 }
