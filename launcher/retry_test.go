@@ -1,7 +1,9 @@
 package launcher_test
 
 import (
+	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,12 +36,17 @@ func TestRetryWaitsForNotBefore(t *testing.T) {
 	}
 
 	ok := &counting{}
-	l = launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: ok}})
+	reads := &countingReads{Store: st, key: retry.ActivityKey}
+	l = launcher.New(reads, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: ok}})
 	for time.Until(retry.NotBefore) > 300*time.Millisecond {
 		if n, err := l.Once(bg(t)); n != 0 || err != nil {
 			t.Fatalf("launched %d (%v) %s before the retry's not_before", n, err, time.Until(retry.NotBefore))
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	// Its not_before never changes: the launcher read it once.
+	if n := reads.n.Load(); n != 1 {
+		t.Errorf("the waiting retry was read %d times before its not_before, want once", n)
 	}
 	time.Sleep(time.Until(retry.NotBefore))
 	if n, err := l.Once(bg(t)); n != 1 || err != nil {
@@ -48,4 +55,18 @@ func TestRetryWaitsForNotBefore(t *testing.T) {
 	if len(ok.jobs) != 1 || ok.jobs[0].Key != retry.ActivityKey || !time.Now().After(retry.NotBefore) {
 		t.Errorf("launched %+v, want the retry, after its not_before", ok.jobs)
 	}
+}
+
+// countingReads counts the reads of one activity.
+type countingReads struct {
+	state.Store
+	key state.ActivityKey
+	n   atomic.Int64
+}
+
+func (c *countingReads) GetActivity(ctx context.Context, k state.ActivityKey) (*state.ActivityExec, error) {
+	if k == c.key {
+		c.n.Add(1)
+	}
+	return c.Store.GetActivity(ctx, k)
 }
