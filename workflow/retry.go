@@ -295,9 +295,9 @@ func describeAttempt(def *Definition, a *state.ActivityExec) string {
 	if def == nil || def.Activities[a.ActivityName] == nil {
 		return ""
 	}
-	max := def.Effective(a.ActivityName).Retry.Attempts()
-	if max <= 1 {
+	most := def.Effective(a.ActivityName).Retry.Attempts()
+	if most <= 1 {
 		return ""
 	}
-	return fmt.Sprintf(" after %d of %d attempts", AttemptOf(a), max)
+	return fmt.Sprintf(" after %d of %d attempts", AttemptOf(a), most)
 }
