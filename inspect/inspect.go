@@ -66,6 +66,8 @@ type Activity struct {
 	// attribute and what is wrong with it); State is then the state
 	// attribute as written, if any.
 	Undecodable string `json:"undecodable,omitempty"`
+	// Retries: see attempts.go.
+	Retries
 }
 
 // RejectedEvent is an activity event a processor did not apply, and why.
@@ -112,13 +114,13 @@ func Load(ctx context.Context, st state.Store, id string, now time.Time) (*Statu
 	if err != nil {
 		return nil, err
 	}
-	byName := map[string]*state.ActivityExec{}
-	for _, a := range acts {
-		byName[a.ActivityName] = a
-	}
+	// An activity shows its latest attempt; the earlier ones are its
+	// history.
+	byName := workflow.Latest(acts)
 	order := make([]string, 0, len(acts))
 	deps := map[string][]string{}
-	if def, err := workflow.ParseStored(wf.Definition); err == nil {
+	def, _ := workflow.ParseStored(wf.Definition)
+	if def != nil {
 		for _, n := range def.Names() {
 			if byName[n] != nil {
 				order = append(order, n)
@@ -126,10 +128,12 @@ func Load(ctx context.Context, st state.Store, id string, now time.Time) (*Statu
 			}
 		}
 	}
-	if len(order) != len(acts) { // no usable definition: the items' order
+	if len(order) != len(byName) { // no usable definition: the items' order
 		order = order[:0]
 		for _, a := range acts {
-			order = append(order, a.ActivityName)
+			if byName[a.ActivityName] == a {
+				order = append(order, a.ActivityName)
+			}
 		}
 	}
 	depth := map[string]int{}
@@ -148,7 +152,7 @@ func Load(ctx context.Context, st state.Store, id string, now time.Time) (*Statu
 		v := Activity{ID: a.ActivityExecID, Name: n, State: string(a.State), Reason: a.Reason, DependsOn: deps[n],
 			Depth: depth[n], Started: timePtr(a.StartTime), Ended: timePtr(a.EndTime), Seconds: seconds(a.StartTime, end),
 			Attempt: a.Attempt, Host: a.Host, PID: a.PID, LaunchedAs: a.LaunchedAs, ExitCode: a.ExitCode,
-			Signal: a.Signal, StderrTail: a.Error}
+			Signal: a.Signal, StderrTail: a.Error, Retries: retriesOf(def, a, acts)}
 		if in, ok := st.(state.Inbox); ok {
 			// Say which Simple Lambda API events were refused, even
 			// those that never moved the activity. Failing to list them
@@ -236,10 +240,7 @@ func (s *Status) WriteText(w io.Writer) error {
 		if a.HeartbeatAge != nil {
 			hb = fmt.Sprintf("%s ago", time.Duration(*a.HeartbeatAge*float64(time.Second)).Round(time.Second))
 		}
-		attempt := "-"
-		if a.Attempt > 0 {
-			attempt = fmt.Sprint(a.Attempt)
-		}
+		attempt := a.attemptText()
 		name, st := a.Name, a.State
 		if a.Undecodable != "" {
 			if name == "?" {
@@ -290,6 +291,7 @@ func (s *Status) WriteText(w io.Writer) error {
 		for _, e := range a.Rejected {
 			fmt.Fprintf(w, "%srejected event %s (%s): %s\n", indent, e.Transition, e.ID, e.Reason)
 		}
+		a.writeRetries(w, indent)
 	}
 	return nil
 }

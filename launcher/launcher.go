@@ -134,6 +134,9 @@ type Launcher struct {
 	defs    map[string]*workflow.Definition // by workflow_exec_id; definitions never change
 	running map[state.ActivityKey]bool      // launched by us, not yet seen to end
 	busy    map[state.ActivityKey]bool      // being tried by a worker
+	// waiting holds the not_before of retries seen waiting out their
+	// delay: it never changes, so they are not read again until then.
+	waiting map[state.ActivityKey]time.Time
 
 	// undecodable counts the items passes skipped because they could not
 	// be decoded (the store reports each one).
@@ -165,7 +168,8 @@ func New(st state.Store, cfg Config) *Launcher {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	return &Launcher{st: st, cfg: cfg, log: cfg.Logger, slots: make(chan struct{}, cfg.Workers),
-		defs: map[string]*workflow.Definition{}, running: map[state.ActivityKey]bool{}, busy: map[state.ActivityKey]bool{}}
+		defs: map[string]*workflow.Definition{}, running: map[state.ActivityKey]bool{}, busy: map[state.ActivityKey]bool{},
+		waiting: map[state.ActivityKey]time.Time{}}
 }
 
 // Run polls until ctx ends, then returns once the launches in flight have
@@ -226,13 +230,21 @@ func (l *Launcher) pass(ctx context.Context) (*pass, error) {
 	}
 	l.undecodable.Add(int64(len(skipped)))
 	p := &pass{workflows: map[string]*passWorkflow{}}
+	now := time.Now()
+	l.mu.Lock()
+	for k, t := range l.waiting {
+		if !now.Before(t) {
+			delete(l.waiting, k)
+		}
+	}
+	l.mu.Unlock()
 	for _, ref := range fair(refs, l.cfg.Workflow) {
 		k := ref.ActivityKey
 		if ctx.Err() != nil || p.storeErr() != nil {
 			break
 		}
 		l.mu.Lock()
-		if l.busy[k] {
+		if _, wait := l.waiting[k]; l.busy[k] || wait {
 			l.mu.Unlock()
 			continue
 		}
@@ -423,6 +435,12 @@ func (l *Launcher) try(ctx context.Context, p *pass, k state.ActivityKey) (launc
 	}
 	if a.State != state.Ready {
 		return false, nil
+	}
+	if !a.NotBefore.IsZero() && time.Now().Before(a.NotBefore) {
+		l.mu.Lock()
+		l.waiting[k] = a.NotBefore
+		l.mu.Unlock()
+		return false, nil // a retry waiting out its delay
 	}
 	w, err := l.workflow(ctx, p, k.WorkflowExecID)
 	if err != nil {

@@ -231,6 +231,7 @@ func allTerminal(acts []*state.ActivityExec) bool {
 
 // progress shows the run.
 type progress struct {
+	def    *workflow.Definition
 	out    io.Writer
 	tty    bool
 	width  int
@@ -238,13 +239,14 @@ type progress struct {
 	id     string
 	logDir string
 	start  time.Time
-	last   map[string]state.ActivityState
-	lines  int // lines drawn last time, on a terminal
+	last   map[string]string // by activity name: its state and attempt last shown
+	ended  map[string]bool   // earlier attempts whose end was shown, by ID
+	lines  int               // lines drawn last time, on a terminal
 }
 
 func newProgress(out io.Writer, tty bool, width int, d *workflow.Definition, id, logDir string) *progress {
 	fmt.Fprintf(out, "workflow %s started; logs in %s\n", id, logDir)
-	return &progress{out: out, tty: tty, width: width, order: d.Names(), id: id, logDir: logDir, start: time.Now(), last: map[string]state.ActivityState{}}
+	return &progress{def: d, out: out, tty: tty, width: width, order: d.Names(), id: id, logDir: logDir, start: time.Now(), last: map[string]string{}, ended: map[string]bool{}}
 }
 
 // note prints a line outside the table; the table is drawn anew below it.
@@ -264,18 +266,27 @@ func (p *progress) fit(row string) string {
 }
 
 func (p *progress) show(wf *state.WorkflowExec, acts []*state.ActivityExec) {
-	byName := map[string]*state.ActivityExec{}
-	for _, a := range acts {
-		byName[a.ActivityName] = a
-	}
+	// An activity shows its latest attempt.
+	byName := workflow.Latest(acts)
 	if !p.tty {
+		// Earlier attempts end before their retry shows: say how.
+		for _, a := range acts {
+			if byName[a.ActivityName] != a && a.State.Terminal() && !p.ended[a.ActivityExecID] {
+				p.ended[a.ActivityExecID] = true
+				fmt.Fprintf(p.out, "%s %-24s %s%s%s\n", time.Now().Format("15:04:05"), a.ActivityName, a.State, detail(a), p.attempt(a))
+			}
+		}
 		for _, n := range p.order {
 			a := byName[n]
-			if a == nil || p.last[n] == a.State {
+			if a == nil {
 				continue
 			}
-			p.last[n] = a.State
-			fmt.Fprintf(p.out, "%s %-24s %s%s\n", time.Now().Format("15:04:05"), n, a.State, detail(a))
+			now := fmt.Sprintf("%s#%d", a.State, a.Attempt)
+			if p.last[n] == now {
+				continue
+			}
+			p.last[n] = now
+			fmt.Fprintf(p.out, "%s %-24s %s%s%s\n", time.Now().Format("15:04:05"), n, a.State, detail(a), p.attempt(a))
 		}
 		return
 	}
@@ -286,6 +297,7 @@ func (p *progress) show(wf *state.WorkflowExec, acts []*state.ActivityExec) {
 	for _, n := range p.order {
 		width = max(width, len(n))
 	}
+	rows := 0
 	for _, n := range p.order {
 		a := byName[n]
 		if a == nil {
@@ -295,10 +307,12 @@ func (p *progress) show(wf *state.WorkflowExec, acts []*state.ActivityExec) {
 		if a.State == state.Failed || a.State == state.TimedOut {
 			why = detail(a)
 		}
+		why += p.attempt(a)
 		fmt.Fprintf(p.out, "\x1b[2K%s\n", p.fit(fmt.Sprintf("  %s %-*s  %-17s %8s%s", mark(a.State), width, n, a.State, elapsed(a), why)))
+		rows++
 	}
 	fmt.Fprintf(p.out, "\x1b[2K%s\n", p.fit(fmt.Sprintf("  workflow %s %s", wf.State, time.Since(p.start).Round(100*time.Millisecond))))
-	p.lines = len(acts) + 1
+	p.lines = rows + 1
 }
 
 func mark(s state.ActivityState) string {
@@ -338,6 +352,23 @@ func detail(a *state.ActivityExec) string {
 	return ""
 }
 
+// attempt says which attempt a is, under a retry policy, and when a retry
+// waiting out its delay may start.
+func (p *progress) attempt(a *state.ActivityExec) string {
+	if p.def == nil || p.def.Activities[a.ActivityName] == nil {
+		return ""
+	}
+	most := p.def.Effective(a.ActivityName).Retry.Attempts()
+	if most <= 1 || (workflow.AttemptOf(a) == 1 && a.State != state.Failed && a.State != state.TimedOut) {
+		return ""
+	}
+	out := fmt.Sprintf("  (attempt %d of %d", workflow.AttemptOf(a), most)
+	if a.State == state.Ready && time.Now().Before(a.NotBefore) {
+		out += ", starts at " + a.NotBefore.Local().Format("15:04:05.0")
+	}
+	return out + ")"
+}
+
 // done prints how the run ended, and why, when it did not complete.
 func (p *progress) done(res *Result) {
 	wf := res.Workflow
@@ -351,8 +382,9 @@ func (p *progress) done(res *Result) {
 	if wf.Reason != "" {
 		fmt.Fprintf(p.out, "  why: %s\n", wf.Reason)
 	}
+	// Each activity's final attempt: the earlier ones were retried.
 	var failed []*state.ActivityExec
-	for _, a := range res.Activities {
+	for _, a := range workflow.Latest(res.Activities) {
 		if a.State == state.Failed || a.State == state.TimedOut {
 			failed = append(failed, a)
 		}

@@ -338,6 +338,9 @@ func (s *sweep) repairWorkflow(ctx context.Context, id string) error {
 	for _, a := range acts {
 		byID[a.ActivityExecID] = a
 	}
+	// Dependents wait on an activity by its first attempt's ID; what
+	// counts is its latest attempt (the earlier ones were retried).
+	latest := workflow.Latest(acts)
 	// An activity that ended still blocks a dependent that has not started:
 	// its advance did not finish.
 	unfinished := map[string]bool{}
@@ -346,8 +349,10 @@ func (s *sweep) repairWorkflow(ctx context.Context, id string) error {
 			continue
 		}
 		for _, up := range d.PendingDependencies {
-			if u := byID[up]; u != nil && u.State.Terminal() {
-				unfinished[up] = true
+			if u := byID[up]; u != nil {
+				if l := latest[u.ActivityName]; l != nil && l.State.Terminal() {
+					unfinished[l.ActivityExecID] = true
+				}
 			}
 		}
 	}
@@ -356,9 +361,13 @@ func (s *sweep) repairWorkflow(ctx context.Context, id string) error {
 	// Only for workflows with a stored definition: another client's may
 	// keep no pending sets, and its own rules.
 	if def := s.definition(ctx, id); def != nil {
-		byName := map[string]*state.ActivityExec{}
-		for _, a := range acts {
-			byName[a.ActivityName] = a
+		byName := latest
+		// A failed attempt whose retry was never made: whoever recorded
+		// the failure died before deciding it. The advance decides it.
+		for _, l := range latest {
+			if workflow.Pending(def, l) {
+				unfinished[l.ActivityExecID] = true
+			}
 		}
 		for _, a := range acts {
 			if a.State != state.Requested || len(a.PendingDependencies) > 0 || def.Activities[a.ActivityName] == nil {

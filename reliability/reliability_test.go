@@ -169,7 +169,9 @@ func settle(t *testing.T, st state.Store, ids []string, timeout time.Duration) [
 
 // TestExactlyOnce: 8 launchers and 4 monitors, as separate processes,
 // over size() activities: every activity runs exactly once, none is lost,
-// every workflow completes.
+// every workflow completes. In every other workflow each activity fails
+// its first attempt and is retried (retry.max_attempts 3): every attempt
+// runs exactly once, and each of those activities has exactly 2.
 func TestExactlyOnce(t *testing.T) {
 	st := dynamotest.NewStore(t, dynamodb.Options{})
 	dir := t.TempDir()
@@ -184,19 +186,32 @@ func TestExactlyOnce(t *testing.T) {
 	}
 	per := 20
 	var ids []string
-	total := 0
+	total, items := 0, 0
+	retried := map[string]bool{}
 	for total < size() {
 		n := min(per, size()-total)
 		if n < 3 {
 			n = 3
 		}
-		d := definition(t, fmt.Sprintf("once%d", len(ids)), n, `echo $WHIMBREL_ACTIVITY_EXEC_ID >> `+log, "")
+		command, extra := `echo $WHIMBREL_ACTIVITY_EXEC_ID >> `+log, ""
+		if len(ids)%2 == 1 {
+			// The first attempt of each activity leaves a mark and fails;
+			// the retry finds the mark and succeeds.
+			command += `; m=` + dir + `/$(echo $WHIMBREL_WORKFLOW_EXEC_ID.$WHIMBREL_ACTIVITY_NAME | tr : _); test -e $m || { touch $m; exit 1; }`
+			extra = `, retry: {max_attempts: 3, interval: 200ms, jitter: full}`
+		}
+		d := definition(t, fmt.Sprintf("once%d", len(ids)), n, command, extra)
 		id, _, err := workflow.Start(context.Background(), st, d, workflow.StartOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
+		retried[id] = extra != ""
 		ids = append(ids, id)
 		total += n
+		items += n
+		if extra != "" {
+			items += n
+		}
 	}
 	wfs := settle(t, st, ids, 5*time.Minute)
 	seen := runs(t, log)
@@ -209,17 +224,24 @@ func TestExactlyOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		perName := map[string]int{}
 		for _, a := range acts {
 			ran++
+			perName[a.ActivityName]++
 			if n := seen[a.ActivityExecID]; n != 1 {
 				t.Errorf("%s ran %d times", a.ActivityExecID, n)
 			}
 		}
+		for name, n := range perName {
+			if want := map[bool]int{false: 1, true: 2}[retried[wf.WorkflowExecID]]; n != want {
+				t.Errorf("%s %s has %d attempts, want %d", wf.WorkflowExecID, name, n, want)
+			}
+		}
 	}
-	if ran != total || len(seen) != total {
-		t.Errorf("%d activities, %d ran; want %d", ran, len(seen), total)
+	if ran != items || len(seen) != items {
+		t.Errorf("%d attempts recorded, %d ran; want %d", ran, len(seen), items)
 	}
-	t.Logf("%d activities in %d workflows, 8 launchers and 4 monitors: each ran once", total, len(ids))
+	t.Logf("%d activities (%d attempts) in %d workflows, 8 launchers and 4 monitors: each attempt ran once", total, items, len(ids))
 }
 
 // TestCrashes: while workflows run, wrappers, launchers and monitors are

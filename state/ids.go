@@ -88,3 +88,15 @@ func WorkflowNameOf(id string) (string, error) {
 	name, _, err := SplitID(id)
 	return name, err
 }
+
+// RetryIDFor derives the ID of the attempt that retries the given failed
+// one. It depends only on the failed attempt's ID, so every participant
+// that decides the retry names the same item, and a conditional create
+// lets exactly one of them write it.
+func RetryIDFor(failedActivityExecID string) string {
+	name, _, err := SplitID(failedActivityExecID)
+	if err != nil {
+		name = "retry"
+	}
+	return name + idSeparator + uuid.NewSHA1(namespace, []byte("retry/"+failedActivityExecID)).String()
+}

@@ -124,8 +124,11 @@ type ActivityExec struct {
 	// is READY when none remain.
 	PendingDependencies []string // pending_dependencies (string set)
 
-	Owner   string // owner: the token of the wrapper that claimed it
-	Attempt int    // attempt: how many times it was claimed
+	Owner string // owner: the token of the wrapper that claimed it
+	// Attempt is which run of the activity this item is: 1 for the first
+	// (the claim writes it where absent), n+1 for the retry of attempt n
+	// (written when the retry is created, and kept by its claim).
+	Attempt int    // attempt
 	Host    string // host the wrapper runs on
 	PID     int    // pid of the wrapper
 	// LaunchedAs says what the launcher started: a pid, container ID or task
@@ -139,6 +142,14 @@ type ActivityExec struct {
 	Reason string // reason
 	// Expires is when the item is deleted (zero: never).
 	Expires time.Time // expires_at (epoch seconds)
+	// RetryOf is the activity_exec_id of the failed attempt this item
+	// retries; RetriedBy, on a FAILED or TIMED_OUT item, that of the
+	// attempt that retries it. Both are empty when no retry is involved.
+	RetryOf   string // retry_of
+	RetriedBy string // retried_by
+	// NotBefore is when a retry becomes launchable: launchers leave a
+	// READY item alone until then (zero: at once).
+	NotBefore time.Time // not_before (epoch seconds)
 	// EventCursor is the Simple Lambda API processor's count of the
 	// events decided for this activity, and the last one (see EventStep).
 	EventCursor string // event_cursor

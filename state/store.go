@@ -98,6 +98,11 @@ type Store interface {
 	// reports resolved=false. Either way it returns the waiting activity as
 	// it now stands, so the caller sees whether anything is still pending.
 	ResolveDependency(ctx context.Context, waiting ActivityKey, upstreamID string) (a *ActivityExec, resolved bool, err error)
+
+	// CreateActivity writes one new activity item (a retry's next
+	// attempt), only if no item has its key: if one has, it returns a
+	// *ConflictError saying what that item holds, and writes nothing.
+	CreateActivity(ctx context.Context, a *ActivityExec) error
 }
 
 // Installer creates what a store needs (tables, indexes) and is a no-op
@@ -170,11 +175,12 @@ type ActivityChange struct {
 	HeartbeatSeen *time.Time
 	At            time.Time // when (default now)
 
-	// Claim, with To == Running, records the new owner and its settings and
-	// increments the attempt. With heartbeats enabled the same write
-	// records the first heartbeat at the claim time, so that the activity
-	// is never RUNNING without one; with them off, heartbeat_time_epoch is
-	// the seed's -1.
+	// Claim, with To == Running, records the new owner and its settings,
+	// and sets the attempt to 1 where the item has none (a retry's item
+	// carries its own). With heartbeats enabled the same write records the
+	// first heartbeat at the claim time, so that the activity is never
+	// RUNNING without one; with them off, heartbeat_time_epoch is the
+	// seed's -1.
 	Claim *Claim
 	// Hold records a token as the owner without a claim: a launcher's move
 	// to QUEUED, so that a launcher whose answer was lost can tell that the
@@ -195,6 +201,9 @@ type ActivityChange struct {
 	Beat bool
 	// Event makes the write the decision on a Simple Lambda API event.
 	Event *EventStep
+	// RetriedBy links a FAILED or TIMED_OUT attempt to the attempt that
+	// retries it: an attribute only, the state stays.
+	RetriedBy string
 }
 
 // Claim is what a wrapper records when it takes an activity.

@@ -25,6 +25,10 @@ type Result struct {
 	Readied   []string            // activity_exec_ids this call moved to READY
 	Cancelled []string            // activity_exec_ids this call moved to CANCELLED
 	Settled   state.WorkflowState // the state this call settled the workflow in, if it did
+	// Retried is the ID of the attempt that retries the activity, when it
+	// failed and its retry policy runs it again: then nothing downstream
+	// is touched, for the activity is not final.
+	Retried string
 }
 
 // pendingStates are the states a dependent can be cancelled from: it has
@@ -55,6 +59,11 @@ func Advance(ctx context.Context, st state.Store, a *state.ActivityExec, log hcl
 	if err != nil {
 		return res, fmt.Errorf("advance after %s: %w", a.ActivityExecID, err)
 	}
+	if a.State != state.Completed {
+		if res.Retried, err = retry(ctx, st, g, a, log); err != nil || res.Retried != "" {
+			return res, err
+		}
+	}
 	waiting := false
 	if a.State == state.Completed {
 		res.Readied, waiting, err = readyDependents(ctx, st, g, a, log)
@@ -73,9 +82,10 @@ func Advance(ctx context.Context, st state.Store, a *state.ActivityExec, log hcl
 
 // graph answers which activities wait on which.
 type graph struct {
-	st  state.Store
-	id  string
-	def *Definition // nil for a workflow stored without one
+	st    state.Store
+	id    string
+	def   *Definition         // nil for a workflow stored without one
+	state state.WorkflowState // as read when the graph was
 }
 
 func graphOf(ctx context.Context, st state.Store, id string) (graph, error) {
@@ -83,7 +93,7 @@ func graphOf(ctx context.Context, st state.Store, id string) (graph, error) {
 	if err != nil {
 		return graph{}, err
 	}
-	g := graph{st: st, id: id}
+	g := graph{st: st, id: id, state: wf.State}
 	if d, err := ParseStored(wf.Definition); err == nil {
 		g.def = d
 	} // else: stored by another client, in another form; the index serves
@@ -150,12 +160,15 @@ func (g graph) upstreamsCompleted(ctx context.Context, k state.ActivityKey) (boo
 // ones left with nothing pending. waiting reports a dependent that still
 // waits on something else.
 func readyDependents(ctx context.Context, st state.Store, g graph, a *state.ActivityExec, log hclog.Logger) (readied []string, waiting bool, err error) {
-	deps, err := g.dependents(ctx, a.ActivityExecID)
+	// Dependents wait on the activity by its first attempt's ID, whichever
+	// attempt completed.
+	upID := g.rootID(a)
+	deps, err := g.dependents(ctx, upID)
 	if err != nil {
 		return nil, false, fmt.Errorf("advance after %s: %w", a.ActivityExecID, err)
 	}
 	for _, k := range deps {
-		dep, _, err := st.ResolveDependency(ctx, k, a.ActivityExecID)
+		dep, _, err := st.ResolveDependency(ctx, k, upID)
 		if err != nil {
 			return readied, waiting, fmt.Errorf("advance after %s: %w", a.ActivityExecID, err)
 		}
@@ -199,9 +212,11 @@ func readyDependents(ctx context.Context, st state.Store, g graph, a *state.Acti
 // directly or transitively and has not started.
 func cancelDownstream(ctx context.Context, st state.Store, g graph, a *state.ActivityExec, log hclog.Logger) ([]string, error) {
 	var cancelled []string
-	type edge struct{ upstream, upstreamState string }
-	queue := []edge{{a.ActivityExecID, string(a.State)}}
-	seen := map[string]bool{a.ActivityExecID: true}
+	// upstream is the ID dependents know it by (a retried activity's first
+	// attempt's); shown, the attempt that ended.
+	type edge struct{ upstream, shown, upstreamState string }
+	queue := []edge{{g.rootID(a), a.ActivityExecID, string(a.State)}}
+	seen := map[string]bool{g.rootID(a): true}
 	for len(queue) > 0 {
 		e := queue[0]
 		queue = queue[1:]
@@ -214,7 +229,7 @@ func cancelDownstream(ctx context.Context, st state.Store, g graph, a *state.Act
 				continue
 			}
 			seen[k.ActivityExecID] = true
-			reason := fmt.Sprintf("upstream %s ended %s", e.upstream, e.upstreamState)
+			reason := fmt.Sprintf("upstream %s ended %s", e.shown, e.upstreamState)
 			_, err := st.UpdateActivity(ctx, k, state.ActivityChange{
 				From: pendingStates, To: state.Cancelled, Reason: reason,
 			})
@@ -229,7 +244,7 @@ func cancelDownstream(ctx context.Context, st state.Store, g graph, a *state.Act
 			default:
 				return cancelled, fmt.Errorf("advance after %s: cancel %s: %w", a.ActivityExecID, k.ActivityExecID, err)
 			}
-			queue = append(queue, edge{k.ActivityExecID, string(state.Cancelled)})
+			queue = append(queue, edge{k.ActivityExecID, k.ActivityExecID, string(state.Cancelled)})
 		}
 	}
 	return cancelled, nil
@@ -264,22 +279,39 @@ func settle(ctx context.Context, st state.Store, g graph, log hclog.Logger) (sta
 		log.Warn("not settling a workflow with activities that cannot be decoded", "workflow_exec_id", workflowExecID, "undecodable", len(skipped))
 		return "", nil
 	}
-	if g.def != nil && len(acts) < len(g.def.Activities) {
+	for _, a := range acts {
+		if !a.State.Terminal() {
+			return "", nil
+		}
+	}
+	// An activity is judged by its latest attempt: the earlier ones
+	// failed, or timed out, and were retried.
+	latest := Latest(acts)
+	if g.def != nil && len(latest) < len(g.def.Activities) {
 		// The listing goes through an index that has not caught up: do
 		// not judge the workflow on part of it.
 		return "", nil
 	}
 	var failed []string
-	for _, a := range acts {
-		if !a.State.Terminal() {
-			return "", nil
+	for _, a := range latest {
+		if Pending(g.def, a) {
+			// Its retry is still to be made: whoever recorded the failure
+			// died before deciding it. Decide it now; the workflow is not
+			// done.
+			next, err := retry(ctx, st, g, a, log)
+			if err != nil {
+				return "", fmt.Errorf("settle %s: %w", workflowExecID, err)
+			}
+			if next != "" {
+				return "", nil
+			}
 		}
 		if a.State != state.Completed && a.State != state.Cancelled {
-			failed = append(failed, fmt.Sprintf("%s %s", a.ActivityName, a.State))
+			failed = append(failed, fmt.Sprintf("%s %s%s", a.ActivityName, a.State, describeAttempt(g.def, a)))
 		}
 	}
 	to, reason := state.WorkflowCompleted, "every activity completed"
-	for _, a := range acts {
+	for _, a := range latest {
 		if a.State != state.Completed {
 			to = state.WorkflowFailed
 		}

@@ -62,6 +62,9 @@ type Settings struct {
 	QueuedTimeout Duration `yaml:"queued_timeout,omitempty" json:"queued_timeout,omitempty"`
 	KillGrace     Duration `yaml:"kill_grace,omitempty" json:"kill_grace,omitempty"`
 	Launch        *Launch  `yaml:"launch,omitempty" json:"launch,omitempty"`
+	// Retry runs the activity again when it fails or times out (see
+	// Retry); an activity's own replaces the defaults' as a whole.
+	Retry *Retry `yaml:"retry,omitempty" json:"retry,omitempty"`
 }
 
 // Launch says how an activity is started.
@@ -174,6 +177,9 @@ func (d *Definition) Effective(name string) Settings {
 	}
 	if s.Launch == nil {
 		s.Launch = def.Launch
+	}
+	if s.Retry == nil {
+		s.Retry = def.Retry
 	}
 	launch := Launch{Type: LaunchLocal}
 	if s.Launch != nil {
@@ -298,7 +304,7 @@ func Parse(file string, b []byte) (*Definition, error) {
 
 var (
 	topKeys      = []string{"name", "description", "retention", "defaults", "activities"}
-	settingKeys  = []string{"env", "heartbeat_interval", "heartbeat_timeout", "timeout", "queued_timeout", "kill_grace", "launch"}
+	settingKeys  = []string{"env", "heartbeat_interval", "heartbeat_timeout", "timeout", "queued_timeout", "kill_grace", "launch", "retry"}
 	activityKeys = append([]string{"description", "command", "depends_on"}, settingKeys...)
 	launchKeys   = []string{"type", "image", "docker_args", "cluster", "task_definition", "container", "launch_type",
 		"platform_version", "subnets", "security_groups", "assign_public_ip", "capacity_provider", "retry_for"}
@@ -354,9 +360,10 @@ func resolve(n *yaml.Node) *yaml.Node {
 
 // The kinds of the fields' values.
 var (
-	durationKeys = []string{"heartbeat_interval", "heartbeat_timeout", "timeout", "queued_timeout", "kill_grace", "retention", "retry_for"}
-	listKeys     = []string{"command", "depends_on", "docker_args", "subnets", "security_groups"}
-	textKeys     = []string{"name", "description", "type", "image", "cluster", "task_definition", "container",
+	durationKeys = []string{"heartbeat_interval", "heartbeat_timeout", "timeout", "queued_timeout", "kill_grace", "retention", "retry_for",
+		"interval", "max_delay"}
+	listKeys = []string{"command", "depends_on", "docker_args", "subnets", "security_groups"}
+	textKeys = []string{"name", "description", "type", "image", "cluster", "task_definition", "container",
 		"launch_type", "platform_version", "capacity_provider"}
 )
 
@@ -401,6 +408,8 @@ func checkValue(p *problems, key string, v *yaml.Node, where string) {
 				p.add(val.Line, "%s: env %s must be text", where, v.Content[i].Value)
 			}
 		}
+	case slices.Contains(retryValueKeys, key):
+		checkRetryValue(p, key, v, where)
 	case key == "assign_public_ip":
 		if v.Kind != yaml.ScalarNode || v.Tag != "!!bool" {
 			p.add(v.Line, "%s: assign_public_ip must be true or false", where)
@@ -462,6 +471,8 @@ func checkKeys(p *problems, m *yaml.Node, where string, known []string) {
 			checkKeys(p, v, "defaults", settingKeys)
 		case "launch":
 			checkKeys(p, v, where+": launch", launchKeys)
+		case "retry":
+			checkKeys(p, v, where+": retry", retryKeys)
 		case "activities":
 			if v.Kind != yaml.MappingNode {
 				p.add(v.Line, "activities must be a mapping from activity name to activity")
@@ -618,6 +629,9 @@ func (s Settings) check() error {
 			}
 			errs = append(errs, msg)
 		}
+	}
+	if s.Retry != nil {
+		errs = append(errs, s.Retry.check()...)
 	}
 	if len(errs) == 0 {
 		return nil

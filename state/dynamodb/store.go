@@ -871,8 +871,9 @@ func expressionOf(c attr.Cond, u attr.Update) (expression.Expression, error) {
 	for name, v := range u.Set {
 		upd = upd.Set(expression.Name(name), expression.Value(toAV(v)))
 	}
-	if u.AddAttempt {
-		upd = upd.Add(expression.Name("attempt"), expression.Value(avN("1")))
+	if u.FirstAttempt {
+		a := expression.Name("attempt")
+		upd = upd.Set(a, expression.IfNotExists(a, expression.Value(avN("1"))))
 	}
 	if u.Delete != "" {
 		upd = upd.Delete(expression.Name("pending_dependencies"), expression.Value(&types.AttributeValueMemberSS{Value: []string{u.Delete}}))

@@ -57,6 +57,7 @@ func Run(t *testing.T, h Harness) {
 		{"Requests", testRequests},
 		{"Events", testEvents},
 		{"Registrations", testRegistrations},
+		{"CreateActivity", testCreateActivity},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

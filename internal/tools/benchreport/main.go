@@ -51,12 +51,16 @@ func main() {
 	trivial := flag.Int("throughput", 150, "trivial activities for the throughput")
 	history := flag.Int("history", 100000, "finished activities in the tables for the sweep cost")
 	out := flag.String("o", "-", "where to write the Markdown (- for stdout)")
+	flag.BoolVar(&onlyRetry, "retry-units", false, "measure the units only, and print the retry's section")
 	flag.Parse()
 	if err := run(*bin, *runs, *trivial, *history, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "benchreport:", err)
 		os.Exit(1)
 	}
 }
+
+// onlyRetry stops after the capacity units, printing the retry's section.
+var onlyRetry bool
 
 func run(bin string, runs, trivial, history int, out string) error {
 	endpoint := os.Getenv("WHIMBREL_TEST_DYNAMODB")
@@ -73,6 +77,15 @@ func run(bin string, runs, trivial, history int, out string) error {
 		return fmt.Errorf("capacity units: %w", err)
 	}
 	writeUnits(&b, units)
+	retry, err := measureRetry(ctx, endpoint)
+	if err != nil {
+		return fmt.Errorf("retry units: %w", err)
+	}
+	writeRetry(&b, retry)
+	if onlyRetry {
+		fmt.Print(b.String()[strings.Index(b.String(), "## Write units added by one retry"):])
+		return nil
+	}
 
 	start, err := measureStart(ctx, bin, endpoint, runs)
 	if err != nil {

@@ -29,9 +29,11 @@ type Cond struct {
 
 // Update is what one write changes.
 type Update struct {
-	Set        Item   // attributes set
-	AddAttempt bool   // attempt is incremented (created at 1)
-	Delete     string // removed from pending_dependencies; the attribute goes when empty
+	Set Item // attributes set
+	// FirstAttempt sets attempt to 1 where it is absent: a claim of a
+	// first attempt; a retry's item carries its own attempt, which stays.
+	FirstAttempt bool
+	Delete       string // removed from pending_dependencies; the attribute goes when empty
 }
 
 // Holds evaluates the condition on an item, as DynamoDB would.
@@ -149,9 +151,10 @@ func (u Update) Apply(it Item) {
 	for k, v := range u.Set {
 		it[k] = v
 	}
-	if u.AddAttempt {
-		n, _ := number(it["attempt"])
-		it["attempt"] = N(strconv.FormatFloat(n+1, 'f', -1, 64))
+	if u.FirstAttempt {
+		if _, present := it["attempt"]; !present {
+			it["attempt"] = N("1")
+		}
 	}
 	if u.Delete != "" {
 		if ss, ok := it["pending_dependencies"].(SS); ok {
@@ -243,7 +246,7 @@ func ActivityChange(c state.ActivityChange) (Cond, Update, error) {
 		if cl.HeartbeatTimeout > 0 {
 			set["heartbeat_timeout"] = Seconds(cl.HeartbeatTimeout)
 		}
-		u.AddAttempt = true
+		u.FirstAttempt = true
 		cond.NumericAttempt = true
 	}
 	if c.Hold != "" {
@@ -263,6 +266,9 @@ func ActivityChange(c state.ActivityChange) (Cond, Update, error) {
 	}
 	if c.Reason != "" {
 		set["reason"] = S(c.Reason)
+	}
+	if c.RetriedBy != "" {
+		set["retried_by"] = S(c.RetriedBy)
 	}
 	if c.Beat {
 		set["heartbeat_time"] = List(at)

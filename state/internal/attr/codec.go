@@ -477,6 +477,10 @@ func ActivityKey(k state.ActivityKey) Item {
 	}
 }
 
+// maxEpoch bounds the epochs read: the year 5138, far past any real time,
+// well inside what time.Time holds.
+const maxEpoch = 1e11
+
 func EncodeActivity(a *state.ActivityExec) Item {
 	m := ActivityKey(a.ActivityKey)
 	m["workflow_name"] = S(a.WorkflowName)
@@ -513,6 +517,11 @@ func EncodeActivity(a *state.ActivityExec) Item {
 	putStr(m, "error", a.Error)
 	putStr(m, "reason", a.Reason)
 	putStr(m, "event_cursor", a.EventCursor)
+	putStr(m, "retry_of", a.RetryOf)
+	putStr(m, "retried_by", a.RetriedBy)
+	if !a.NotBefore.IsZero() {
+		m["not_before"] = Epoch(a.NotBefore)
+	}
 	return m
 }
 
@@ -543,6 +552,15 @@ func DecodeActivity(table string, m Item) (*state.ActivityExec, error) {
 		Reason:              d.str("reason", false),
 		Expires:             d.expires(),
 		EventCursor:         d.str("event_cursor", false),
+		RetryOf:             d.str("retry_of", false),
+		RetriedBy:           d.str("retried_by", false),
+	}
+	if nb, ok := d.number("not_before"); ok && nb > 0 {
+		if nb > maxEpoch {
+			d.fail("not_before", "%v is not an epoch in seconds", nb)
+		} else {
+			a.NotBefore = time.UnixMilli(int64(nb * 1000)).UTC()
+		}
 	}
 	a.Attempt, _ = d.integer("attempt")
 	a.PID, _ = d.integer("pid")

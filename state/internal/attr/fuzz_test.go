@@ -73,7 +73,7 @@ func FuzzDecode(f *testing.F) {
 		_ = Conflict("activity", "t", "id", conds[0], it)
 		for _, c := range conds {
 			if c.Holds(it) {
-				Update{Set: Item{"state": S(state.Running)}, AddAttempt: true, Delete: "a::1"}.Apply(it.Clone())
+				Update{Set: Item{"state": S(state.Running)}, FirstAttempt: true, Delete: "a::1"}.Apply(it.Clone())
 			}
 		}
 		if _, err := it.MarshalJSON(); err != nil {

@@ -1,0 +1,72 @@
+package launcher_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/whimbrel/whimbrel/internal/dynamotest"
+	"github.com/whimbrel/whimbrel/launcher"
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/state/dynamodb"
+	"github.com/whimbrel/whimbrel/workflow"
+)
+
+// TestRetryWaitsForNotBefore: a launch that fails is a FAILED attempt
+// like any other, so the policy retries it; the launcher leaves the retry
+// alone until its not_before, then launches it once.
+func TestRetryWaitsForNotBefore(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	id, _ := start(t, st, "name: w\nactivities:\n  a: {command: [\"true\"], retry: {max_attempts: 2, interval: 2s}}\n")
+	failing := &counting{err: errors.New("no such image")}
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: failing}})
+	if _, err := l.Once(bg(t)); err != nil {
+		t.Fatal(err)
+	}
+	first, err := st.GetActivity(bg(t), state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, "a"), WorkflowExecID: id})
+	if err != nil || first.State != state.Failed || first.RetriedBy == "" {
+		t.Fatalf("first attempt: %+v %v; want FAILED and retried", first, err)
+	}
+	retry, err := st.GetActivity(bg(t), state.ActivityKey{ActivityExecID: first.RetriedBy, WorkflowExecID: id})
+	if err != nil || retry.State != state.Ready || retry.NotBefore.IsZero() {
+		t.Fatalf("retry: %+v %v", retry, err)
+	}
+
+	ok := &counting{}
+	reads := &countingReads{Store: st, key: retry.ActivityKey}
+	l = launcher.New(reads, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: ok}})
+	for time.Until(retry.NotBefore) > 300*time.Millisecond {
+		if n, err := l.Once(bg(t)); n != 0 || err != nil {
+			t.Fatalf("launched %d (%v) %s before the retry's not_before", n, err, time.Until(retry.NotBefore))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Its not_before never changes: the launcher read it once.
+	if n := reads.n.Load(); n != 1 {
+		t.Errorf("the waiting retry was read %d times before its not_before, want once", n)
+	}
+	time.Sleep(time.Until(retry.NotBefore))
+	if n, err := l.Once(bg(t)); n != 1 || err != nil {
+		t.Fatalf("after not_before: launched %d (%v), want the retry", n, err)
+	}
+	if len(ok.jobs) != 1 || ok.jobs[0].Key != retry.ActivityKey || !time.Now().After(retry.NotBefore) {
+		t.Errorf("launched %+v, want the retry, after its not_before", ok.jobs)
+	}
+}
+
+// countingReads counts the reads of one activity.
+type countingReads struct {
+	state.Store
+	key state.ActivityKey
+	n   atomic.Int64
+}
+
+func (c *countingReads) GetActivity(ctx context.Context, k state.ActivityKey) (*state.ActivityExec, error) {
+	if k == c.key {
+		c.n.Add(1)
+	}
+	return c.Store.GetActivity(ctx, k)
+}
