@@ -50,6 +50,10 @@ type Options struct {
 	// Interrupt, when it delivers, cancels the workflow.
 	Interrupt <-chan os.Signal
 	Logger    hclog.Logger
+	// Start starts the execution Run runs and returns its ID; the default
+	// starts the definition anew (as `whimbrel run`). `whimbrel start` and
+	// `whimbrel rerun` on the embedded store give their own.
+	Start func(ctx context.Context) (string, error)
 }
 
 // Result is how the run ended.
@@ -69,7 +73,7 @@ func Run(ctx context.Context, st state.Store, d *workflow.Definition, opts Optio
 	}
 	for _, name := range d.Names() {
 		if t := d.Effective(name).Launch.Type; t != workflow.LaunchLocal {
-			return nil, fmt.Errorf("activity %q is launched by %s: whimbrel run starts local activities only; use whimbrel start with a whimbrel-launcher that serves %s", name, t, t)
+			return nil, fmt.Errorf("activity %q is launched by %s: a run on this machine starts local activities only; use a store a whimbrel-launcher that serves %s watches (such as --store dynamodb) with whimbrel start", name, t, t)
 		}
 	}
 	nl, err := nudge.Listen()
@@ -78,7 +82,14 @@ func Run(ctx context.Context, st state.Store, d *workflow.Definition, opts Optio
 	}
 	defer nl.Close()
 
-	id, _, err := workflow.Start(ctx, st, d, workflow.StartOptions{Source: "whimbrel run"})
+	start := opts.Start
+	if start == nil {
+		start = func(ctx context.Context) (string, error) {
+			id, _, err := workflow.Start(ctx, st, d, workflow.StartOptions{Source: "whimbrel run"})
+			return id, err
+		}
+	}
+	id, err := start(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -33,13 +33,12 @@ func (c *RegisterCmd) Run(g *Globals, k *kong.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	st, err := c.Open(ctx, g.Logger("whimbrel", k.Stderr))
+	se, err := open(g, k, c.StoreFlags, writes)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer se.close()
+	ctx, st := se.ctx, se.st
 	reg := &state.WorkflowLambda{WorkflowName: def.Name, Lambda: c.Lambda, Definition: def.JSON(),
 		Registered: state.Truncate(time.Now()), Source: "whimbrel register " + c.File}
 	if err := st.Register(ctx, reg); err != nil {
@@ -115,14 +114,12 @@ type RegisteredCmd struct {
 
 // Run lists the registered workflows.
 func (c *RegisteredCmd) Run(g *Globals, k *kong.Context) error {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	st, err := c.Open(ctx, g.Logger("whimbrel", k.Stderr))
+	se, err := open(g, k, c.StoreFlags, reads)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	regs, err := st.Registrations(ctx)
+	defer se.close()
+	regs, err := se.st.Registrations(se.ctx)
 	if err != nil {
 		return err
 	}
