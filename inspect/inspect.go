@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/whimbrel/whimbrel/internal/inert"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -184,16 +185,16 @@ func took(s *float64) string {
 // WriteText writes the status for people.
 func (s *Status) WriteText(w io.Writer) error {
 	wf := s.Workflow
-	fmt.Fprintf(w, "workflow %s  %s\n", wf.ID, wf.State)
+	fmt.Fprintf(w, "workflow %s  %s\n", inert.String(wf.ID), inert.String(wf.State))
 	fmt.Fprintf(w, "  started %s UTC, ended %s, took %s\n", clock(wf.Started), clock(wf.Ended), took(wf.Seconds))
 	if wf.Reason != "" {
-		fmt.Fprintf(w, "  why: %s\n", wf.Reason)
+		fmt.Fprintf(w, "  why: %s\n", inert.String(wf.Reason))
 	}
 	if wf.Expires != nil {
 		fmt.Fprintf(w, "  kept until %s UTC\n", clock(wf.Expires))
 	}
 	if wf.RequestID != "" || wf.Source != "" {
-		fmt.Fprintf(w, "  request %s, from %s\n", orDash(wf.RequestID), orDash(wf.Source))
+		fmt.Fprintf(w, "  request %s, from %s\n", inert.String(orDash(wf.RequestID)), inert.String(orDash(wf.Source)))
 	}
 	fmt.Fprintln(w)
 	// The columns are laid out by hand: the detail lines under a row
@@ -209,7 +210,7 @@ func (s *Status) WriteText(w io.Writer) error {
 		if a.ExitCode != nil {
 			exit = fmt.Sprint(*a.ExitCode)
 			if a.Signal != "" {
-				exit += " (" + a.Signal + ")"
+				exit += " (" + inert.String(a.Signal) + ")"
 			}
 		}
 		hb := "-"
@@ -220,7 +221,7 @@ func (s *Status) WriteText(w io.Writer) error {
 		if a.Attempt > 0 {
 			attempt = fmt.Sprint(a.Attempt)
 		}
-		rows = append(rows, []string{strings.Repeat("  ", a.Depth) + a.Name, a.State, clock(a.Started), took(a.Seconds), attempt, orDash(where), exit, hb})
+		rows = append(rows, []string{strings.Repeat("  ", a.Depth) + inert.String(a.Name), inert.String(a.State), clock(a.Started), took(a.Seconds), attempt, inert.String(orDash(where)), exit, hb})
 	}
 	widths := make([]int, len(header))
 	for _, r := range append([][]string{header}, rows...) {
@@ -245,16 +246,16 @@ func (s *Status) WriteText(w io.Writer) error {
 		indent := strings.Repeat("  ", a.Depth) + "  "
 		ended := state.ActivityState(a.State).Terminal() && a.State != string(state.Completed)
 		if ended && a.Reason != "" {
-			fmt.Fprintf(w, "%swhy: %s\n", indent, a.Reason)
+			fmt.Fprintf(w, "%swhy: %s\n", indent, inert.String(a.Reason))
 		}
 		if tail := strings.TrimRight(a.StderrTail, "\n"); tail != "" && ended {
-			lines := strings.Split(tail, "\n")
+			lines := inert.Lines(tail)
 			for _, l := range lines[max(0, len(lines)-5):] {
 				fmt.Fprintf(w, "%sstderr: %s\n", indent, l)
 			}
 		}
 		for _, e := range a.Rejected {
-			fmt.Fprintf(w, "%srejected event %s (%s): %s\n", indent, e.Transition, e.ID, e.Reason)
+			fmt.Fprintf(w, "%srejected event %s (%s): %s\n", indent, inert.String(e.Transition), inert.String(e.ID), inert.String(e.Reason))
 		}
 	}
 	return nil
@@ -285,7 +286,7 @@ func WriteList(w io.Writer, rows []Workflow) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORKFLOW_EXEC_ID\tSTATE\tSTARTED (UTC)\tTOOK\tWHY")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.State, clock(r.Started), took(r.Seconds), r.Reason)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", inert.String(r.ID), inert.String(r.State), clock(r.Started), took(r.Seconds), inert.String(r.Reason))
 	}
 	return tw.Flush()
 }
@@ -344,7 +345,7 @@ func WriteStats(w io.Writer, stats []Stats) error {
 		if s.SuccessRate != nil {
 			rate = fmt.Sprintf("%.1f%%", *s.SuccessRate*100)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", s.Name, s.Total,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", inert.String(s.Name), s.Total,
 			s.ByState[string(state.WorkflowCompleted)], s.ByState[string(state.WorkflowFailed)],
 			s.ByState[string(state.WorkflowCancelled)], s.ByState[string(state.WorkflowRunning)]+s.ByState[string(state.WorkflowRequested)],
 			rate, took(s.P50), took(s.P95), took(s.Max))

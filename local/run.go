@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/whimbrel/whimbrel/activity"
+	"github.com/whimbrel/whimbrel/internal/inert"
 	"github.com/whimbrel/whimbrel/internal/nudge"
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/monitor"
@@ -247,7 +248,7 @@ type progress struct {
 }
 
 func newProgress(out io.Writer, tty bool, width int, d *workflow.Definition, id, logDir string) *progress {
-	fmt.Fprintf(out, "workflow %s started; logs in %s\n", id, logDir)
+	fmt.Fprintf(out, "workflow %s started; logs in %s\n", inert.String(id), inert.String(logDir))
 	return &progress{out: out, tty: tty, width: width, order: d.Names(), id: id, logDir: logDir, start: time.Now(), last: map[string]state.ActivityState{}}
 }
 
@@ -334,7 +335,7 @@ func detail(a *state.ActivityExec) string {
 	switch {
 	case a.State == state.Failed || a.State == state.TimedOut:
 		if a.Reason != "" {
-			return "  " + a.Reason
+			return "  " + inert.String(a.Reason)
 		}
 	case a.State == state.Completed && !a.StartTime.IsZero() && !a.EndTime.IsZero():
 		return "  in " + a.EndTime.Sub(a.StartTime).Round(10*time.Millisecond).String()
@@ -348,12 +349,12 @@ func (p *progress) done(res *Result) {
 	if wf == nil {
 		return
 	}
-	fmt.Fprintf(p.out, "workflow %s %s in %s\n", res.WorkflowExecID, wf.State, time.Since(p.start).Round(10*time.Millisecond))
+	fmt.Fprintf(p.out, "workflow %s %s in %s\n", inert.String(res.WorkflowExecID), wf.State, time.Since(p.start).Round(10*time.Millisecond))
 	if wf.State == state.WorkflowCompleted {
 		return
 	}
 	if wf.Reason != "" {
-		fmt.Fprintf(p.out, "  why: %s\n", wf.Reason)
+		fmt.Fprintf(p.out, "  why: %s\n", inert.String(wf.Reason))
 	}
 	var failed []*state.ActivityExec
 	for _, a := range res.Activities {
@@ -367,14 +368,14 @@ func (p *progress) done(res *Result) {
 		if a.ExitCode != nil {
 			code = fmt.Sprintf("exit code %d", *a.ExitCode)
 		}
-		fmt.Fprintf(p.out, "activity %s %s (%s): %s\n", a.ActivityName, a.State, code, a.Reason)
+		fmt.Fprintf(p.out, "activity %s %s (%s): %s\n", inert.String(a.ActivityName), a.State, code, inert.String(a.Reason))
 		if tail := strings.TrimRight(a.Error, "\n"); tail != "" {
 			fmt.Fprintln(p.out, "  stderr (last lines):")
-			lines := strings.Split(tail, "\n")
+			lines := inert.Lines(tail)
 			for _, l := range lines[max(0, len(lines)-10):] {
 				fmt.Fprintln(p.out, "    "+l)
 			}
 		}
-		fmt.Fprintf(p.out, "  full log: %s\n", filepath.Join(p.logDir, a.ActivityExecID+".log"))
+		fmt.Fprintf(p.out, "  full log: %s\n", inert.String(filepath.Join(p.logDir, a.ActivityExecID+".log")))
 	}
 }

@@ -216,6 +216,9 @@ type RerunCmd struct {
 // embedded store, where no launcher may be watching, it runs the
 // execution to its end here unless told --detach.
 func (c *RerunCmd) Run(g *Globals, k *kong.Context) error {
+	if err := checkRequestID(c.RequestID); err != nil {
+		return err
+	}
 	se, err := open(g, k, c.StoreFlags, writes)
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/whimbrel/whimbrel/internal/cli"
+	"github.com/whimbrel/whimbrel/internal/inert"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -66,6 +67,9 @@ type RequestCmd struct {
 func (c *RequestCmd) Run(g *Globals, k *kong.Context) error {
 	if err := state.CheckName(c.Workflow); err != nil {
 		return &cli.UsageError{Msg: "workflow " + err.Error()}
+	}
+	if err := checkRequestID(c.RequestID); err != nil {
+		return err
 	}
 	if c.Every <= 0 {
 		return &cli.UsageError{Msg: "--wait-interval must be positive"}
@@ -137,7 +141,7 @@ func (c *RegisteredCmd) Run(g *Globals, k *kong.Context) error {
 		if !r.Registered.IsZero() {
 			when = r.Registered.Format(time.RFC3339)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", r.WorkflowName, handler, acts, when)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", inert.String(r.WorkflowName), inert.String(handler), acts, when)
 	}
 	return w.Flush()
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/alecthomas/kong"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/whimbrel/whimbrel/internal/cli"
+	"github.com/whimbrel/whimbrel/internal/inert"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -39,8 +41,20 @@ func applyRetention(def *workflow.Definition, flag string) error {
 	return nil
 }
 
+// checkRequestID refuses a request ID that would put control characters
+// into the items operators read.
+func checkRequestID(id string) error {
+	if inert.String(id) != id {
+		return &cli.UsageError{Msg: fmt.Sprintf("--request-id %s holds control characters: use printable text", strconv.Quote(id))}
+	}
+	return nil
+}
+
 // Run starts the workflow and prints its workflow_exec_id.
 func (c *StartCmd) Run(g *Globals, k *kong.Context) error {
+	if err := checkRequestID(c.RequestID); err != nil {
+		return err
+	}
 	if c.Every <= 0 {
 		return &cli.UsageError{Msg: "--wait-interval must be positive"}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/alecthomas/kong"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/whimbrel/whimbrel/internal/inert"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 	"github.com/whimbrel/whimbrel/state/sqlite"
@@ -237,7 +238,9 @@ func Run(prog Program, cli any, args []string, stdout, stderr io.Writer, binding
 		var ce interface{ ExitCode() int }
 		var ue *UsageError
 		if msg := strings.TrimSpace(err.Error()); msg != "" {
-			fmt.Fprintf(stderr, "%s: error: %s\n", name, msg)
+			// Errors quote ids and output from the store: keep their
+			// lines, but nothing a terminal would act on.
+			fmt.Fprintf(stderr, "%s: error: %s\n", name, strings.Join(inert.Lines(msg), "\n"))
 		}
 		switch {
 		case errors.As(err, &ue):
