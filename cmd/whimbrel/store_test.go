@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -8,6 +9,9 @@ import (
 	"testing"
 
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/state/sqlite"
+	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // TestOneStoreForEveryCommand runs a workflow with no flags, then reads it
@@ -119,5 +123,57 @@ func TestStartAndRerunOnAFreshEmbeddedStore(t *testing.T) {
 	_, errOut, code = whimbrelIn(t, dir, store, "rerun", "--detach", id)
 	if code != 0 || !strings.Contains(errOut, "whimbrel-launcher") {
 		t.Errorf("rerun --detach: exit %d\n%s", code, errOut)
+	}
+}
+
+// TestEscapesShownInert: what a hostile or broken client wrote into an
+// execution reaches the terminal escaped from list and status, and exact
+// from --json.
+func TestEscapesShownInert(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "s.db")
+	st, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Install(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	d, err := workflow.Parse("w.yaml", []byte(etl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _, err := workflow.Start(ctx, st, d, workflow.StartOptions{Source: "src\x1b]0;title\a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const hostile = "boom\x1b[2J\x1b[H\a"
+	if _, err := st.UpdateWorkflow(ctx, id, state.WorkflowChange{From: []state.WorkflowState{state.WorkflowRunning}, To: state.WorkflowFailed, Reason: hostile}); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"WHIMBREL_STORE=sqlite:" + path}
+	for _, args := range [][]string{{"list"}, {"status", id}} {
+		out, errOut, code := whimbrelIn(t, t.TempDir(), env, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d\n%s", args, code, errOut)
+		}
+		if strings.ContainsAny(out, "\x1b\a") {
+			t.Errorf("%v prints raw control characters:\n%q", args, out)
+		}
+		if !strings.Contains(out, `boom\x1b[2J\x1b[H\a`) {
+			t.Errorf("%v does not show the reason escaped:\n%s", args, out)
+		}
+	}
+	out, _, code := whimbrelIn(t, t.TempDir(), env, "status", "--json", id)
+	var s struct {
+		Workflow struct {
+			Reason string `json:"reason"`
+			Source string `json:"source"`
+		} `json:"workflow"`
+	}
+	if err := json.Unmarshal([]byte(out), &s); code != 0 || err != nil || s.Workflow.Reason != hostile || s.Workflow.Source != "src\x1b]0;title\a" {
+		t.Errorf("status --json does not keep the exact values (exit %d, %v): %+v", code, err, s.Workflow)
 	}
 }
