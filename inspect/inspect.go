@@ -179,13 +179,19 @@ func took(s *float64) string {
 	if s == nil {
 		return "-"
 	}
-	return (time.Duration(*s * float64(time.Second))).Round(10 * time.Millisecond).String()
+	return Took(time.Duration(*s * float64(time.Second)))
 }
 
-// WriteText writes the status for people.
+// WriteText writes the status for people, without colours.
 func (s *Status) WriteText(w io.Writer) error {
+	return s.WriteTextColors(w, Colors{})
+}
+
+// WriteTextColors writes the status for people, states painted by c: the
+// activities as the DAG, each under what it depends on.
+func (s *Status) WriteTextColors(w io.Writer, c Colors) error {
 	wf := s.Workflow
-	fmt.Fprintf(w, "workflow %s  %s\n", inert.String(wf.ID), inert.String(wf.State))
+	fmt.Fprintf(w, "workflow %s  %s\n", inert.String(wf.ID), c.State(inert.String(wf.State)))
 	fmt.Fprintf(w, "  started %s UTC, ended %s, took %s\n", clock(wf.Started), clock(wf.Ended), took(wf.Seconds))
 	if wf.Reason != "" {
 		fmt.Fprintf(w, "  why: %s\n", inert.String(wf.Reason))
@@ -229,20 +235,24 @@ func (s *Status) WriteText(w io.Writer) error {
 			widths[i] = max(widths[i], len([]rune(c)))
 		}
 	}
-	line := func(cells []string) {
+	line := func(cells []string, paint bool) {
 		var b strings.Builder
-		for i, c := range cells {
+		for i, cell := range cells {
+			shown := cell
+			if paint && i == 1 { // the state
+				shown = c.State(cell)
+			}
 			if i == len(cells)-1 {
-				b.WriteString(c)
+				b.WriteString(shown)
 				break
 			}
-			b.WriteString(c + strings.Repeat(" ", widths[i]-len([]rune(c))+2))
+			b.WriteString(shown + strings.Repeat(" ", widths[i]-len([]rune(cell))+2))
 		}
 		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
 	}
-	line(header)
+	line(header, false)
 	for i, a := range s.Activities {
-		line(rows[i])
+		line(rows[i], true)
 		indent := strings.Repeat("  ", a.Depth) + "  "
 		ended := state.ActivityState(a.State).Terminal() && a.State != string(state.Completed)
 		if ended && a.Reason != "" {

@@ -8,10 +8,8 @@ package local
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,7 +18,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/whimbrel/whimbrel/activity"
-	"github.com/whimbrel/whimbrel/internal/inert"
 	"github.com/whimbrel/whimbrel/internal/nudge"
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/monitor"
@@ -42,12 +39,9 @@ type Options struct {
 	StoreEnv map[string]string
 	// LogDir receives each activity's output, one file per activity.
 	LogDir string
-	// Out receives the progress; TTY redraws a table in place, otherwise
-	// one line is printed per change.
-	Out io.Writer
-	TTY bool
-	// Width is the terminal's width; rows are cut to it (0: not cut).
-	Width int
+	// Events receives what happens, in order, from Run's own goroutine: a
+	// view renders them (Run draws nothing itself). Nil drops them.
+	Events func(Event)
 	// Interrupt, when it delivers, cancels the workflow.
 	Interrupt <-chan os.Signal
 	Logger    hclog.Logger
@@ -141,7 +135,13 @@ func Run(ctx context.Context, st state.Store, d *workflow.Definition, opts Optio
 		monitoring.Wait()
 	}
 
-	p := newProgress(opts.Out, opts.TTY, opts.Width, d, id, logDir)
+	emit := opts.Events
+	if emit == nil {
+		emit = func(Event) {}
+	}
+	w := &watcher{emit: emit, id: id, logDir: logDir, last: map[string]state.ActivityState{}}
+	emit(Event{Time: time.Now(), Kind: EventStarted, WorkflowExecID: id, LogDir: logDir})
+	warn := &limiter{every: warnEvery}
 	res := &Result{WorkflowExecID: id}
 	t := time.NewTicker(pollInterval)
 	defer t.Stop()
@@ -149,13 +149,15 @@ func Run(ctx context.Context, st state.Store, d *workflow.Definition, opts Optio
 	for {
 		wf, acts, err := read(ctx, st, id)
 		if err == nil {
-			p.show(wf, acts)
+			w.observe(wf, acts)
 			if wf.State.Terminal() && allTerminal(acts) && (!res.Interrupted || backend.Running() == 0) {
 				res.Workflow, res.Activities = wf, acts
 				break
 			}
-		} else {
-			opts.Logger.Warn("reading the workflow failed", "error", err)
+		} else if n, ok := warn.allow(time.Now()); ok {
+			// A store outage fails every poll: say so now and then, not
+			// four times a second.
+			opts.Logger.Warn("reading the workflow failed", "error", err, "failures_since_last_warning", n)
 		}
 		escalate := false
 		select {
@@ -175,7 +177,7 @@ func Run(ctx context.Context, st state.Store, d *workflow.Definition, opts Optio
 		switch res.interrupts {
 		case 1:
 			res.Interrupted = true
-			p.note("interrupted: cancelling the workflow and stopping its activities (again to force)…")
+			w.note("interrupted: cancelling the workflow and stopping its activities (again to force)…")
 			if _, err := workflow.Cancel(ctx, st, id, "interrupted (whimbrel run)", opts.Logger); err != nil {
 				opts.Logger.Warn("cancelling the workflow failed", "error", err)
 			}
@@ -185,21 +187,22 @@ func Run(ctx context.Context, st state.Store, d *workflow.Definition, opts Optio
 			backend.Signal(syscall.SIGTERM)
 			force = time.After(maxKillGrace(d) + 15*time.Second)
 		case 2:
-			p.note("forcing: the activities' commands are killed (again to quit at once)")
+			w.note("forcing: the activities' commands are killed (again to quit at once)")
 			backend.Signal(syscall.SIGTERM) // a wrapper's second signal kills its command
 			force = nil
 		default:
-			p.note("quitting: killing the activities' wrappers")
+			w.note("quitting: killing the activities' wrappers")
 			backend.Signal(syscall.SIGKILL)
 			stop()
 			backend.Wait()
 			res.Workflow, res.Activities, _ = read(ctx, st, id)
+			w.ended(res)
 			return res, nil
 		}
 	}
 	stop()
 	backend.Wait()
-	p.done(res)
+	w.ended(res)
 	return res, nil
 }
 
@@ -232,150 +235,4 @@ func allTerminal(acts []*state.ActivityExec) bool {
 		}
 	}
 	return true
-}
-
-// progress shows the run.
-type progress struct {
-	out    io.Writer
-	tty    bool
-	width  int
-	order  []string // activity names, dependencies first
-	id     string
-	logDir string
-	start  time.Time
-	last   map[string]state.ActivityState
-	lines  int // lines drawn last time, on a terminal
-}
-
-func newProgress(out io.Writer, tty bool, width int, d *workflow.Definition, id, logDir string) *progress {
-	fmt.Fprintf(out, "workflow %s started; logs in %s\n", inert.String(id), inert.String(logDir))
-	return &progress{out: out, tty: tty, width: width, order: d.Names(), id: id, logDir: logDir, start: time.Now(), last: map[string]state.ActivityState{}}
-}
-
-// note prints a line outside the table; the table is drawn anew below it.
-func (p *progress) note(line string) {
-	fmt.Fprintln(p.out, line)
-	p.lines = 0
-}
-
-// fit cuts a row to the terminal's width, so that redrawing in place
-// never meets a wrapped line.
-func (p *progress) fit(row string) string {
-	row = strings.ReplaceAll(row, "\n", " ")
-	if r := []rune(row); p.width > 1 && len(r) > p.width-1 {
-		return string(r[:p.width-2]) + "…"
-	}
-	return row
-}
-
-func (p *progress) show(wf *state.WorkflowExec, acts []*state.ActivityExec) {
-	byName := map[string]*state.ActivityExec{}
-	for _, a := range acts {
-		byName[a.ActivityName] = a
-	}
-	if !p.tty {
-		for _, n := range p.order {
-			a := byName[n]
-			if a == nil || p.last[n] == a.State {
-				continue
-			}
-			p.last[n] = a.State
-			fmt.Fprintf(p.out, "%s %-24s %s%s\n", time.Now().Format("15:04:05"), n, a.State, detail(a))
-		}
-		return
-	}
-	if p.lines > 0 {
-		fmt.Fprintf(p.out, "\x1b[%dA", p.lines)
-	}
-	width := 0
-	for _, n := range p.order {
-		width = max(width, len(n))
-	}
-	for _, n := range p.order {
-		a := byName[n]
-		if a == nil {
-			continue
-		}
-		why := ""
-		if a.State == state.Failed || a.State == state.TimedOut {
-			why = detail(a)
-		}
-		fmt.Fprintf(p.out, "\x1b[2K%s\n", p.fit(fmt.Sprintf("  %s %-*s  %-17s %8s%s", mark(a.State), width, n, a.State, elapsed(a), why)))
-	}
-	fmt.Fprintf(p.out, "\x1b[2K%s\n", p.fit(fmt.Sprintf("  workflow %s %s", wf.State, time.Since(p.start).Round(100*time.Millisecond))))
-	p.lines = len(acts) + 1
-}
-
-func mark(s state.ActivityState) string {
-	switch s {
-	case state.Completed:
-		return "✓"
-	case state.Running:
-		return "▶"
-	case state.Failed, state.TimedOut:
-		return "✗"
-	case state.Cancelled, state.CancelledRunning:
-		return "–"
-	}
-	return "·"
-}
-
-func elapsed(a *state.ActivityExec) string {
-	if a.StartTime.IsZero() {
-		return ""
-	}
-	end := a.EndTime
-	if end.IsZero() {
-		end = time.Now()
-	}
-	return end.Sub(a.StartTime).Round(100 * time.Millisecond).String()
-}
-
-func detail(a *state.ActivityExec) string {
-	switch {
-	case a.State == state.Failed || a.State == state.TimedOut:
-		if a.Reason != "" {
-			return "  " + inert.String(a.Reason)
-		}
-	case a.State == state.Completed && !a.StartTime.IsZero() && !a.EndTime.IsZero():
-		return "  in " + a.EndTime.Sub(a.StartTime).Round(10*time.Millisecond).String()
-	}
-	return ""
-}
-
-// done prints how the run ended, and why, when it did not complete.
-func (p *progress) done(res *Result) {
-	wf := res.Workflow
-	if wf == nil {
-		return
-	}
-	fmt.Fprintf(p.out, "workflow %s %s in %s\n", inert.String(res.WorkflowExecID), wf.State, time.Since(p.start).Round(10*time.Millisecond))
-	if wf.State == state.WorkflowCompleted {
-		return
-	}
-	if wf.Reason != "" {
-		fmt.Fprintf(p.out, "  why: %s\n", inert.String(wf.Reason))
-	}
-	var failed []*state.ActivityExec
-	for _, a := range res.Activities {
-		if a.State == state.Failed || a.State == state.TimedOut {
-			failed = append(failed, a)
-		}
-	}
-	sort.Slice(failed, func(i, j int) bool { return failed[i].ActivityName < failed[j].ActivityName })
-	for _, a := range failed {
-		code := "no exit code"
-		if a.ExitCode != nil {
-			code = fmt.Sprintf("exit code %d", *a.ExitCode)
-		}
-		fmt.Fprintf(p.out, "activity %s %s (%s): %s\n", inert.String(a.ActivityName), a.State, code, inert.String(a.Reason))
-		if tail := strings.TrimRight(a.Error, "\n"); tail != "" {
-			fmt.Fprintln(p.out, "  stderr (last lines):")
-			lines := inert.Lines(tail)
-			for _, l := range lines[max(0, len(lines)-10):] {
-				fmt.Fprintln(p.out, "    "+l)
-			}
-		}
-		fmt.Fprintf(p.out, "  full log: %s\n", inert.String(filepath.Join(p.logDir, a.ActivityExecID+".log")))
-	}
 }

@@ -9,9 +9,11 @@ import (
 	"github.com/alecthomas/kong"
 	"golang.org/x/term"
 
+	"github.com/whimbrel/whimbrel/inspect"
 	"github.com/whimbrel/whimbrel/internal/cli"
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/local"
+	"github.com/whimbrel/whimbrel/local/view"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -34,20 +36,18 @@ func runHere(ctx context.Context, k *kong.Context, h here, st state.Store, d *wo
 	}
 	interrupt, stop := interrupts()
 	defer stop()
-	tty, width := false, 0
+	o := view.Options{Out: k.Stdout, JSON: h.JSON, Colors: inspect.ColorsFor(k.Stdout)}
 	if f, ok := k.Stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		tty = true
+		o.TTY = true
 		if w, _, err := term.GetSize(int(f.Fd())); err == nil {
-			width = w
+			o.Width = w
 		}
 	}
 	res, err := local.Run(ctx, st, d, local.Options{
 		Wrapper:   wrapper,
 		StoreEnv:  h.storeEnv(),
 		LogDir:    logDir,
-		Out:       k.Stdout,
-		TTY:       tty,
-		Width:     width,
+		Events:    view.New(d, o),
 		Interrupt: interrupt,
 		Logger:    h.log,
 		Start:     start,

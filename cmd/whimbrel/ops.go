@@ -105,7 +105,7 @@ func (c *StatusCmd) Run(g *Globals, k *kong.Context) error {
 	if c.JSON {
 		return writeJSON(k.Stdout, s)
 	}
-	return s.WriteText(k.Stdout)
+	return s.WriteTextColors(k.Stdout, inspect.ColorsFor(k.Stdout))
 }
 
 // ListCmd is `whimbrel list`.
