@@ -17,7 +17,9 @@ import (
 
 // cfnTable is what the test reads of an AWS::DynamoDB::Table resource.
 type cfnTable struct {
-	Type       string `yaml:"Type"`
+	Type                string `yaml:"Type"`
+	DeletionPolicy      string `yaml:"DeletionPolicy"`
+	UpdateReplacePolicy string `yaml:"UpdateReplacePolicy"`
 	Properties struct {
 		TableName            yaml.Node `yaml:"TableName"`
 		BillingMode          string    `yaml:"BillingMode"`
@@ -77,6 +79,9 @@ func TestCloudFormationMatchesInstall(t *testing.T) {
 	for name, r := range tmpl.Resources {
 		if r.Type != "AWS::DynamoDB::Table" {
 			continue
+		}
+		if r.DeletionPolicy != "Retain" || r.UpdateReplacePolicy != "Retain" {
+			t.Errorf("%s: DeletionPolicy %q, UpdateReplacePolicy %q: a table holding state must be Retain on both", name, r.DeletionPolicy, r.UpdateReplacePolicy)
 		}
 		p := r.Properties
 		if p.TableName.Tag != "!Sub" || !strings.HasPrefix(p.TableName.Value, "${Prefix}") {
