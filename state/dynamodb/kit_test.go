@@ -20,7 +20,7 @@ type cfnTable struct {
 	Type                string `yaml:"Type"`
 	DeletionPolicy      string `yaml:"DeletionPolicy"`
 	UpdateReplacePolicy string `yaml:"UpdateReplacePolicy"`
-	Properties struct {
+	Properties          struct {
 		TableName            yaml.Node `yaml:"TableName"`
 		BillingMode          string    `yaml:"BillingMode"`
 		AttributeDefinitions []struct {
