@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 		binary = filepath.Join(dir, "whimbrel")
 		return m.Run()
 	}, nil, map[string]string{"whimbrel": ".", "whimbrel-run": "../whimbrel-run", "whimbrel-launcher": "../whimbrel-launcher",
-		"whimbrel-monitor": "../whimbrel-monitor"})
+		"whimbrel-monitor": "../whimbrel-monitor", "whimbrel-poller": "../whimbrel-poller"})
 }
 
 // whimbrel runs the built binary with env added to a clean environment.

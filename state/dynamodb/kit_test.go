@@ -154,21 +154,11 @@ func TestCloudFormationMatchesInstall(t *testing.T) {
 	}
 }
 
-// TestIAMPolicies: every policy parses, and grants what its binary calls.
+// TestIAMPolicies: every policy parses, and only the operator installs.
+// What each policy grants, by action and resource, is checked against what
+// each binary calls by TestIAMPoliciesByResource in cmd/whimbrel.
 func TestIAMPolicies(t *testing.T) {
-	needs := map[string][]string{
-		"whimbrel-run":      {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchGetItem", "dynamodb:PutItem"},
-		"whimbrel-monitor":  {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchGetItem"},
-		"whimbrel-launcher": {"dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchGetItem", "ecs:RunTask", "ecs:TagResource", "iam:PassRole"},
-		"whimbrel-operator": {"dynamodb:CreateTable", "dynamodb:DescribeTable", "dynamodb:UpdateTable", "dynamodb:DescribeTimeToLive",
-			"dynamodb:UpdateTimeToLive", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem",
-			"dynamodb:Query", "dynamodb:BatchGetItem", "dynamodb:Scan"},
-		// whimbrel-lambda and whimbrel-poller: the streams, the store's
-		// moves, the transactions that decide events, the positions.
-		"whimbrel-processor": {"dynamodb:DescribeStream", "dynamodb:GetShardIterator", "dynamodb:GetRecords", "dynamodb:DescribeTable",
-			"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem", "dynamodb:Query", "dynamodb:BatchGetItem"},
-	}
-	for name, actions := range needs {
+	for _, name := range []string{"whimbrel-run", "whimbrel-monitor", "whimbrel-launcher", "whimbrel-operator", "whimbrel-processor"} {
 		b, err := os.ReadFile("../../examples/iam/" + name + ".json")
 		if err != nil {
 			t.Fatal(err)
@@ -191,10 +181,8 @@ func TestIAMPolicies(t *testing.T) {
 				granted = append(granted, s.Action...)
 			}
 		}
-		for _, a := range actions {
-			if !slices.Contains(granted, a) {
-				t.Errorf("%s does not grant %s", name, a)
-			}
+		if len(granted) == 0 {
+			t.Errorf("%s grants nothing", name)
 		}
 		if name != "whimbrel-operator" && slices.Contains(granted, "dynamodb:CreateTable") {
 			t.Errorf("%s grants CreateTable: only the operator installs", name)
