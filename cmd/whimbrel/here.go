@@ -55,8 +55,15 @@ func (h here) storeEnv() map[string]string {
 // quietLogger is the logger of a run here: at the default level only
 // warnings, since the progress tells what happens and the launcher's and
 // monitor's own lines would only repeat it. --log-level debug shows them.
+// Repeated lines are rate-limited.
 func quietLogger(g *Globals, k *kong.Context) hclog.Logger {
-	log := g.Logger("whimbrel", k.Stderr)
+	w := k.Stderr
+	if g.LogFormat == "text" && g.LogLevel != "debug" && g.LogLevel != "trace" {
+		// The launcher and monitor retry through a store outage; once
+		// every few seconds is enough to say so. Debugging sees all.
+		w = cli.RateLimit(w, cli.DefaultWarnEvery)
+	}
+	log := g.Logger("whimbrel", w)
 	if g.LogLevel == "info" {
 		log.SetLevel(hclog.Warn)
 	}
