@@ -220,3 +220,90 @@ func TestLambdaTemplate(t *testing.T) {
 		t.Errorf("event source mappings on %v, want one per stream", streams)
 	}
 }
+
+// TestLambdaTemplateRole: the processor function's role grants what
+// examples/iam/whimbrel-processor.json grants, table by table, except what
+// only whimbrel-poller calls (its positions, DescribeTable), and the event
+// source mappings' reads of the two streams, ListStreams included.
+func TestLambdaTemplateRole(t *testing.T) {
+	b, err := os.ReadFile("../../examples/lambda/processor.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tmpl struct {
+		Resources struct {
+			Role struct {
+				Properties struct {
+					Policies []struct {
+						PolicyDocument struct {
+							Statement []struct {
+								Effect   string   `yaml:"Effect"`
+								Action   []string `yaml:"Action"`
+								Resource []string `yaml:"Resource"`
+							} `yaml:"Statement"`
+						} `yaml:"PolicyDocument"`
+					} `yaml:"Policies"`
+				} `yaml:"Properties"`
+			} `yaml:"Role"`
+		} `yaml:"Resources"`
+	}
+	if err := yaml.Unmarshal(b, &tmpl); err != nil {
+		t.Fatal(err)
+	}
+	streams := map[string]string{"WorkflowRequestStreamArn": "table/whimbrel_workflow_request/stream/*",
+		"ActivityEventStreamArn": "table/whimbrel_activity_event/stream/*"}
+	got := map[string]bool{}
+	for _, p := range tmpl.Resources.Role.Properties.Policies {
+		for _, s := range p.PolicyDocument.Statement {
+			for _, a := range s.Action {
+				for _, r := range s.Resource {
+					r = strings.TrimPrefix(r, "arn:${AWS::Partition}:dynamodb:${AWS::Region}:${AWS::AccountId}:")
+					r = strings.ReplaceAll(r, "${Prefix}", "whimbrel_")
+					if stream, ok := streams[r]; ok { // !Ref of a parameter
+						r = stream
+					}
+					got[s.Effect+" "+a+" "+r] = true
+				}
+			}
+		}
+	}
+	b, err = os.ReadFile("../../examples/iam/whimbrel-processor.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var policy struct {
+		Statement []struct {
+			Effect   string
+			Action   []string
+			Resource []string
+		}
+	}
+	if err := json.Unmarshal(b, &policy); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for _, s := range policy.Statement {
+		for _, a := range s.Action {
+			for _, r := range s.Resource {
+				_, r, _ = strings.Cut(r, ":*:*:")
+				if a == "dynamodb:DescribeTable" || strings.Contains(r, "stream_position") {
+					continue // whimbrel-poller's own
+				}
+				want[s.Effect+" "+a+" "+r] = true
+			}
+		}
+	}
+	for _, stream := range []string{"table/whimbrel_workflow_request/stream/*", "table/whimbrel_activity_event/stream/*"} {
+		want["Allow dynamodb:ListStreams "+stream] = true
+	}
+	for k := range want {
+		if !got[k] {
+			t.Errorf("the template's role lacks %s", k)
+		}
+	}
+	for k := range got {
+		if !want[k] {
+			t.Errorf("the template's role grants %s, which the processor does not need", k)
+		}
+	}
+}
