@@ -16,13 +16,11 @@ type Colors struct{ On bool }
 // anything (https://no-color.org) or TERM is "dumb".
 func ColorsFor(w io.Writer) Colors {
 	f, ok := w.(*os.File)
-	if !ok || !term.IsTerminal(int(f.Fd())) {
-		return Colors{}
-	}
-	if os.Getenv("NO_COLOR") != "" || os.Getenv("TERM") == "dumb" {
-		return Colors{}
-	}
-	return Colors{On: true}
+	return colorsFor(ok && term.IsTerminal(int(f.Fd())), os.Getenv)
+}
+
+func colorsFor(tty bool, getenv func(string) string) Colors {
+	return Colors{On: tty && getenv("NO_COLOR") == "" && getenv("TERM") != "dumb"}
 }
 
 // ANSI colours, by what a state means.

@@ -54,6 +54,11 @@ func TestOneStoreForEveryCommand(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, db) {
 		t.Errorf("status of a missing execution: exit %d, want 1 and the store named:\n%s", code, errOut)
 	}
+	// A listing that finds nothing names the store it looked in.
+	_, errOut, code = whimbrelIn(t, sub, nil, "list", "--workflow", "none-such")
+	if code != 0 || !strings.Contains(errOut, "no executions match in store sqlite:"+db) {
+		t.Errorf("an empty list: exit %d, want the store named:\n%s", code, errOut)
+	}
 	// A store named explicitly wins; a read of a file not there says so
 	// instead of creating it.
 	_, errOut, code = whimbrelIn(t, sub, nil, "list", "--store", "sqlite:nothere.db")
