@@ -200,10 +200,6 @@ var mayCall = map[string][]string{
 	"whimbrel-monitor":  {"dynamodb:UpdateItem table/whimbrel_activity_event", "dynamodb:UpdateItem table/whimbrel_activity_exec_dependency"},
 	"whimbrel-operator": {"dynamodb:UpdateItem table/whimbrel_activity_event"},
 	"whimbrel-launcher": {"dynamodb:UpdateItem table/whimbrel_activity_event"},
-	// A workflow of more than ~98 activities and dependencies is created
-	// in several transactions, each checking the workflow is still
-	// REQUESTED.
-	"whimbrel-processor": {"dynamodb:ConditionCheckItem table/whimbrel_workflow_exec"},
 }
 
 // daemon runs a binary beside whimbrel until the test ends.
@@ -295,10 +291,21 @@ func TestIAMPoliciesByResource(t *testing.T) {
 	bad := def("iam-bad", "  a: {command: ['true']}\n  b: {command: [sh, -c, 'exit 3'], depends_on: [a]}\n")
 	stuck := def("iam-stuck", "  a: {launch: {type: docker, image: never-starts}, queued_timeout: 2s}\n")
 	nolaunch := def("iam-nolaunch", "  a: {launch: {type: docker, image: fails}}\n  b: {command: ['true'], depends_on: [a]}\n")
+	// More activities and dependencies than one transaction holds: the
+	// creator checks, chunk after chunk, that the workflow is still
+	// REQUESTED. They run on ECS, which this launcher does not serve, so
+	// they wait until cancelled.
+	var big strings.Builder
+	big.WriteString("  a0: {launch: {type: ecs, cluster: c, task_definition: 't:1', container: main, launch_type: FARGATE, subnets: [s], security_groups: [g]}}\n")
+	for i := 1; i < 60; i++ {
+		fmt.Fprintf(&big, "  a%d: {depends_on: [a0], launch: {type: ecs, cluster: c, task_definition: 't:1', container: main, launch_type: FARGATE, subnets: [s], security_groups: [g]}}\n", i)
+	}
+	bigOp := def("iam-big", big.String())
+	bigSimple := def("simple-big", big.String())
 	long := def("iam-long", "  a: {command: [sleep, '60']}\n  b: {command: ['true'], depends_on: [a]}\n")
 	simple := def("simple-iam", "  a: {command: ['true']}\n  b: {command: [sh, -c, 'exit 4'], depends_on: [a]}\n")
 
-	daemon(t, envs["whimbrel-launcher"], "whimbrel-launcher", "--interval", "200ms", "--log-dir", t.TempDir(), "--docker", fakeDocker)
+	daemon(t, envs["whimbrel-launcher"], "whimbrel-launcher", "--types", "local,docker", "--interval", "200ms", "--log-dir", t.TempDir(), "--docker", fakeDocker)
 	daemon(t, envs["whimbrel-monitor"], "whimbrel-monitor", "--interval", "500ms", "--skew", "0s")
 	daemon(t, envs["whimbrel-processor"], "whimbrel-poller", "--poll-interval", "100ms", "--order-window", "1s")
 
@@ -309,6 +316,16 @@ func TestIAMPoliciesByResource(t *testing.T) {
 	longID := op("start", long)
 	op("register", simple)
 	simpleID := op("request", "simple-iam")
+	bigID := op("start", bigOp)
+	op("register", bigSimple)
+	bigSimpleID := op("request", "simple-big")
+	for _, id := range []string{bigID, bigSimpleID} {
+		waitUntil(t, "workflow "+id+" runs", func() bool {
+			out, _, _ := whimbrelIn(t, t.TempDir(), base, "status", "--json", id)
+			return strings.Contains(out, `"state": "RUNNING"`)
+		})
+		op("cancel", id)
+	}
 
 	settled := func(id string) bool {
 		out, _, code := whimbrelIn(t, t.TempDir(), base, "status", "--json", id)
@@ -322,7 +339,7 @@ func TestIAMPoliciesByResource(t *testing.T) {
 		return strings.Contains(out, `"state": "RUNNING"`)
 	})
 	op("cancel", longID)
-	for _, id := range []string{okID, badID, stuckID, nolaunchID, longID, simpleID} {
+	for _, id := range []string{okID, badID, stuckID, nolaunchID, longID, simpleID, bigID, bigSimpleID} {
 		waitUntil(t, "workflow "+id+" settles", func() bool { return settled(id) })
 	}
 	op("status", okID)
