@@ -103,8 +103,8 @@ func checkLocal(d *workflow.Definition) error {
 	return nil
 }
 
-// runHereOn runs the execution start starts to its end on this machine;
-// see runHere (Linux) for how.
+// run runs the execution start starts (nil: a fresh one of d) to its end
+// on this machine; see runHere for how, and where it can.
 func (h here) run(ctx context.Context, k *kong.Context, st state.Store, d *workflow.Definition, start func(context.Context) (string, error)) error {
 	if err := checkLocal(d); err != nil {
 		return err

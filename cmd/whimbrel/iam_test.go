@@ -280,7 +280,7 @@ func TestIAMPoliciesByResource(t *testing.T) {
 	}
 	def := func(name, body string) string {
 		p := filepath.Join(dir, name+".yaml")
-		text := fmt.Sprintf("name: %s\nretention: 30d\ndefaults:\n  heartbeat_interval: 1s\n  heartbeat_timeout: 3s\n  env: {AWS_ENDPOINT_URL_DYNAMODB: %q, WHIMBREL_API: %s}\nactivities:\n%s",
+		text := fmt.Sprintf("name: %s\nretention: 30d\ndefaults:\n  heartbeat_interval: 1s\n  heartbeat_timeout: 10s\n  env: {AWS_ENDPOINT_URL_DYNAMODB: %q, WHIMBREL_API: %s}\nactivities:\n%s",
 			name, runEP, map[bool]string{true: "simple", false: "full"}[strings.HasPrefix(name, "simple")], body)
 		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
