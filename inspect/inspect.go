@@ -142,9 +142,10 @@ func Load(ctx context.Context, st state.Store, id string, now time.Time) (*Statu
 			Depth: depth[n], Started: timePtr(a.StartTime), Ended: timePtr(a.EndTime), Seconds: seconds(a.StartTime, end),
 			Attempt: a.Attempt, Host: a.Host, PID: a.PID, LaunchedAs: a.LaunchedAs, ExitCode: a.ExitCode,
 			Signal: a.Signal, StderrTail: a.Error}
-		if in, ok := st.(state.Inbox); ok && a.EventCursor != "" {
-			// Moved through the Simple Lambda API: say which events were
-			// refused. Failing to list them does not fail the status.
+		if in, ok := st.(state.Inbox); ok {
+			// Say which Simple Lambda API events were refused, even
+			// those that never moved the activity. Failing to list them
+			// does not fail the status.
 			if evs, err := in.Events(ctx, a.ActivityExecID, time.Time{}); err == nil {
 				for _, e := range evs {
 					if e.Outcome.Result == state.OutcomeRejected {
@@ -209,7 +210,7 @@ func (s *Status) WriteTextColors(w io.Writer, c Colors) error {
 	rows := make([][]string, 0, len(s.Activities))
 	for _, a := range s.Activities {
 		where := a.LaunchedAs
-		if a.Host != "" && a.PID > 0 {
+		if a.Host != "" && a.PID > 0 && !strings.HasPrefix(a.LaunchedAs, "arn:") { // an ECS task says more than its container's pid
 			where = fmt.Sprintf("%s pid %d", a.Host, a.PID)
 		}
 		exit := "-"
@@ -258,7 +259,8 @@ func (s *Status) WriteTextColors(w io.Writer, c Colors) error {
 		if ended && a.Reason != "" {
 			fmt.Fprintf(w, "%swhy: %s\n", indent, inert.String(a.Reason))
 		}
-		if tail := strings.TrimRight(a.StderrTail, "\n"); tail != "" && ended {
+		// A failed launch has no stderr: its error is the reason already shown.
+		if tail := strings.TrimRight(a.StderrTail, "\n"); tail != "" && ended && !strings.HasSuffix(a.Reason, tail) {
 			lines := inert.Lines(tail)
 			for _, l := range lines[max(0, len(lines)-5):] {
 				fmt.Fprintf(w, "%sstderr: %s\n", indent, l)

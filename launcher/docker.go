@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"time"
 )
 
 // Docker starts each activity as a detached container through the docker
@@ -20,9 +21,24 @@ type Docker struct {
 	// PassEnv names variables of the launcher's environment to hand to
 	// every container as well, such as AWS_REGION.
 	PassEnv []string
+	// Timeout is the least deadline of one docker run, when longer than
+	// the launcher's call timeout (default DefaultDockerTimeout).
+	Timeout time.Duration
 }
 
 var _ Backend = (*Docker)(nil)
+
+// DefaultDockerTimeout is the least deadline of one docker run, which may
+// pull the image first.
+const DefaultDockerTimeout = 2 * time.Minute
+
+// CallTimeout is the least deadline of one docker run.
+func (b *Docker) CallTimeout() time.Duration {
+	if b.Timeout > 0 {
+		return b.Timeout
+	}
+	return DefaultDockerTimeout
+}
 
 // maxError bounds an error text recorded on an item: the item must stay
 // small.
@@ -67,11 +83,45 @@ func (b *Docker) Launch(ctx context.Context, j Job) (string, error) {
 		if len(msg) > maxError {
 			msg = "…" + msg[len(msg)-maxError:]
 		}
-		return "", fmt.Errorf("docker run %s: %s", l.Image, msg)
+		if strings.Contains(msg, "is already in use by container") {
+			// An earlier attempt of this launch, cut off before its answer,
+			// started the container: that is the launch.
+			if id := b.existing(ctx, bin, "whimbrel-"+token(j)); id != "" {
+				return "container:" + id, nil
+			}
+		}
+		err := fmt.Errorf("docker run %s: %s", l.Image, msg)
+		if dockerTemporary(msg) {
+			return "", &TemporaryError{Err: err}
+		}
+		return "", err
 	}
 	id := strings.TrimSpace(out.String())
 	if id == "" {
 		return "", fmt.Errorf("docker run %s printed no container ID", l.Image)
 	}
 	return "container:" + id, nil
+}
+
+// existing returns the ID of the container named name, or "".
+func (b *Docker) existing(ctx context.Context, bin, name string) string {
+	out, err := exec.CommandContext(ctx, bin, "container", "inspect", "--format", "{{.Id}}", name).Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// dockerTemporary tells the docker CLI's errors that may pass: a daemon
+// or registry that cannot be reached or is overloaded.
+func dockerTemporary(msg string) bool {
+	m := strings.ToLower(msg)
+	for _, s := range []string{"cannot connect to the docker daemon", "connection refused", "connection reset", "i/o timeout",
+		"tls handshake timeout", "toomanyrequests", "too many requests", "500 internal server error", "502 bad gateway",
+		"503 service unavailable", "504 gateway", "context deadline exceeded", "temporary failure in name resolution"} {
+		if strings.Contains(m, s) {
+			return true
+		}
+	}
+	return false
 }

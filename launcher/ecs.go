@@ -2,13 +2,17 @@ package launcher
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
 	"github.com/aws/aws-sdk-go-v2/service/ecs/types"
+	"github.com/aws/smithy-go"
 )
 
 // ECSAPI lists the ECS calls the backend makes.
@@ -21,11 +25,34 @@ type ECSAPI interface {
 // container environment overrides, the activity's command (if any) as the
 // container's command. The clientToken is derived from the activity and
 // its attempt, so a repeated launch can never start a second task.
+//
+// Throttling, server errors, unreachable endpoints and the RunTask
+// failures ECS documents as usually temporary (AGENT, RESOURCE:*, no
+// capacity) come back as TemporaryError, so the launcher tries again under
+// the same clientToken; anything else fails the activity with ECS's
+// message.
 type ECS struct {
 	API ECSAPI
+	// Cluster is the cluster of activities whose definition names none
+	// (ECS's own default: the cluster named "default").
+	Cluster string
 }
 
+// MaxOverrides is the most characters RunTask accepts for its overrides,
+// JSON punctuation included.
+const MaxOverrides = 8192
+
 var _ Backend = (*ECS)(nil)
+
+// NewECSClient returns the ECS client a launcher should use: the SDK's
+// standard retries, without its retry quota. The launcher spaces its own
+// retries; a quota that runs dry under sustained throttling would turn
+// launches that only had to wait into errors at once.
+func NewECSClient(cfg aws.Config, optFns ...func(*ecs.Options)) *ecs.Client {
+	return ecs.NewFromConfig(cfg, append([]func(*ecs.Options){func(o *ecs.Options) {
+		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) { so.RateLimiter = ratelimit.None })
+	}}, optFns...)...)
+}
 
 // Launch implements Backend.
 func (b *ECS) Launch(ctx context.Context, j Job) (string, error) {
@@ -51,6 +78,11 @@ func (b *ECS) Launch(ctx context.Context, j Job) (string, error) {
 	}
 	if l.Cluster != "" {
 		in.Cluster = aws.String(l.Cluster)
+	} else if b.Cluster != "" {
+		in.Cluster = aws.String(b.Cluster)
+	}
+	if err := checkOverrides(j, override); err != nil {
+		return "", err
 	}
 	if l.LaunchType != "" {
 		in.LaunchType = types.LaunchType(l.LaunchType)
@@ -72,12 +104,18 @@ func (b *ECS) Launch(ctx context.Context, j Job) (string, error) {
 	}
 	out, err := b.API.RunTask(ctx, in)
 	if err != nil {
-		return "", fmt.Errorf("ecs RunTask %s: %w", l.TaskDefinition, err)
+		err = fmt.Errorf("ecs RunTask %s: %w", l.TaskDefinition, err)
+		if temporaryAWS(err) {
+			return "", &TemporaryError{Err: err}
+		}
+		return "", err
 	}
 	if len(out.Failures) > 0 {
 		var reasons []string
+		temporary := true
 		for _, f := range out.Failures {
 			r := aws.ToString(f.Reason)
+			temporary = temporary && temporaryFailure(r)
 			if d := aws.ToString(f.Detail); d != "" {
 				r += ": " + d
 			}
@@ -86,10 +124,78 @@ func (b *ECS) Launch(ctx context.Context, j Job) (string, error) {
 			}
 			reasons = append(reasons, r)
 		}
-		return "", fmt.Errorf("ecs RunTask %s: %s", l.TaskDefinition, strings.Join(reasons, "; "))
+		err := fmt.Errorf("ecs RunTask %s: %s", l.TaskDefinition, strings.Join(reasons, "; "))
+		if temporary {
+			return "", &TemporaryError{Err: err}
+		}
+		return "", err
 	}
 	if len(out.Tasks) == 0 || out.Tasks[0].TaskArn == nil {
-		return "", errors.New("ecs RunTask answered with no task")
+		return "", errors.New("ecs RunTask answered with no task and no failure")
 	}
 	return aws.ToString(out.Tasks[0].TaskArn), nil
+}
+
+// temporaryAWS tells the errors of an AWS call that may pass: what the
+// SDK itself would retry (throttling, 5xx, connection errors), a server
+// fault, the SDK's own retry quota running out, and ECS short of capacity.
+func temporaryAWS(err error) bool {
+	var quota ratelimit.QuotaExceededError
+	if errors.As(err, &quota) {
+		return true
+	}
+	if retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary {
+		return true
+	}
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		return api.ErrorFault() == smithy.FaultServer || temporaryFailure(api.ErrorMessage())
+	}
+	return false
+}
+
+// temporaryFailure tells the RunTask failure reasons that ECS documents as
+// usually temporary: an agent disconnected, a container instance short of
+// CPU, memory, ports or ENIs, Fargate or a capacity provider short of
+// capacity. MISSING, INACTIVE and ATTRIBUTE need someone to change
+// something.
+func temporaryFailure(reason string) bool {
+	r := strings.ToLower(reason)
+	return reason == "AGENT" || strings.HasPrefix(reason, "RESOURCE:") ||
+		strings.Contains(r, "capacity is unavailable") || strings.Contains(r, "insufficient capacity") ||
+		strings.Contains(r, "try again later")
+}
+
+// checkOverrides refuses, before calling ECS, overrides that ECS would
+// refuse for their size, naming what takes the room.
+func checkOverrides(j Job, o types.ContainerOverride) error {
+	type kv struct {
+		Name  string `json:"name"`
+		Value string `json:"value"`
+	}
+	type container struct {
+		Name        string   `json:"name"`
+		Command     []string `json:"command,omitempty"`
+		Environment []kv     `json:"environment,omitempty"`
+	}
+	c := container{Name: aws.ToString(o.Name), Command: o.Command}
+	defEnv := 0
+	for _, e := range o.Environment {
+		c.Environment = append(c.Environment, kv{aws.ToString(e.Name), aws.ToString(e.Value)})
+		if _, ok := j.Settings.Env[aws.ToString(e.Name)]; ok {
+			defEnv += len(aws.ToString(e.Name)) + len(aws.ToString(e.Value)) + len(`{"name":"","value":""},`)
+		}
+	}
+	b, err := json.Marshal(map[string][]container{"containerOverrides": {c}})
+	if err != nil {
+		return fmt.Errorf("encode the container overrides: %w", err)
+	}
+	if len(b) <= MaxOverrides {
+		return nil
+	}
+	cmd, _ := json.Marshal(o.Command)
+	return fmt.Errorf("the ECS container overrides of activity %s would be %d characters, more than the %d RunTask accepts "+
+		"(the definition's env takes %d, the command %d, Whimbrel's own variables the rest): "+
+		"move large values into the task definition or a file the command reads",
+		j.ActivityName, len(b), MaxOverrides, defEnv, len(cmd))
 }

@@ -15,8 +15,10 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
 
@@ -50,10 +52,44 @@ type Job struct {
 // Defaults of Config.
 const (
 	DefaultInterval = time.Second
-	// launchTimeout bounds one backend call; launches in flight finish on
-	// shutdown, so it also bounds the drain.
-	launchTimeout = 2 * time.Minute
+	// DefaultWorkers is how many launches one launcher carries out at once:
+	// enough that a slow or throttled backend call never holds up the rest,
+	// few enough not to flood the backend's API.
+	DefaultWorkers = 16
+	// DefaultCallTimeout bounds one backend call. A call cut off by it may
+	// still have started the activity: it is tried again under the same
+	// launch token, which the backends deduplicate.
+	DefaultCallTimeout = 30 * time.Second
+	// DefaultRetryFor is how long a launch that fails for a reason that may
+	// pass (throttling, 5xx, an unreachable endpoint, ECS short of
+	// capacity) is retried before the activity is failed; a definition's
+	// launch.retry_for replaces it.
+	DefaultRetryFor = 3 * time.Minute
+	// DefaultRetryInterval is the first wait between two attempts of a
+	// launch; the waits double up to maxRetryInterval.
+	DefaultRetryInterval = time.Second
+	maxRetryInterval     = 30 * time.Second
+	// recordTimeout bounds the recording of a launch's outcome, retries
+	// included. It runs on a fresh context, so an expired launch deadline
+	// or a shutdown cannot stop the record from being written.
+	recordTimeout = 30 * time.Second
 )
+
+// patient is implemented by backends whose calls may need longer than
+// Config.CallTimeout, such as docker run pulling an image.
+type patient interface {
+	// CallTimeout is the least deadline one call needs.
+	CallTimeout() time.Duration
+}
+
+// TemporaryError is a launch error that may pass: the launcher tries the
+// launch again, with backoff, until the activity's launch deadline.
+// Backends return it for throttling, server errors, unreachable endpoints
+// and the like; any other error fails the activity at once.
+type TemporaryError struct{ Err error }
+
+func (e *TemporaryError) Error() string { return e.Err.Error() }
+func (e *TemporaryError) Unwrap() error { return e.Err }
 
 // Config configures a Launcher.
 type Config struct {
@@ -61,9 +97,19 @@ type Config struct {
 	// type with no backend are left to other launchers.
 	Backends map[string]Backend
 	Interval time.Duration // between polls (default DefaultInterval)
-	// MaxRunning caps the activities this launcher has started that have
-	// not ended (0: no cap).
+	// MaxRunning caps the activities this launcher has started, or is
+	// starting, that have not ended (0: no cap).
 	MaxRunning int
+	// Workers is how many launches run at once (default DefaultWorkers).
+	Workers int
+	// CallTimeout bounds one backend call (default DefaultCallTimeout).
+	CallTimeout time.Duration
+	// RetryFor is how long temporary launch failures are retried (default
+	// DefaultRetryFor; a definition's launch.retry_for wins).
+	RetryFor time.Duration
+	// RetryInterval is the first wait between attempts (default
+	// DefaultRetryInterval).
+	RetryInterval time.Duration
 	// Nudge, when set, wakes the poll early.
 	Nudge <-chan struct{}
 	// StoreEnv is passed to every wrapper so it reaches the same store
@@ -81,9 +127,13 @@ type Launcher struct {
 	cfg Config
 	log hclog.Logger
 
+	slots chan struct{} // one per worker
+	wg    sync.WaitGroup
+
 	mu      sync.Mutex
 	defs    map[string]*workflow.Definition // by workflow_exec_id; definitions never change
 	running map[state.ActivityKey]bool      // launched by us, not yet seen to end
+	busy    map[state.ActivityKey]bool      // being tried by a worker
 }
 
 // New returns a Launcher.
@@ -91,20 +141,35 @@ func New(st state.Store, cfg Config) *Launcher {
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
 	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = DefaultWorkers
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
+	if cfg.RetryFor <= 0 {
+		cfg.RetryFor = DefaultRetryFor
+	}
+	if cfg.RetryInterval <= 0 {
+		cfg.RetryInterval = DefaultRetryInterval
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	return &Launcher{st: st, cfg: cfg, log: cfg.Logger, defs: map[string]*workflow.Definition{},
-		running: map[state.ActivityKey]bool{}}
+	return &Launcher{st: st, cfg: cfg, log: cfg.Logger, slots: make(chan struct{}, cfg.Workers),
+		defs: map[string]*workflow.Definition{}, running: map[state.ActivityKey]bool{}, busy: map[state.ActivityKey]bool{}}
 }
 
 // Run polls until ctx ends, then returns once the launches in flight have
-// been recorded. It returns nil on a clean stop.
+// been recorded. It returns nil on a clean stop. A pass does not wait for
+// its launches: the next one starts on time and leaves alone the
+// activities still being launched.
 func (l *Launcher) Run(ctx context.Context) error {
+	defer l.wg.Wait()
 	t := time.NewTicker(l.cfg.Interval)
 	defer t.Stop()
 	for {
-		if _, err := l.Once(ctx); err != nil && ctx.Err() == nil {
+		if _, err := l.pass(ctx); err != nil && ctx.Err() == nil {
 			l.log.Warn("poll failed; trying again at the next one", "error", err)
 		}
 		select {
@@ -116,8 +181,9 @@ func (l *Launcher) Run(ctx context.Context) error {
 	}
 }
 
-// Once makes one pass: it claims and launches what it finds, and returns
-// how many it launched. When ctx ends it stops claiming, but a launch
+// Once makes one pass: it claims and launches what it finds, waits for
+// those launches to be recorded, and returns how many it launched (failed
+// launches are not counted). When ctx ends it stops claiming, but a launch
 // already claimed is carried out and recorded, so nothing is left QUEUED
 // without a launch or a reason.
 //
@@ -125,56 +191,127 @@ func (l *Launcher) Run(ctx context.Context) error {
 // that wait on nothing, and advances ready the rest, so activities still
 // waiting never crowd the launchable ones out of a pass.
 func (l *Launcher) Once(ctx context.Context) (int, error) {
-	if err := l.forgetEnded(ctx); err != nil {
+	p, err := l.pass(ctx)
+	if p == nil {
 		return 0, err
+	}
+	p.wg.Wait()
+	return int(p.launched.Load()), err
+}
+
+// pass reads the READY activities and hands each to a worker, waiting for
+// a free one when all are busy. It returns without waiting for the
+// launches.
+func (l *Launcher) pass(ctx context.Context) (*pass, error) {
+	if err := l.forgetEnded(ctx); err != nil {
+		return nil, err
 	}
 	refs, err := l.st.ActivitiesInState(ctx, state.ActivityQuery{State: state.Ready, Limit: scan})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	// Launchers that read the same index spread out over it.
-	rand.Shuffle(len(refs), func(i, j int) { refs[i], refs[j] = refs[j], refs[i] })
 	p := &pass{workflows: map[string]*passWorkflow{}}
-	launched := 0
-	for _, ref := range refs {
-		if ctx.Err() != nil || l.full() {
+	for _, ref := range fair(refs, l.cfg.Workflow) {
+		k := ref.ActivityKey
+		if ctx.Err() != nil {
 			break
 		}
-		if l.cfg.Workflow != "" && ref.WorkflowExecID != l.cfg.Workflow {
+		l.mu.Lock()
+		if l.busy[k] {
+			l.mu.Unlock()
 			continue
 		}
-		ok, err := l.try(ctx, p, ref.ActivityKey)
-		if err != nil {
-			l.log.Warn("launch attempt failed", "activity_exec_id", ref.ActivityExecID, "error", err)
+		if l.cfg.MaxRunning > 0 && len(l.running)+len(l.busy) >= l.cfg.MaxRunning {
+			l.mu.Unlock()
+			break
+		}
+		l.busy[k] = true
+		l.mu.Unlock()
+		select {
+		case l.slots <- struct{}{}:
+		case <-ctx.Done():
+			l.mu.Lock()
+			delete(l.busy, k)
+			l.mu.Unlock()
+			return p, nil
+		}
+		p.wg.Add(1)
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			defer p.wg.Done()
+			defer func() { <-l.slots }()
+			launched, err := l.try(ctx, p, k)
+			l.mu.Lock()
+			delete(l.busy, k)
+			if launched && l.cfg.MaxRunning > 0 { // counted only under a cap
+				l.running[k] = true
+			}
+			l.mu.Unlock()
+			if err != nil {
+				l.log.Warn("launch attempt failed", "activity_exec_id", k.ActivityExecID, "error", err)
+			}
+			if launched {
+				p.launched.Add(1)
+			}
+		}()
+	}
+	return p, nil
+}
+
+// fair orders a pass's activities so that every workflow gets its turn:
+// one of each workflow, then a second of each, and so on, the workflows
+// and each one's activities in random order, so that launchers reading
+// the same index spread out over it. A workflow with a thousand ready
+// activities does not hold up one with three.
+func fair(refs []state.ActivityRef, only string) []state.ActivityRef {
+	by := map[string][]state.ActivityRef{}
+	var order []string
+	for _, r := range refs {
+		if only != "" && r.WorkflowExecID != only {
 			continue
 		}
-		if ok {
-			launched++
+		if by[r.WorkflowExecID] == nil {
+			order = append(order, r.WorkflowExecID)
+		}
+		by[r.WorkflowExecID] = append(by[r.WorkflowExecID], r)
+	}
+	rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	for _, rs := range by {
+		rand.Shuffle(len(rs), func(i, j int) { rs[i], rs[j] = rs[j], rs[i] })
+	}
+	out := make([]state.ActivityRef, 0, len(refs))
+	for round := 0; len(out) < cap(out); round++ {
+		added := false
+		for _, w := range order {
+			if rs := by[w]; round < len(rs) {
+				out = append(out, rs[round])
+				added = true
+			}
+		}
+		if !added {
+			break
 		}
 	}
-	return launched, nil
+	return out
 }
 
 // scan is how many READY index entries one pass reads.
 const scan = 1000
 
-// pass remembers, for one pass, what it read of each workflow.
+// pass remembers, for one pass, what it read of each workflow, and counts
+// its launches.
 type pass struct {
+	wg       sync.WaitGroup
+	launched atomic.Int64
+
+	mu        sync.Mutex
 	workflows map[string]*passWorkflow
 }
 
 type passWorkflow struct {
 	state state.WorkflowState
 	def   *workflow.Definition // nil: its activities cannot be launched
-}
-
-func (l *Launcher) full() bool {
-	if l.cfg.MaxRunning <= 0 {
-		return false
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.running) >= l.cfg.MaxRunning
 }
 
 // forgetEnded drops the activities we launched that have ended, when a cap
@@ -205,14 +342,17 @@ func (l *Launcher) forgetEnded(ctx context.Context) error {
 
 // workflow reads a workflow once per pass, with its definition.
 func (l *Launcher) workflow(ctx context.Context, p *pass, id string) (*passWorkflow, error) {
-	if w := p.workflows[id]; w != nil {
+	p.mu.Lock()
+	w := p.workflows[id]
+	p.mu.Unlock()
+	if w != nil {
 		return w, nil
 	}
 	wf, err := l.st.GetWorkflow(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	w := &passWorkflow{state: wf.State}
+	w = &passWorkflow{state: wf.State}
 	if wf.State == state.WorkflowRunning {
 		if w.def, err = l.definition(wf); err != nil {
 			l.log.Warn("cannot launch the activities of a workflow", "workflow_exec_id", id, "error", err)
@@ -222,13 +362,15 @@ func (l *Launcher) workflow(ctx context.Context, p *pass, id string) (*passWorkf
 		delete(l.defs, id) // it will not launch again
 		l.mu.Unlock()
 	}
+	p.mu.Lock()
 	p.workflows[id] = w
+	p.mu.Unlock()
 	return w, nil
 }
 
-// try claims and launches one activity; ok is false when it was not ours
-// to launch.
-func (l *Launcher) try(ctx context.Context, p *pass, k state.ActivityKey) (ok bool, err error) {
+// try claims and launches one activity; launched is true when the backend
+// started it.
+func (l *Launcher) try(ctx context.Context, p *pass, k state.ActivityKey) (launched bool, err error) {
 	// The index is eventually consistent: read the item itself.
 	a, err := l.st.GetActivity(ctx, k)
 	if err != nil {
@@ -253,38 +395,135 @@ func (l *Launcher) try(ctx context.Context, p *pass, k state.ActivityKey) (ok bo
 			return false, nil // for a launcher with that backend
 		}
 	}
+	if ctx.Err() != nil {
+		return false, nil // stopping: claim nothing more
+	}
 
-	// Claimed or not, the claim's answer must be known: from here on,
-	// finish even if ctx ends.
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), launchTimeout)
-	defer cancel()
-	claimed, err := l.claim(lctx, k)
+	// Claimed or not, the claim's answer must be known, and a claimed
+	// activity must end launched or failed: from here on, every store
+	// call has a fresh context with its own deadline.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	claimed, err := l.claim(cctx, k)
+	cancel()
 	if claimed == nil || err != nil {
 		return false, err
 	}
 	log := l.log.With("activity_exec_id", k.ActivityExecID)
 	if act == nil {
-		return true, l.fail(lctx, claimed, fmt.Errorf("activity %q is not in the workflow's definition", a.ActivityName))
+		return false, l.fail(ctx, claimed, fmt.Errorf("activity %q is not in the workflow's definition", a.ActivityName))
 	}
 	job := l.job(claimed, w.def, act, settings)
 	job.Token = claimed.Owner
-	launchedAs, err := backend.Launch(lctx, job)
+	launchedAs, err := l.launch(ctx, backend, job, log)
 	if err != nil {
 		log.Warn("launch failed", "error", err)
-		return true, l.fail(lctx, claimed, err)
+		return false, l.fail(ctx, claimed, err)
 	}
-	l.mu.Lock()
-	l.running[k] = true
-	l.mu.Unlock()
 	log.Info("launched", "as", launchedAs, "type", settings.Launch.Type)
 	// The wrapper may have moved on already; the record goes beside
 	// whatever state it finds.
-	if _, err := l.st.UpdateActivity(lctx, k, state.ActivityChange{
-		From: state.ActivityStates, LaunchedAs: launchedAs,
+	if err := l.record(ctx, func(rctx context.Context) error {
+		_, err := l.st.UpdateActivity(rctx, k, state.ActivityChange{From: state.ActivityStates, LaunchedAs: launchedAs})
+		return err
 	}); err != nil {
 		log.Warn("recording the launch failed", "as", launchedAs, "error", err)
 	}
 	return true, nil
+}
+
+// launch calls the backend until it starts the activity, fails for good,
+// or the launch deadline passes. Each call has its own deadline; a call
+// cut off by it may have started the activity, so it is tried again with
+// the same job, whose launch token the backend deduplicates. When ctx ends
+// the call in flight finishes, but no new attempt is made.
+func (l *Launcher) launch(ctx context.Context, backend Backend, j Job, log hclog.Logger) (string, error) {
+	retryFor := l.cfg.RetryFor
+	if rf := time.Duration(j.Settings.Launch.RetryFor); rf > 0 {
+		retryFor = rf
+	} else {
+		// The monitor fails an activity QUEUED for longer than its queued
+		// timeout: give up well before it.
+		qt := time.Duration(j.Settings.QueuedTimeout)
+		if qt == 0 {
+			qt = workflow.DefaultQueuedTimeout
+		}
+		retryFor = min(retryFor, qt*3/4)
+	}
+	callTimeout := l.cfg.CallTimeout
+	if p, ok := backend.(patient); ok {
+		callTimeout = max(callTimeout, p.CallTimeout())
+	}
+	start := time.Now()
+	rctx, cancel := context.WithDeadline(ctx, start.Add(retryFor))
+	defer cancel()
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = l.cfg.RetryInterval
+	b.Multiplier = 2
+	b.MaxInterval = max(maxRetryInterval, l.cfg.RetryInterval)
+	b.MaxElapsedTime = 0 // rctx's deadline ends the retries
+	var as string
+	var last error
+	attempts := 0
+	err := backoff.RetryNotify(func() error {
+		attempts++
+		callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
+		defer cancel()
+		var err error
+		as, err = backend.Launch(callCtx, j)
+		var temp *TemporaryError
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(callCtx.Err(), context.DeadlineExceeded):
+			last = fmt.Errorf("no answer within %s (the launch may have happened: it is tried again under the same launch token %s): %w",
+				callTimeout, token(j), err)
+			return last
+		case errors.As(err, &temp):
+			last = err
+			return err
+		}
+		last = err
+		return backoff.Permanent(err)
+	}, backoff.WithContext(b, rctx), func(err error, wait time.Duration) {
+		log.Warn("launch failed for a reason that may pass; trying again", "error", err, "in", wait.Round(time.Millisecond), "attempt", attempts)
+	})
+	switch {
+	case err == nil:
+		return as, nil
+	case last == nil:
+		return "", err
+	case ctx.Err() != nil && time.Since(start) < retryFor:
+		return "", fmt.Errorf("the launcher stopped while retrying the launch (%d attempts): %w", attempts, last)
+	case errors.Is(err, context.DeadlineExceeded):
+		return "", fmt.Errorf("gave up after %s and %d attempts: %w", time.Since(start).Round(time.Second), attempts, last)
+	}
+	return "", err
+}
+
+// record runs one recording write on a fresh context with its own
+// deadline, retrying what may pass, so that neither an expired launch nor
+// a shutdown can leave the outcome unwritten.
+func (l *Launcher) record(ctx context.Context, write func(context.Context) error) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 100 * time.Millisecond
+	b.MaxElapsedTime = 0
+	var last error
+	err := backoff.Retry(func() error {
+		err := write(rctx)
+		if err != nil && (errors.Is(err, state.ErrConflict) || errors.Is(err, state.ErrNotFound)) {
+			return backoff.Permanent(err)
+		}
+		if err != nil {
+			last = err
+		}
+		return err
+	}, backoff.WithContext(b, rctx))
+	if err != nil && last != nil && errors.Is(err, context.DeadlineExceeded) {
+		return last
+	}
+	return err
 }
 
 // claim moves a READY activity to QUEUED under a fresh token, and returns
@@ -340,20 +579,28 @@ func (l *Launcher) Exited(ctx context.Context, j Job, status string) {
 	}
 }
 
-// fail records a launch that did not happen and advances the workflow.
+// fail records a launch that did not happen and advances the workflow,
+// on a fresh context: the launch's own deadline may be spent.
 func (l *Launcher) fail(ctx context.Context, a *state.ActivityExec, cause error) error {
 	msg := cause.Error()
-	failed, err := l.st.UpdateActivity(ctx, a.ActivityKey, state.ActivityChange{
-		From: []state.ActivityState{state.Queued}, To: state.Failed,
-		Error: msg, Reason: "launch failed: " + msg,
+	var failed *state.ActivityExec
+	err := l.record(ctx, func(rctx context.Context) error {
+		var err error
+		failed, err = l.st.UpdateActivity(rctx, a.ActivityKey, state.ActivityChange{
+			From: []state.ActivityState{state.Queued}, To: state.Failed, Owner: a.Owner,
+			Error: msg, Reason: "launch failed: " + msg,
+		})
+		return err
 	})
 	if errors.Is(err, state.ErrConflict) {
-		return nil
+		return nil // no longer ours: its wrapper claimed it, or it was cancelled
 	}
 	if err != nil {
 		return fmt.Errorf("record the failed launch of %s: %w", a.ActivityExecID, err)
 	}
-	_, err = workflow.Advance(ctx, l.st, failed, l.log.Named("advance"))
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	_, err = workflow.Advance(actx, l.st, failed, l.log.Named("advance"))
 	return err
 }
 

@@ -465,7 +465,8 @@ func TestDrainFinishesClaimedLaunches(t *testing.T) {
 	st := dynamotest.NewStore(t, dynamodb.Options{})
 	id, _ := start(t, st, manyActivities("drain", 3, ""))
 	backend := &counting{block: make(chan struct{})}
-	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: backend}})
+	// One worker: the other two are not claimed before the stop.
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: backend}, Workers: 1})
 	ctx, cancel := context.WithCancel(bg(t))
 	done := make(chan int, 1)
 	go func() {

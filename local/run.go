@@ -49,6 +49,9 @@ type Options struct {
 	// starts the definition anew (as `whimbrel run`). `whimbrel start` and
 	// `whimbrel rerun` on the embedded store give their own.
 	Start func(ctx context.Context) (string, error)
+	// Started, if set, is told the execution's ID once it has started
+	// (whimbrel run --web prints the web view's address with it).
+	Started func(workflowExecID string)
 }
 
 // Result is how the run ended.
@@ -87,6 +90,9 @@ func Run(ctx context.Context, st state.Store, d *workflow.Definition, opts Optio
 	id, err := start(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Started != nil {
+		opts.Started(id)
 	}
 	logDir := filepath.Join(opts.LogDir, strings.ReplaceAll(id, "::", "-"))
 	if err := os.MkdirAll(logDir, 0o755); err != nil {

@@ -3,6 +3,7 @@ package simpleapi
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -10,36 +11,82 @@ import (
 
 // HandleLambda processes a batch of DynamoDB stream records delivered to a
 // Lambda function. Records are applied in order. A malformed record is
-// reported (in the log, and on its item) and skipped. At the first record
-// that fails for a passing reason, it stops and reports that record as the
-// batch item failure: Lambda then retries from it, having checkpointed the
-// records before it, and the records after it come again with the retry.
-// The event source mapping must therefore set FunctionResponseTypes to
-// ReportBatchItemFailures (examples/lambda shows one).
+// reported (in the log, and on its item) and skipped. A record whose event
+// waits for an earlier one is set aside while the records behind it go on,
+// and tried again within the invocation until it is decided or the order
+// window has passed. At the first record that still fails for a passing
+// reason (the store, or a wait that outlasts the invocation), it stops and
+// reports that record as the batch item failure: Lambda then retries from
+// it, having checkpointed the records before it, and the records after it
+// come again with the retry, which is harmless. The event source mapping
+// must therefore set FunctionResponseTypes to ReportBatchItemFailures
+// (examples/lambda shows one).
 func (p *Processor) HandleLambda(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	var resp events.DynamoDBEventResponse
-	for _, r := range ev.Records {
-		rec := RecordFromLambda(r)
-		err := p.Process(ctx, rec)
+	var waiting []int // indexes of the records set aside
+	fail := func(i int, err error) (events.DynamoDBEventResponse, error) {
+		rec := ev.Records[i]
+		if IsTooEarly(err) {
+			p.log.Info("retrying from an event that waits for an earlier one", "record", rec.EventID, "error", err)
+		} else {
+			p.log.Error("record failed; Lambda retries from it", "record", rec.EventID, "error", err)
+		}
+		resp.BatchItemFailures = []events.DynamoDBBatchItemFailure{{ItemIdentifier: rec.Change.SequenceNumber}}
+		return resp, nil
+	}
+	for i, r := range ev.Records {
+		err := p.Process(ctx, RecordFromLambda(r))
 		var bad *MalformedError
 		switch {
 		case err == nil, errors.As(err, &bad):
 			continue
+		case IsTooEarly(err):
+			waiting = append(waiting, i)
+			continue
 		}
-		if IsTooEarly(err) {
-			p.log.Info("retrying from an event that waits for an earlier one", "record", rec.ID, "error", err)
-		} else {
-			p.log.Error("record failed; Lambda retries from it", "record", rec.ID, "error", err)
+		// Lambda retries from the earliest failed record.
+		if len(waiting) > 0 && waiting[0] < i {
+			i = waiting[0]
 		}
-		resp.BatchItemFailures = []events.DynamoDBBatchItemFailure{{ItemIdentifier: r.Change.SequenceNumber}}
-		return resp, nil
+		return fail(i, err)
+	}
+	delay := deferFirst
+	for len(waiting) > 0 {
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < 2*delay+time.Second {
+			return fail(waiting[0], errTooEarly)
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fail(waiting[0], ctx.Err())
+		case <-t.C:
+		}
+		delay = min(2*delay, deferMax)
+		rest := waiting[:0]
+		for _, i := range waiting {
+			err := p.Process(ctx, RecordFromLambda(ev.Records[i]))
+			var bad *MalformedError
+			switch {
+			case err == nil, errors.As(err, &bad):
+			case IsTooEarly(err):
+				rest = append(rest, i)
+			default:
+				if len(rest) > 0 {
+					i = rest[0] // an earlier record still waits
+				}
+				return fail(i, err)
+			}
+		}
+		waiting = rest
 	}
 	return resp, nil
 }
 
 // RecordFromLambda converts a record of a Lambda DynamoDB event.
 func RecordFromLambda(r events.DynamoDBEventRecord) Record {
-	return Record{ID: r.EventID, EventName: r.EventName, Keys: lambdaItem(r.Change.Keys), NewImage: lambdaItem(r.Change.NewImage)}
+	return Record{ID: r.EventID, EventName: r.EventName, Keys: lambdaItem(r.Change.Keys), NewImage: lambdaItem(r.Change.NewImage),
+		Created: r.Change.ApproximateCreationDateTime.Time}
 }
 
 func lambdaItem(m map[string]events.DynamoDBAttributeValue) map[string]ddbtypes.AttributeValue {

@@ -59,11 +59,13 @@ type PollerConfig struct {
 }
 
 // Poller reads the streams without Lambda: every shard from where it last
-// left (its position is saved after each record) or, the first time, from
-// the oldest record the stream keeps. A child shard is read only once its
-// parent is finished, as Lambda does. A record the processor cannot apply
-// for a passing reason is retried until it can; a malformed one is
-// reported and skipped.
+// left (its position is saved after each batch of records) or, the first
+// time, from the oldest record the stream keeps. A child shard is read
+// only once its parent is finished, as Lambda does. A record the processor
+// cannot apply because the store failed is retried until it can; one whose
+// event waits for an earlier event is set aside and retried while the
+// records behind it go on, so it holds up no other activity; a malformed
+// one is reported and skipped.
 type Poller struct {
 	cfg PollerConfig
 	log hclog.Logger
@@ -184,6 +186,14 @@ func (p *Poller) readShard(ctx context.Context, arn, shard string) bool {
 	if err != nil {
 		return false
 	}
+	var waiting []*deferred // records waiting for an earlier event, in order
+	unsaved := false        // pos.Sequence is ahead of the saved position
+	save := func() bool {
+		_, err := retry(ctx, log, "save the shard position", func() (struct{}, error) {
+			return struct{}{}, p.cfg.Positions.SavePosition(ctx, p.cfg.Name, arn, shard, pos)
+		})
+		return err == nil
+	}
 	for iter != "" {
 		out, err := p.cfg.Streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: aws.String(iter), Limit: aws.Int32(100)})
 		var expired *types.ExpiredIteratorException
@@ -222,21 +232,43 @@ func (p *Poller) readShard(ctx context.Context, arn, shard string) bool {
 			continue
 		}
 		for _, r := range out.Records {
-			if !p.process(ctx, log, r) {
+			rec := RecordFromStream(r)
+			waits, ok := p.process(ctx, log, rec)
+			if !ok {
 				return false
 			}
-			if r.Dynamodb == nil || r.Dynamodb.SequenceNumber == nil {
-				continue
+			if waits {
+				waiting = append(waiting, &deferred{rec: rec, next: time.Now().Add(deferFirst), delay: deferFirst})
 			}
-			pos.Sequence = aws.ToString(r.Dynamodb.SequenceNumber)
-			if _, err := retry(ctx, log, "save the shard position", func() (struct{}, error) {
-				return struct{}{}, p.cfg.Positions.SavePosition(ctx, p.cfg.Name, arn, shard, pos)
-			}); err != nil {
+			if r.Dynamodb != nil && r.Dynamodb.SequenceNumber != nil {
+				pos.Sequence = aws.ToString(r.Dynamodb.SequenceNumber)
+				unsaved = true
+			}
+		}
+		var ok bool
+		if waiting, ok = p.retryWaiting(ctx, log, waiting); !ok {
+			return false
+		}
+		// The position passes a record only once every record before
+		// it is done: a poller restarted reads the waiting ones again.
+		if unsaved && len(waiting) == 0 {
+			if !save() {
 				return false
 			}
+			unsaved = false
 		}
 		iter = aws.ToString(out.NextShardIterator)
 		if len(out.Records) == 0 && iter != "" && !sleep(ctx, p.cfg.PollInterval) {
+			return false
+		}
+	}
+	// A closed shard's waiting records are finished before it is.
+	for len(waiting) > 0 {
+		if !sleep(ctx, p.cfg.PollInterval) {
+			return false
+		}
+		var ok bool
+		if waiting, ok = p.retryWaiting(ctx, log, waiting); !ok {
 			return false
 		}
 	}
@@ -275,19 +307,62 @@ func (p *Poller) iterator(ctx context.Context, log hclog.Logger, arn, shard, seq
 	})
 }
 
+// Deferring: a record whose event waits for an earlier one is set aside
+// and tried again, first after deferFirst, then less and less often up to
+// deferMax, while the records behind it go on; the processor rejects it
+// once its order window has passed.
+const (
+	deferFirst = 50 * time.Millisecond
+	deferMax   = time.Second
+)
+
+// deferred is a record set aside.
+type deferred struct {
+	rec   Record
+	next  time.Time
+	delay time.Duration
+}
+
 // process applies one record, retrying while the failure may pass. It
-// returns false only when ctx ends first.
-func (p *Poller) process(ctx context.Context, log hclog.Logger, r types.Record) bool {
-	rec := RecordFromStream(r)
+// reports whether the record waits for an earlier event (it is then to be
+// tried again later), and false for ok only when ctx ends first.
+func (p *Poller) process(ctx context.Context, log hclog.Logger, rec Record) (waits, ok bool) {
 	_, err := retry(ctx, log, "process record "+rec.ID, func() (struct{}, error) {
 		err := p.cfg.Processor.Process(ctx, rec)
 		var bad *MalformedError
-		if errors.As(err, &bad) {
+		switch {
+		case errors.As(err, &bad):
 			return struct{}{}, nil // reported by the processor; skipped
+		case IsTooEarly(err):
+			waits = true
+			log.Debug("a record waits for an earlier event; going on with the next", "record", rec.ID, "error", err)
+			return struct{}{}, nil
 		}
 		return struct{}{}, err
 	})
-	return err == nil
+	return waits, err == nil
+}
+
+// retryWaiting tries again the deferred records that are due, and returns
+// those still waiting; ok is false only when ctx ended.
+func (p *Poller) retryWaiting(ctx context.Context, log hclog.Logger, waiting []*deferred) (_ []*deferred, ok bool) {
+	rest := waiting[:0]
+	for _, d := range waiting {
+		if time.Now().Before(d.next) {
+			rest = append(rest, d)
+			continue
+		}
+		waits, ok := p.process(ctx, log, d.rec)
+		if !ok {
+			return nil, false
+		}
+		if waits {
+			d.delay = min(2*d.delay, deferMax)
+			d.next = time.Now().Add(d.delay)
+			rest = append(rest, d)
+		}
+	}
+	return rest, true
 }
 
 // retry calls fn until it succeeds or ctx ends, backing off up to a few
@@ -321,6 +396,9 @@ func RecordFromStream(r types.Record) Record {
 	if d := r.Dynamodb; d != nil {
 		rec.Keys = streamItem(d.Keys)
 		rec.NewImage = streamItem(d.NewImage)
+		if d.ApproximateCreationDateTime != nil {
+			rec.Created = *d.ApproximateCreationDateTime
+		}
 	}
 	return rec
 }

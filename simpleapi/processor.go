@@ -6,17 +6,29 @@
 // The Processor applies one stream record. It runs inside a Lambda
 // function (LambdaHandler, cmd/whimbrel-lambda) or a long-running Poller
 // (cmd/whimbrel-poller). Either way every record may arrive twice, late or
-// out of order, and any number of processors may run: a request starts
-// the execution its ID derives, so a repeat finds it started; an event is
-// decided by a conditional write that moves its activity's event cursor,
-// so it is decided once, and only after every earlier event (by when) of
-// the same activity.
+// out of order, and any number of processors may run: a request is claimed
+// by recording its outcome before the execution its ID derives is started,
+// so one processor starts it; an event is decided by one conditional write
+// that records its outcome and moves its activity's event cursor, so it is
+// decided once.
+//
+// The events of one activity take effect in the order of the state
+// machine first: an event asking for a state further along than the next
+// (COMPLETED while the activity is still QUEUED) waits for the events
+// before it, for the order window, whatever its when or ID; one asking for
+// a state the activity has passed is rejected. Only events the state
+// machine does not order (COMPLETED against FAILED or CANCEL, heartbeats
+// among themselves) go by their when, then their IDs. An event dated more
+// than MaxSkew ahead of the processor's clock is rejected, not applied.
 package simpleapi
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +36,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/whimbrel/whimbrel/heartbeat"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 	"github.com/whimbrel/whimbrel/workflow"
@@ -36,10 +49,17 @@ type Store interface {
 }
 
 // DefaultOrderWindow is how long the commands retry an event whose
-// transition cannot be applied yet before they reject it: an earlier event
-// of the same activity may still be on its way (the events index is
-// eventually consistent).
+// transition cannot be applied yet, but would be after an event before it
+// in the state machine's order, before they reject it: that event may
+// still be on its way (on another stream shard, or from a slower writer).
 const DefaultOrderWindow = 5 * time.Second
+
+// DefaultMaxSkew is how far ahead of the processor's clock an event's when
+// may be: a client's clock may run a little ahead, but an event dated
+// later (a local time written as UTC) is rejected, so that it can neither
+// keep an activity alive with heartbeats from the future nor take the
+// place of the events written after it.
+const DefaultMaxSkew = time.Minute
 
 // registrationTTL is how long a processor trusts a registration it read.
 const registrationTTL = 10 * time.Second
@@ -52,11 +72,14 @@ type Config struct {
 	// lambda) is handled only by the processor of that name; one
 	// registered without, or not registered, by any.
 	Name string
-	// OrderWindow: an event younger than this that cannot be applied is
-	// retried rather than rejected (see DefaultOrderWindow). Zero rejects
-	// at once.
+	// OrderWindow: an event that cannot be applied yet, first seen by this
+	// processor less than this long ago, is retried rather than rejected
+	// (see DefaultOrderWindow). Zero rejects at once.
 	OrderWindow time.Duration
-	Logger      hclog.Logger
+	// MaxSkew: an event whose when is further ahead of now is rejected
+	// (default DefaultMaxSkew).
+	MaxSkew time.Duration
+	Logger  hclog.Logger
 }
 
 // Processor applies stream records. It is safe for concurrent use.
@@ -64,10 +87,17 @@ type Processor struct {
 	st     Store
 	name   string
 	window time.Duration
+	skew   time.Duration
 	log    hclog.Logger
 
 	mu   sync.Mutex
 	regs map[string]cachedRegistration
+	// seen is when this processor first saw each event it could not
+	// decide yet.
+	seen map[string]time.Time
+	// workflowOf caches the workflow of activities found by their ID
+	// alone: it never changes.
+	workflowOf map[string]string
 }
 
 type cachedRegistration struct {
@@ -80,8 +110,11 @@ func New(cfg Config) *Processor {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	return &Processor{st: cfg.Store, name: cfg.Name, window: max(cfg.OrderWindow, 0), log: cfg.Logger,
-		regs: map[string]cachedRegistration{}}
+	if cfg.MaxSkew <= 0 {
+		cfg.MaxSkew = DefaultMaxSkew
+	}
+	return &Processor{st: cfg.Store, name: cfg.Name, window: max(cfg.OrderWindow, 0), skew: cfg.MaxSkew, log: cfg.Logger,
+		regs: map[string]cachedRegistration{}, seen: map[string]time.Time{}, workflowOf: map[string]string{}}
 }
 
 // Record is one DynamoDB stream record, as the poller reads it and the
@@ -91,6 +124,9 @@ type Record struct {
 	EventName string // INSERT, MODIFY or REMOVE
 	Keys      map[string]types.AttributeValue
 	NewImage  map[string]types.AttributeValue
+	// Created is when the item was written, by DynamoDB's clock (the
+	// record's ApproximateCreationDateTime); zero if unknown.
+	Created time.Time
 }
 
 // MalformedError reports a record that can never be applied: its item is
@@ -108,16 +144,22 @@ func (e *MalformedError) Error() string {
 
 func (e *MalformedError) Unwrap() error { return e.Err }
 
-// errTooEarly is returned for an event that cannot be applied yet but may
-// be once an earlier event arrives: the record is retried.
+// errTooEarly is returned for a record that cannot be decided yet but may
+// be soon: an event waiting for the events before it, or a request whose
+// start another processor claimed and has not finished. The record is set
+// aside and retried.
 var errTooEarly = errors.New("not applicable yet; an earlier event may still arrive")
 
 // Process applies one record. It returns nil when the record is done (or
 // is none of this processor's business), a *MalformedError when it must be
 // skipped, and any other error when it should be retried: the store could
-// not be reached, or an earlier event may still arrive.
+// not be reached, or (IsTooEarly) what it waits for may still come.
 func (p *Processor) Process(ctx context.Context, r Record) error {
-	if r.EventName != "INSERT" {
+	switch {
+	case r.EventName == "MODIFY" && !has(r.NewImage, "outcome") && !has(r.NewImage, "expires_at"):
+		// A client wrote a decided item again, wiping its outcome: it is
+		// decided again (see event and request for how).
+	case r.EventName != "INSERT":
 		return nil // outcomes recorded on items, and expiries
 	}
 	if len(r.NewImage) == 0 {
@@ -133,7 +175,7 @@ func (p *Processor) Process(ctx context.Context, r Record) error {
 			p.recordMalformedEvent(ctx, r, err)
 			return &MalformedError{Record: r.ID, Err: err}
 		}
-		return p.event(ctx, ev)
+		return p.event(ctx, ev, r)
 	case has(r.Keys, "workflow_request_id") || has(r.NewImage, "workflow_request_id"):
 		req, err := dynamodb.DecodeRequestImage(r.NewImage)
 		if err != nil {
@@ -146,7 +188,7 @@ func (p *Processor) Process(ctx context.Context, r Record) error {
 }
 
 func has(m map[string]types.AttributeValue, k string) bool {
-	_, ok := m[k].(*types.AttributeValueMemberS)
+	_, ok := m[k]
 	return ok
 }
 
@@ -216,12 +258,24 @@ func (p *Processor) mine(reg *state.WorkflowLambda) bool {
 
 // --- requests
 
-// request starts the registered workflow a request names, once.
+// startGrace is how long a request whose start another processor claimed
+// may stay unstarted before this one finishes the start; startRecovery is
+// how old such a claim may be for that (an older one's execution was
+// started and has expired since).
+const (
+	startGrace    = 30 * time.Second
+	startRecovery = time.Hour
+)
+
+// request starts the registered workflow a request names, once: the
+// processor that records the outcome "started" first starts the execution
+// (whose ID the request's derives) and logs it; any other finds the
+// outcome and only makes sure the start finished.
 func (p *Processor) request(ctx context.Context, r *state.WorkflowRequest) error {
 	log := p.log.With("workflow_request_id", r.WorkflowRequestID, "workflow_name", r.WorkflowName)
 	if r.Manual {
 		log.Debug("a manual request: the Full Logic API started it")
-		return nil
+		return p.ignoreRequest(ctx, r)
 	}
 	// Read fresh: the workflow may have been registered a moment ago.
 	reg, err := p.registration(ctx, r.WorkflowName, true)
@@ -242,36 +296,113 @@ func (p *Processor) request(ctx context.Context, r *state.WorkflowRequest) error
 		return &MalformedError{Record: r.WorkflowRequestID, Err: err}
 	case err != nil:
 		return fmt.Errorf("request %s: %w", r.WorkflowRequestID, err)
-	case cur.Outcome.Processed():
-		log.Debug("already decided", "outcome", cur.Outcome.Result)
-		return nil
+	}
+	id := state.WorkflowExecIDForRequest(r.WorkflowName, r.WorkflowRequestID)
+	if cur.Outcome.Processed() {
+		return p.finishStart(ctx, cur, reg, id, log)
 	}
 	if reg == nil || reg.Definition == "" {
 		return p.rejectRequest(ctx, r, fmt.Sprintf("workflow %q is not registered: run `whimbrel register FILE` with its definition, then insert a new request", r.WorkflowName))
 	}
-	def, err := workflow.ParseStored(reg.Definition)
-	if err == nil && def.Name != r.WorkflowName {
-		err = fmt.Errorf("it defines workflow %q", def.Name)
-	}
+	def, err := p.definition(reg, r.WorkflowName)
 	if err != nil {
-		return p.rejectRequest(ctx, r, fmt.Sprintf("the registered definition of %q cannot be used: %v; register it again", r.WorkflowName, err))
+		return p.rejectRequest(ctx, r, err.Error())
 	}
+	// Claim the start: only the first outcome recorded stands.
+	o := state.Outcome{Result: state.OutcomeStarted, Reason: "started " + id, At: state.Truncate(time.Now())}
+	err = p.st.RecordRequest(ctx, r.WorkflowRequestID, r.WorkflowName, id, o)
+	switch {
+	case errors.Is(err, state.ErrConflict):
+		cur, err := p.st.GetRequest(ctx, r.WorkflowRequestID, r.WorkflowName)
+		if err != nil {
+			return fmt.Errorf("request %s: %w", r.WorkflowRequestID, err)
+		}
+		return p.finishStart(ctx, cur, reg, id, log)
+	case errors.Is(err, state.ErrNotFound):
+		return nil // expired meanwhile
+	case err != nil:
+		return fmt.Errorf("request %s: record its outcome: %w", r.WorkflowRequestID, err)
+	}
+	_, created, err := workflow.Start(ctx, p.st, def, p.startOptions(r))
+	switch {
+	case err != nil:
+		// Retried, this record finds the claim and finishes the start
+		// once startGrace has passed.
+		return fmt.Errorf("request %s: %w", r.WorkflowRequestID, err)
+	case created:
+		log.Info("started", "workflow_exec_id", id)
+	default:
+		// The request was written again after its outcome was wiped.
+		log.Debug("started before", "workflow_exec_id", id)
+	}
+	return nil
+}
+
+func (p *Processor) startOptions(r *state.WorkflowRequest) workflow.StartOptions {
 	source := "workflow_request"
 	if r.Source != "" {
 		source += " from " + r.Source
 	}
-	id, created, err := workflow.Start(ctx, p.st, def, workflow.StartOptions{RequestID: r.WorkflowRequestID, Source: source, RequestWritten: true})
+	return workflow.StartOptions{RequestID: r.WorkflowRequestID, Source: source, RequestWritten: true}
+}
+
+// definition parses a registered definition, or says why it cannot be used.
+func (p *Processor) definition(reg *state.WorkflowLambda, name string) (*workflow.Definition, error) {
+	def, err := workflow.ParseStored(reg.Definition)
+	if err == nil && def.Name != name {
+		err = fmt.Errorf("it defines workflow %q", def.Name)
+	}
 	if err != nil {
-		return fmt.Errorf("request %s: %w", r.WorkflowRequestID, err)
+		return nil, fmt.Errorf("the registered definition of %q cannot be used: %v; register it again", name, err)
 	}
-	o := state.Outcome{Result: state.OutcomeStarted, Reason: "started " + id, At: state.Truncate(time.Now())}
-	if err := p.st.RecordRequest(ctx, r.WorkflowRequestID, r.WorkflowName, id, o); err != nil && !errors.Is(err, state.ErrConflict) {
-		return fmt.Errorf("request %s: record its outcome: %w", r.WorkflowRequestID, err)
+	return def, nil
+}
+
+// finishStart handles a request some processor decided already. One that
+// claimed the start may have died before it finished: once startGrace has
+// passed, the start is finished here (workflow.Start finishes a half-done
+// start, and writes nothing when the execution is past REQUESTED).
+func (p *Processor) finishStart(ctx context.Context, cur *state.WorkflowRequest, reg *state.WorkflowLambda, id string, log hclog.Logger) error {
+	if cur.Outcome.Result != state.OutcomeStarted {
+		log.Debug("already decided", "outcome", cur.Outcome.Result)
+		return nil
 	}
-	if created {
-		log.Info("started", "workflow_exec_id", id)
-	} else {
+	wf, err := p.st.GetWorkflow(ctx, id)
+	switch {
+	case err == nil && wf.State != state.WorkflowRequested:
 		log.Debug("started before", "workflow_exec_id", id)
+		return nil
+	case err != nil && !errors.Is(err, state.ErrNotFound):
+		return fmt.Errorf("request %s: %w", cur.WorkflowRequestID, err)
+	}
+	age := time.Since(cur.Outcome.At)
+	switch {
+	case err != nil && age > startRecovery:
+		log.Debug("started long ago; its execution is gone (expired)", "workflow_exec_id", id)
+		return nil
+	case age < startGrace:
+		return fmt.Errorf("request %s: %w (another processor is starting %s)", cur.WorkflowRequestID, errTooEarly, id)
+	case reg == nil || reg.Definition == "":
+		log.Warn("a start was left half-done, and the workflow is no longer registered", "workflow_exec_id", id)
+		return nil
+	}
+	def, err := p.definition(reg, cur.WorkflowName)
+	if err != nil {
+		log.Warn("a start was left half-done, and the registered definition cannot be used", "workflow_exec_id", id, "error", err)
+		return nil
+	}
+	if _, _, err := workflow.Start(ctx, p.st, def, p.startOptions(cur)); err != nil {
+		return fmt.Errorf("request %s: %w", cur.WorkflowRequestID, err)
+	}
+	log.Info("finished a start another processor left half-done", "workflow_exec_id", id)
+	return nil
+}
+
+func (p *Processor) ignoreRequest(ctx context.Context, r *state.WorkflowRequest) error {
+	o := state.Outcome{Result: state.OutcomeIgnored, Reason: "manual: the Full Logic API acts on it", At: state.Truncate(time.Now())}
+	err := p.st.RecordRequest(ctx, r.WorkflowRequestID, r.WorkflowName, "", o)
+	if err != nil && !errors.Is(err, state.ErrConflict) && !errors.Is(err, state.ErrNotFound) {
+		return fmt.Errorf("request %s: record its outcome: %w", r.WorkflowRequestID, err)
 	}
 	return nil
 }
@@ -291,154 +422,360 @@ func (p *Processor) rejectRequest(ctx context.Context, r *state.WorkflowRequest,
 // another participant changed its activity in between.
 const maxDecideAttempts = 20
 
-// event decides ev, after every earlier undecided event of its activity.
-func (p *Processor) event(ctx context.Context, ev *state.ActivityEvent) error {
-	reg, err := p.registration(ctx, ev.WorkflowName, false)
-	if err != nil {
-		return fmt.Errorf("event %s: %w", ev.ActivityEventID, err)
+// event decides ev: it applies it, rejects it, or (when it may become
+// legal once an event before it in the state machine's order arrives)
+// returns errTooEarly so that the record is tried again.
+func (p *Processor) event(ctx context.Context, ev *state.ActivityEvent, r Record) error {
+	log := p.log.With("activity_event_id", ev.ActivityEventID, "transition", ev.Transition)
+	if ev.Manual {
+		// Seed 001: the Full Logic API made this change itself.
+		log.Debug("a manual event: the Full Logic API applied it")
+		return p.recordAlone(ctx, ev, state.Outcome{Result: state.OutcomeIgnored,
+			Reason: "manual: the Full Logic API applies it itself", At: state.Truncate(time.Now())})
 	}
-	if !p.mine(reg) {
-		p.log.Debug("another function handles this workflow", "activity_event_id", ev.ActivityEventID, "lambda", reg.Lambda)
-		return nil
+	if ev.WorkflowName == "" && ev.WorkflowExecID != "" {
+		ev.WorkflowName, _, _ = state.SplitID(ev.WorkflowExecID)
 	}
-	key := state.ActivityKey{ActivityExecID: ev.ActivityExecID, WorkflowExecID: ev.WorkflowExecID}
-	cursor := state.EventCursor(ev)
+	if ev.WorkflowName != "" {
+		reg, err := p.registration(ctx, ev.WorkflowName, false)
+		if err != nil {
+			return fmt.Errorf("event %s: %w", ev.ActivityEventID, err)
+		}
+		if !p.mine(reg) {
+			log.Debug("another function handles this workflow", "lambda", reg.Lambda)
+			return nil
+		}
+	}
+	now := time.Now()
+	if ev.When.After(now.Add(p.skew)) {
+		return p.rejectAlone(ctx, ev, fmt.Sprintf("its when (%s) is %s ahead of the processor's clock, more than the %s allowed: write when in UTC from a synchronised clock",
+			ev.When.UTC().Format(time.RFC3339), ev.When.Sub(now).Round(time.Second), p.skew))
+	}
+	if ev.When.IsZero() {
+		// No when: it happened when it was written.
+		ev.When = r.Created
+		if ev.When.IsZero() {
+			ev.When = now
+		}
+	}
 	for range maxDecideAttempts {
-		a, err := p.st.GetActivity(ctx, key)
+		// Decided already (a record delivered again, or decided as an
+		// earlier event of another's)? Strongly consistent.
+		cur, err := p.st.GetEvent(ctx, ev.ActivityEventID, ev.ActivityExecID)
 		switch {
+		case errors.Is(err, state.ErrNotFound):
+			return nil // expired
+		case err != nil && !errors.Is(err, state.ErrInvalidItem):
+			return fmt.Errorf("event %s: %w", ev.ActivityEventID, err)
+		case err == nil && cur.Outcome.Processed():
+			p.forget(ev.ActivityEventID)
+			return p.decidedBefore(ctx, ev)
+		}
+		a, err := p.locate(ctx, ev)
+		switch {
+		case errors.Is(err, state.ErrNotFound) && p.young(ev.ActivityEventID):
+			return fmt.Errorf("event %s: %w (activity %s is not found yet)", ev.ActivityEventID, errTooEarly, ev.ActivityExecID)
 		case errors.Is(err, state.ErrNotFound), errors.Is(err, state.ErrInvalidItem):
-			return p.rejectAlone(ctx, ev, fmt.Sprintf("activity %s of workflow %s cannot be used: %v", ev.ActivityExecID, ev.WorkflowExecID, err))
+			return p.rejectAlone(ctx, ev, fmt.Sprintf("activity %s cannot be used: %v", ev.ActivityExecID, err))
 		case err != nil:
 			return fmt.Errorf("event %s: %w", ev.ActivityEventID, err)
 		}
-		if cursor <= a.EventCursor {
-			return p.late(ctx, ev, a)
+		if ev.WorkflowName == "" {
+			// Found by its ID alone: now its workflow says who handles it.
+			ev.WorkflowName = a.WorkflowName
+			reg, err := p.registration(ctx, ev.WorkflowName, false)
+			if err != nil {
+				return fmt.Errorf("event %s: %w", ev.ActivityEventID, err)
+			}
+			if !p.mine(reg) {
+				log.Debug("another function handles this workflow", "lambda", reg.Lambda)
+				return nil
+			}
 		}
-		// The earlier events not decided yet take effect first.
-		queue, err := p.earlier(ctx, ev, a.EventCursor)
+		if r.EventName == "MODIFY" && tookEffect(ev, a) {
+			// Written again over its outcome, after it took effect.
+			return p.recordAlone(ctx, ev, state.Outcome{Result: state.OutcomeApplied, At: state.Truncate(time.Now()),
+				Reason: "it took effect before it was written again"})
+		}
+		// The undecided events before it in order take effect first, as
+		// far as they can now.
+		a, err = p.earlier(ctx, ev, a)
+		if errors.Is(err, state.ErrConflict) {
+			continue // the activity changed meanwhile: read it again
+		}
 		if err != nil {
 			return err
 		}
-		queue = append(queue, ev)
-		moved := false
-		for _, e := range queue {
-			a, err = p.decide(ctx, e, a)
-			if errors.Is(err, state.ErrConflict) {
-				moved = true // someone changed the activity meanwhile: read it again
-				break
-			}
-			if err != nil {
-				return err
-			}
+		_, err = p.decide(ctx, ev, a, p.young(ev.ActivityEventID))
+		if errors.Is(err, state.ErrConflict) {
+			continue
 		}
-		if !moved {
-			return nil
+		if err == nil {
+			p.forget(ev.ActivityEventID)
 		}
+		return err
 	}
 	return fmt.Errorf("event %s: its activity kept changing; trying again later", ev.ActivityEventID)
 }
 
-// earlier lists the events of ev's activity after the cursor and before ev
-// that are not decided yet, in order.
-func (p *Processor) earlier(ctx context.Context, ev *state.ActivityEvent, after string) ([]*state.ActivityEvent, error) {
-	all, err := p.st.Events(ctx, ev.ActivityExecID, state.CursorTime(after))
-	if err != nil {
-		return nil, fmt.Errorf("event %s: %w", ev.ActivityEventID, err)
-	}
-	cursor := state.EventCursor(ev)
-	var out []*state.ActivityEvent
-	for _, e := range all {
-		c := state.EventCursor(e)
-		if c > after && c < cursor && !e.Outcome.Processed() && e.WorkflowExecID == ev.WorkflowExecID {
-			out = append(out, e)
+// young reports whether this processor first saw an event less than the
+// order window ago: an event it waits for may still be on its way. The
+// window runs from the first sight, not from the event's when or the
+// record's creation, so that a backlog read late (a poller restarted, a
+// clock behind) still gives each event's predecessors their time.
+func (p *Processor) young(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	first, ok := p.seen[id]
+	if !ok {
+		if len(p.seen) > 100000 {
+			clear(p.seen)
 		}
+		first = time.Now()
+		p.seen[id] = first
 	}
-	return out, nil
+	return time.Since(first) < p.window
 }
 
-// late handles an event at or before the activity's cursor: decided
-// already (a record delivered again), or arrived after a later event took
-// effect, when it is rejected, as taking effect now would break the order.
-func (p *Processor) late(ctx context.Context, ev *state.ActivityEvent, a *state.ActivityExec) error {
-	if a.State.Terminal() {
-		// A processor that decided the event may have died before it
-		// advanced the workflow; advancing again is harmless.
-		if _, err := workflow.Advance(ctx, p.st, a, p.log.Named("advance")); err != nil {
-			return fmt.Errorf("event %s: %w", ev.ActivityEventID, err)
+func (p *Processor) forget(id string) {
+	p.mu.Lock()
+	delete(p.seen, id)
+	p.mu.Unlock()
+}
+
+// locate reads ev's activity, finding its workflow when the event names
+// only the activity (the seed's shape): through the state index of the
+// live states, as the item's key needs both IDs.
+func (p *Processor) locate(ctx context.Context, ev *state.ActivityEvent) (*state.ActivityExec, error) {
+	if ev.WorkflowExecID == "" {
+		p.mu.Lock()
+		ev.WorkflowExecID = p.workflowOf[ev.ActivityExecID]
+		p.mu.Unlock()
+	}
+	if ev.WorkflowExecID == "" {
+		found := map[string]string{}
+		for _, s := range []state.ActivityState{state.Requested, state.Ready, state.Queued, state.Preparing, state.Running} {
+			refs, err := p.st.ActivitiesInState(ctx, state.ActivityQuery{State: s})
+			if err != nil {
+				return nil, fmt.Errorf("find activity %s: %w", ev.ActivityExecID, err)
+			}
+			for _, r := range refs {
+				found[r.ActivityExecID] = r.WorkflowExecID
+			}
+		}
+		p.mu.Lock()
+		if len(p.workflowOf)+len(found) > 100000 {
+			clear(p.workflowOf)
+		}
+		maps.Copy(p.workflowOf, found)
+		p.mu.Unlock()
+		ev.WorkflowExecID = found[ev.ActivityExecID]
+		if ev.WorkflowExecID == "" {
+			return nil, &state.NotFoundError{Kind: "activity", ID: ev.ActivityExecID + " (no activity that has not ended has this ID)"}
 		}
 	}
-	if ev.Transition == state.TransitionHeartbeat {
-		return nil // a heartbeat decided, or one superseded by a later event
+	return p.st.GetActivity(ctx, state.ActivityKey{ActivityExecID: ev.ActivityExecID, WorkflowExecID: ev.WorkflowExecID})
+}
+
+// decidedBefore handles an event that has its outcome: a processor that
+// applied it may have died before it advanced the workflow; advancing
+// again is harmless.
+func (p *Processor) decidedBefore(ctx context.Context, ev *state.ActivityEvent) error {
+	if ev.WorkflowExecID == "" {
+		p.mu.Lock()
+		ev.WorkflowExecID = p.workflowOf[ev.ActivityExecID]
+		p.mu.Unlock()
 	}
-	cur, err := p.st.GetEvent(ctx, ev.ActivityEventID, ev.ActivityExecID)
-	switch {
-	case errors.Is(err, state.ErrNotFound):
-		return nil // expired
-	case err != nil:
-		return fmt.Errorf("event %s: %w", ev.ActivityEventID, err)
-	case cur.Outcome.Processed():
+	if ev.WorkflowExecID == "" {
 		return nil
 	}
-	return p.rejectAlone(ctx, ev, fmt.Sprintf("a later event (%s) had taken effect when it arrived: events of an activity take effect in the order of their when", a.EventCursor))
-}
-
-// rejectAlone records a rejection on an event whose activity is not
-// written.
-func (p *Processor) rejectAlone(ctx context.Context, ev *state.ActivityEvent, why string) error {
-	p.log.Warn("event rejected", "activity_event_id", ev.ActivityEventID, "transition", ev.Transition, "why", why)
-	err := p.st.RecordEvent(ctx, ev.ActivityEventID, ev.ActivityExecID, state.Rejected("%s", why))
-	if err != nil && !errors.Is(err, state.ErrConflict) && !errors.Is(err, state.ErrNotFound) {
-		return fmt.Errorf("event %s: record its rejection: %w", ev.ActivityEventID, err)
+	a, err := p.st.GetActivity(ctx, state.ActivityKey{ActivityExecID: ev.ActivityExecID, WorkflowExecID: ev.WorkflowExecID})
+	if err != nil || !a.State.Terminal() {
+		return nil
+	}
+	if _, err := workflow.Advance(ctx, p.st, a, p.log.Named("advance")); err != nil {
+		return fmt.Errorf("event %s: %w", ev.ActivityEventID, err)
 	}
 	return nil
 }
 
-// decide applies or rejects one event in one conditional write that moves
-// the activity's cursor past it, then advances the workflow if the
-// activity ended. A *ConflictError means the activity changed meanwhile.
-func (p *Processor) decide(ctx context.Context, ev *state.ActivityEvent, a *state.ActivityExec) (*state.ActivityExec, error) {
+// tookEffect reports whether the activity shows that ev took effect: it
+// claimed the activity, or the activity is in the state it asked for and
+// names it (the reason an applied event records is "event ID…"), or it
+// was the last event decided.
+func tookEffect(ev *state.ActivityEvent, a *state.ActivityExec) bool {
+	if ev.Transition == string(state.Running) && (a.Owner == ev.ActivityEventID || ev.Owner != "" && a.Owner == ev.Owner) {
+		return true
+	}
+	named := strings.HasSuffix(a.EventCursor, "/"+ev.ActivityEventID) || strings.Contains(a.Reason, "event "+ev.ActivityEventID)
+	switch ev.Transition {
+	case state.TransitionHeartbeat:
+		return false // deciding it again does no harm
+	case state.TransitionCancel:
+		return named && (a.State == state.Cancelled || a.State == state.CancelledRunning)
+	}
+	return named && string(a.State) == ev.Transition
+}
+
+// order is the state machine's rank of the state an event asks for: an
+// activity only ever moves to a higher rank. Heartbeats come between
+// RUNNING and the end.
+func order(transition string) int {
+	switch transition {
+	case state.TransitionHeartbeat:
+		return 5
+	case state.TransitionCancel:
+		return 6
+	}
+	return rank(state.ActivityState(transition))
+}
+
+func rank(s state.ActivityState) int {
+	switch s {
+	case state.Requested:
+		return 0
+	case state.Ready:
+		return 1
+	case state.Queued:
+		return 2
+	case state.Preparing:
+		return 3
+	case state.Running:
+		return 4
+	}
+	return 6 // the end states
+}
+
+// reachable reports whether the state machine leads from one state to
+// another in more than one move: an event asking for it waits for the
+// events of the moves between.
+func reachable(from, to state.ActivityState) bool {
+	seen := map[state.ActivityState]bool{}
+	next := from.Next()
+	for len(next) > 0 {
+		s := next[0]
+		next = next[1:]
+		if s == to {
+			return true
+		}
+		if !seen[s] {
+			seen[s] = true
+			next = append(next, s.Next()...)
+		}
+	}
+	return false
+}
+
+// before reports whether event a takes effect before event b: by the state
+// machine's order, then by when, then by ID.
+func before(a, b *state.ActivityEvent) bool {
+	if oa, ob := order(a.Transition), order(b.Transition); oa != ob {
+		return oa < ob
+	}
+	if !a.When.Equal(b.When) {
+		return a.When.Before(b.When)
+	}
+	return a.ActivityEventID < b.ActivityEventID
+}
+
+// earlier decides the undecided events of ev's activity that come before
+// ev and can be decided now; the others are left to their own records. It
+// returns the activity as it then stands. The events index is eventually
+// consistent and lists only events with when_epoch, so this is an
+// improvement on the order, not what keeps it: an event the index misses
+// is still decided by its own record.
+func (p *Processor) earlier(ctx context.Context, ev *state.ActivityEvent, a *state.ActivityExec) (*state.ActivityExec, error) {
+	// Only the recent ones: an older undecided event is its own record's
+	// to decide, and an activity that heartbeats for hours has thousands.
+	all, err := p.st.Events(ctx, ev.ActivityExecID, ev.When.Add(-p.window-earlierSpan))
+	if err != nil {
+		return nil, fmt.Errorf("event %s: %w", ev.ActivityEventID, err)
+	}
+	var queue []*state.ActivityEvent
+	limit := time.Now().Add(p.skew)
+	for _, e := range all {
+		if e.ActivityEventID == ev.ActivityEventID || e.Outcome.Processed() || e.Manual || e.When.IsZero() || e.When.After(limit) ||
+			(e.WorkflowExecID != "" && e.WorkflowExecID != a.WorkflowExecID) || !before(e, ev) {
+			continue
+		}
+		e.WorkflowExecID, e.WorkflowName = a.WorkflowExecID, a.WorkflowName
+		queue = append(queue, e)
+	}
+	sort.Slice(queue, func(i, j int) bool { return before(queue[i], queue[j]) })
+	for _, e := range queue {
+		next, err := p.decide(ctx, e, a, true)
+		switch {
+		case errors.Is(err, errTooEarly):
+			continue // its own record decides it
+		case err != nil:
+			return nil, err
+		}
+		a = next
+	}
+	return a, nil
+}
+
+// earlierSpan is how far before an event's when earlier looks, beyond the
+// order window.
+const earlierSpan = time.Minute
+
+// verdict is what an event asks of an activity as it stands.
+type verdict int
+
+const (
+	apply  verdict = iota // the change is legal now
+	reject                // it never will be
+	wait                  // it may be once the events before it arrive
+)
+
+// decide applies or rejects one event in one conditional write that
+// records its outcome and moves the activity's cursor, then advances the
+// workflow if the activity ended. An event that may become legal is left
+// undecided (errTooEarly) while mayWait. A *ConflictError means the
+// activity changed meanwhile; an event decided meanwhile returns the
+// activity unchanged.
+func (p *Processor) decide(ctx context.Context, ev *state.ActivityEvent, a *state.ActivityExec, mayWait bool) (*state.ActivityExec, error) {
 	log := p.log.With("activity_event_id", ev.ActivityEventID, "transition", ev.Transition)
-	c, o, err := p.changeFor(ctx, ev, a)
+	c, o, v, err := p.changeFor(ctx, ev, a)
 	if err != nil {
 		return nil, err
 	}
-	if c == nil {
-		// An earlier event may still arrive and make this one legal —
-		// unless the activity is final, or the event claims a time to
-		// come (a clock far ahead must not hold the shard).
-		age := time.Since(ev.When)
-		if !a.State.Terminal() && age < p.window && age > -p.window {
-			log.Debug("cannot apply yet; an earlier event may still arrive", "why", o.Reason)
-			return nil, fmt.Errorf("event %s: %w (%s)", ev.ActivityEventID, errTooEarly, o.Reason)
-		}
+	switch {
+	case v == wait && mayWait:
+		log.Debug("cannot apply yet; an event before it may still arrive", "why", o.Reason)
+		return nil, fmt.Errorf("event %s: %w (%s)", ev.ActivityEventID, errTooEarly, o.Reason)
+	case v == wait:
+		o = state.Rejected("%s, and no event that would allow it came within %s", o.Reason, p.window)
+		fallthrough
+	case v == reject:
 		c = &state.ActivityChange{From: []state.ActivityState{a.State}}
 	}
-	c.Event = &state.EventStep{Prev: a.EventCursor, Next: state.EventCursor(ev), EventID: ev.ActivityEventID}
-	if ev.Transition != state.TransitionHeartbeat || o.Result == state.OutcomeRejected {
-		c.Event.Outcome = &o
-	}
-	next, err := p.st.UpdateActivity(ctx, state.ActivityKey{ActivityExecID: ev.ActivityExecID, WorkflowExecID: ev.WorkflowExecID}, *c)
+	c.Event = &state.EventStep{Prev: a.EventCursor, Next: nextCursor(a.EventCursor, ev.ActivityEventID), EventID: ev.ActivityEventID, Outcome: &o}
+	key := state.ActivityKey{ActivityExecID: ev.ActivityExecID, WorkflowExecID: a.WorkflowExecID}
+	next, err := p.st.UpdateActivity(ctx, key, *c)
 	var ce *state.ConflictError
 	var nf *state.NotFoundError
 	switch {
 	case errors.As(err, &ce) && ce.Kind == "activity event", errors.As(err, &nf) && nf.Kind == "activity event":
-		// An outcome was recorded on the event on its own meanwhile: it
-		// stands, and the cursor moves past the event without a change.
-		log.Debug("the event has an outcome already, or is gone; passing it", "error", err)
-		c = &state.ActivityChange{From: []state.ActivityState{a.State},
-			Event: &state.EventStep{Prev: a.EventCursor, Next: state.EventCursor(ev)}}
-		return p.st.UpdateActivity(ctx, state.ActivityKey{ActivityExecID: ev.ActivityExecID, WorkflowExecID: ev.WorkflowExecID}, *c)
+		log.Debug("the event was decided meanwhile, or is gone", "error", err)
+		return a, nil
 	case err != nil && !errors.Is(err, state.ErrConflict):
 		return nil, fmt.Errorf("event %s: %w", ev.ActivityEventID, err)
 	case err != nil:
 		return nil, err
 	}
-	if o.Result == state.OutcomeRejected {
-		log.Warn("event rejected", "why", o.Reason)
-	} else if ev.Transition != state.TransitionHeartbeat {
+	p.mu.Lock()
+	p.workflowOf[ev.ActivityExecID] = a.WorkflowExecID
+	p.mu.Unlock()
+	switch {
+	case o.Result == state.OutcomeRejected:
+		log.Warn("event rejected", "activity_exec_id", ev.ActivityExecID, "why", o.Reason)
+	case ev.Transition == state.TransitionHeartbeat:
+		log.Debug("heartbeat applied", "activity_exec_id", ev.ActivityExecID)
+	default:
 		log.Info("event applied", "activity_exec_id", ev.ActivityExecID, "state", next.State)
 	}
-	if c.To != "" && next.State.Terminal() {
+	if next.State.Terminal() && next.State != a.State {
 		if _, err := workflow.Advance(ctx, p.st, next, log.Named("advance")); err != nil {
 			// The event took effect; the monitor finishes the advance.
 			log.Warn("advancing the workflow failed; the monitor will finish it", "error", err)
@@ -447,11 +784,26 @@ func (p *Processor) decide(ctx context.Context, ev *state.ActivityEvent, a *stat
 	return next, nil
 }
 
+// nextCursor is the activity's event cursor after deciding one more event:
+// a count of the decisions, and the last event decided. It only has to
+// grow, so that each decision is conditional on the one before it.
+func nextCursor(prev, eventID string) string {
+	var n int64
+	if len(prev) >= 15 {
+		n, _ = strconv.ParseInt(prev[:15], 10, 64)
+	}
+	return fmt.Sprintf("%015d/%s", n+1, eventID)
+}
+
 // changeFor returns the write an event asks for of the activity as it
-// stands, with the outcome to record; or no write and the rejection.
-func (p *Processor) changeFor(ctx context.Context, ev *state.ActivityEvent, a *state.ActivityExec) (*state.ActivityChange, state.Outcome, error) {
-	now := state.Truncate(time.Now())
-	applied := state.Outcome{Result: state.OutcomeApplied, At: now}
+// stands, with the outcome to record and the verdict; for a rejection or a
+// wait, the outcome's reason says why.
+func (p *Processor) changeFor(ctx context.Context, ev *state.ActivityEvent, a *state.ActivityExec) (*state.ActivityChange, state.Outcome, verdict, error) {
+	now := time.Now()
+	applied := state.Outcome{Result: state.OutcomeApplied, At: state.Truncate(now)}
+	no := func(v verdict, format string, args ...any) (*state.ActivityChange, state.Outcome, verdict, error) {
+		return nil, state.Rejected(format, args...), v, nil
+	}
 	reason := ev.Reason
 	if reason == "" {
 		reason = "event " + ev.ActivityEventID
@@ -460,18 +812,38 @@ func (p *Processor) changeFor(ctx context.Context, ev *state.ActivityEvent, a *s
 		}
 	}
 	heldByOther := ev.Owner != "" && a.Owner != ev.Owner
+	at := ev.When
+	if at.After(now) {
+		at = now // within the skew allowed, but nothing is recorded as to come
+	}
 
 	if ev.Transition == state.TransitionHeartbeat {
 		switch {
+		case a.State.Terminal():
+			return no(reject, "a heartbeat of an activity that is %s, not RUNNING", a.State)
 		case a.State != state.Running:
-			return nil, state.Rejected("a heartbeat of an activity that is %s, not RUNNING", a.State), nil
+			return no(wait, "a heartbeat of an activity that is %s, not RUNNING yet", a.State)
 		case heldByOther:
-			return nil, state.Rejected("a heartbeat of owner %s, but %s holds the activity", ev.Owner, a.Owner), nil
+			return no(reject, "a heartbeat of owner %s, but %s holds the activity", ev.Owner, a.Owner)
+		case !a.HeartbeatEnabled:
+			// Seed 000: heartbeat_time_epoch stays negative while
+			// heartbeats are off.
+			return no(reject, "heartbeats are off for this activity (heartbeat_enabled is false): set heartbeat_interval in the workflow definition, or heartbeat_enabled on the RUNNING event")
 		}
-		return &state.ActivityChange{From: []state.ActivityState{state.Running}, Owner: ev.Owner, Beat: true, At: ev.When}, applied, nil
+		// Heartbeats arrive in any order: the newest stands.
+		if at.Before(a.HeartbeatTime) {
+			at = a.HeartbeatTime
+		}
+		return &state.ActivityChange{From: []state.ActivityState{state.Running}, Owner: ev.Owner, Beat: true, At: at}, applied, apply, nil
 	}
 
 	to := state.ActivityState(ev.Transition)
+	if ev.Transition == state.TransitionCancel {
+		to = state.Cancelled
+		if a.State == state.Running {
+			to = state.CancelledRunning
+		}
+	}
 	var exit *state.Exit
 	if ev.ExitCode != nil {
 		exit = &state.Exit{Code: *ev.ExitCode, Signal: ev.Signal}
@@ -480,42 +852,81 @@ func (p *Processor) changeFor(ctx context.Context, ev *state.ActivityEvent, a *s
 		(a.State == state.CancelledRunning || a.State == state.TimedOut) {
 		// The wrapper's outcome after its activity was cancelled or timed
 		// out: the state is final; how the command ended goes beside it.
-		c := &state.ActivityChange{From: []state.ActivityState{a.State}, Owner: ev.Owner, Exit: exit, Error: ev.Error, Reason: reason}
+		c := &state.ActivityChange{From: []state.ActivityState{a.State}, Owner: ev.Owner, Exit: exit, Error: ev.Error, Reason: reason, At: at}
 		if exit == nil {
 			c.Exit = &state.Exit{Code: -1}
 		}
-		return c, state.Outcome{Result: state.OutcomeRejected, At: now,
-			Reason: fmt.Sprintf("the activity was already %s; how its command ended is recorded beside it", a.State)}, nil
+		return c, state.Outcome{Result: state.OutcomeRejected, At: state.Truncate(now),
+			Reason: fmt.Sprintf("the activity was already %s; how its command ended is recorded beside it", a.State)}, apply, nil
 	}
 	if err := state.CheckTransition(a.State, to); err != nil {
-		return nil, state.Rejected("%v", err), nil
+		if reachable(a.State, to) {
+			return no(wait, "%v", err)
+		}
+		if strings.Contains(err.Error(), "already") {
+			return no(reject, "%v", err)
+		}
+		return no(reject, "the activity is already %s: %v", a.State, err)
 	}
-	c := &state.ActivityChange{From: []state.ActivityState{a.State}, To: to, Exit: exit, Error: ev.Error, Reason: reason}
+	c := &state.ActivityChange{From: []state.ActivityState{a.State}, To: to, Exit: exit, Error: ev.Error, Reason: reason, At: at}
 	switch {
 	case to == state.Running:
-		wf, err := p.st.GetWorkflow(ctx, ev.WorkflowExecID)
+		wf, err := p.st.GetWorkflow(ctx, a.WorkflowExecID)
 		switch {
 		case errors.Is(err, state.ErrNotFound) || errors.Is(err, state.ErrInvalidItem):
-			return nil, state.Rejected("its workflow cannot be used: %v", err), nil
+			return no(reject, "its workflow cannot be used: %v", err)
 		case err != nil:
-			return nil, state.Outcome{}, fmt.Errorf("event %s: %w", ev.ActivityEventID, err)
+			return nil, state.Outcome{}, reject, fmt.Errorf("event %s: %w", ev.ActivityEventID, err)
+		case wf.State == state.WorkflowRequested:
+			return no(wait, "workflow %s is still REQUESTED", wf.WorkflowExecID)
 		case wf.State != state.WorkflowRunning:
-			return nil, state.Rejected("workflow %s is %s, not RUNNING", wf.WorkflowExecID, wf.State), nil
+			return no(reject, "workflow %s is %s, not RUNNING", wf.WorkflowExecID, wf.State)
 		}
 		owner := ev.Owner
 		if owner == "" {
 			owner = ev.ActivityEventID
 		}
-		c.Claim = &state.Claim{Owner: owner, Host: ev.Host, PID: ev.PID, HeartbeatEnabled: ev.HeartbeatEnabled,
-			HeartbeatInterval: ev.HeartbeatInterval, HeartbeatTimeout: ev.HeartbeatTimeout}
+		c.Claim = claim(ev, wf, a, owner)
+		// The first heartbeat is the claim itself, as the wrapper's is:
+		// the monitor then times the activity out from its start.
+		c.Beat = c.Claim.HeartbeatEnabled
 	case heldByOther:
-		return nil, state.Rejected("sent by owner %s, but %s holds the activity", ev.Owner, ownerOrNone(a.Owner)), nil
+		return no(reject, "sent by owner %s, but %s holds the activity", ev.Owner, ownerOrNone(a.Owner))
 	case (to == state.Ready || to == state.Queued) && a.State == state.Requested && len(a.PendingDependencies) > 0:
-		return nil, state.Rejected("it still waits on %s", strings.Join(a.PendingDependencies, ", ")), nil
+		return no(reject, "it still waits on %s", strings.Join(a.PendingDependencies, ", "))
 	default:
 		c.Owner = ev.Owner
 	}
-	return c, applied, nil
+	return c, applied, apply, nil
+}
+
+// claim is what a RUNNING event records: the event's heartbeat settings,
+// else those the workflow's definition gives the activity. Heartbeats are
+// on when the event or the definition asks for them.
+func claim(ev *state.ActivityEvent, wf *state.WorkflowExec, a *state.ActivityExec, owner string) *state.Claim {
+	cl := &state.Claim{Owner: owner, Host: ev.Host, PID: ev.PID, HeartbeatEnabled: ev.HeartbeatEnabled,
+		HeartbeatInterval: ev.HeartbeatInterval, HeartbeatTimeout: ev.HeartbeatTimeout}
+	if def, err := workflow.ParseStored(wf.Definition); err == nil && def.Activities[a.ActivityName] != nil {
+		s := def.Effective(a.ActivityName)
+		if s.HeartbeatInterval > 0 || s.HeartbeatTimeout > 0 {
+			cl.HeartbeatEnabled = true
+		}
+		if cl.HeartbeatInterval == 0 {
+			cl.HeartbeatInterval = time.Duration(s.HeartbeatInterval)
+		}
+		if cl.HeartbeatTimeout == 0 {
+			cl.HeartbeatTimeout = time.Duration(s.HeartbeatTimeout)
+		}
+	}
+	if cl.HeartbeatEnabled {
+		if cl.HeartbeatInterval == 0 {
+			cl.HeartbeatInterval = heartbeat.DefaultInterval
+		}
+		if cl.HeartbeatTimeout == 0 {
+			cl.HeartbeatTimeout = heartbeat.DefaultTimeout
+		}
+	}
+	return cl
 }
 
 func ownerOrNone(o string) string {
@@ -525,6 +936,25 @@ func ownerOrNone(o string) string {
 	return o
 }
 
-// IsTooEarly reports whether err says an event should be retried because
-// an earlier event of its activity may still arrive.
+// recordAlone records an outcome on an event without touching its
+// activity.
+func (p *Processor) recordAlone(ctx context.Context, ev *state.ActivityEvent, o state.Outcome) error {
+	err := p.st.RecordEvent(ctx, ev.ActivityEventID, ev.ActivityExecID, o)
+	if err != nil && !errors.Is(err, state.ErrConflict) && !errors.Is(err, state.ErrNotFound) {
+		return fmt.Errorf("event %s: record its outcome: %w", ev.ActivityEventID, err)
+	}
+	p.forget(ev.ActivityEventID)
+	return nil
+}
+
+// rejectAlone records a rejection on an event whose activity is not
+// written.
+func (p *Processor) rejectAlone(ctx context.Context, ev *state.ActivityEvent, why string) error {
+	p.log.Warn("event rejected", "activity_event_id", ev.ActivityEventID, "transition", ev.Transition, "why", why)
+	return p.recordAlone(ctx, ev, state.Rejected("%s", why))
+}
+
+// IsTooEarly reports whether err says a record should be retried because
+// what it waits for (an earlier event of its activity, another processor's
+// start) may still come.
 func IsTooEarly(err error) bool { return errors.Is(err, errTooEarly) }

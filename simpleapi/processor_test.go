@@ -46,11 +46,30 @@ type env struct {
 	client  *awsdynamodb.Client
 	streams *dynamodbstreams.Client
 	def     *workflow.Definition
+	logs    *logBuffer // every processor's log lines
+}
+
+// logBuffer keeps log lines for a test to count.
+type logBuffer struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (b *logBuffer) count(substr string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, l := range b.lines {
+		if strings.Contains(l, substr) {
+			n++
+		}
+	}
+	return n
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{t: t, st: dynamotest.NewStore(t, dynamodb.Options{}), client: dynamotest.Client(t), streams: dynamotest.Streams(t)}
+	e := &env{t: t, st: dynamotest.NewStore(t, dynamodb.Options{}), client: dynamotest.Client(t), streams: dynamotest.Streams(t), logs: &logBuffer{}}
 	def, err := workflow.Parse("simple.yaml", []byte(definition))
 	if err != nil {
 		t.Fatal(err)
@@ -68,14 +87,30 @@ func ctx(t *testing.T) context.Context {
 	return c
 }
 
+// processor returns a processor that rejects at once what it cannot apply
+// yet: for tests that deliver records in a known order.
 func (e *env) processor(name string) *simpleapi.Processor {
-	return simpleapi.New(simpleapi.Config{Store: e.st, Name: name, Logger: hclog.New(&hclog.LoggerOptions{Name: name, Level: hclog.Info, Output: testWriter{e.t}})})
+	return e.processorWithWindow(name, 0)
 }
 
-type testWriter struct{ t *testing.T }
+func (e *env) processorWithWindow(name string, window time.Duration) *simpleapi.Processor {
+	return simpleapi.New(simpleapi.Config{Store: e.st, Name: name, OrderWindow: window,
+		Logger: hclog.New(&hclog.LoggerOptions{Name: name, Level: hclog.Info, Output: testWriter{e.t, e.logs}})})
+}
+
+type testWriter struct {
+	t    *testing.T
+	logs *logBuffer
+}
 
 func (w testWriter) Write(b []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(b)))
+	line := strings.TrimSpace(string(b))
+	w.t.Log(line)
+	if w.logs != nil {
+		w.logs.mu.Lock()
+		w.logs.lines = append(w.logs.lines, line)
+		w.logs.mu.Unlock()
+	}
 	return len(b), nil
 }
 
@@ -105,9 +140,7 @@ func (e *env) put(base string, item map[string]types.AttributeValue) {
 // request inserts a workflow_request and returns the execution it starts.
 func (e *env) request(id string) string {
 	e.t.Helper()
-	item := map[string]types.AttributeValue{"workflow_request_id": s(id), "workflow_name": s(e.def.Name), "source": s("aws-sdk test")}
-	when(item, time.Now())
-	e.put(dynamodb.TableWorkflowRequest, item)
+	e.put(dynamodb.TableWorkflowRequest, requestItem(id, e.def.Name))
 	return state.WorkflowExecIDForRequest(e.def.Name, id)
 }
 
@@ -160,11 +193,32 @@ func (e *env) records(base string) []streamtypes.Record {
 	return out
 }
 
+// process applies records in the order given, as a poller does: one that
+// waits for an earlier event is set aside and tried again after the rest,
+// until every record is done (bounded).
 func (e *env) process(p *simpleapi.Processor, recs []streamtypes.Record) {
 	e.t.Helper()
-	for _, r := range recs {
-		if err := p.Process(ctx(e.t), simpleapi.RecordFromStream(r)); err != nil {
-			e.t.Fatalf("process %s: %v", aws.ToString(r.EventID), err)
+	deadline := time.Now().Add(30 * time.Second)
+	for len(recs) > 0 {
+		var waiting []streamtypes.Record
+		for _, r := range recs {
+			err := p.Process(ctx(e.t), simpleapi.RecordFromStream(r))
+			var bad *simpleapi.MalformedError
+			switch {
+			case errors.As(err, &bad):
+				// reported and skipped, as a poller does
+			case simpleapi.IsTooEarly(err):
+				waiting = append(waiting, r)
+			case err != nil:
+				e.t.Fatalf("process %s: %v", aws.ToString(r.EventID), err)
+			}
+		}
+		recs = waiting
+		if len(recs) > 0 {
+			if time.Now().After(deadline) {
+				e.t.Fatalf("%d records still wait", len(recs))
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
 }
@@ -204,7 +258,15 @@ func TestRequestDeliveredTwiceStartsOneExecution(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 3 {
-				if err := p.Process(ctx(t), simpleapi.RecordFromStream(recs[0])); err != nil {
+				// The processor that lost the claim waits for the
+				// start to finish, as a poller or Lambda retries.
+				deadline := time.Now().Add(20 * time.Second)
+				err := p.Process(ctx(t), simpleapi.RecordFromStream(recs[0]))
+				for simpleapi.IsTooEarly(err) && time.Now().Before(deadline) {
+					time.Sleep(20 * time.Millisecond)
+					err = p.Process(ctx(t), simpleapi.RecordFromStream(recs[0]))
+				}
+				if err != nil {
 					t.Errorf("process: %v", err)
 				}
 			}
@@ -226,6 +288,37 @@ func TestRequestDeliveredTwiceStartsOneExecution(t *testing.T) {
 	if err != nil || req.Outcome.Result != state.OutcomeStarted || req.WorkflowExecID != execID {
 		t.Errorf("request %+v, %v: want its outcome recorded", req, err)
 	}
+	// One processor started it, once: one log line, one start time.
+	if got := e.logs.count("started: "); got != 1 {
+		t.Errorf("%d processors logged \"started\", want 1", got)
+	}
+	startTime := wf.StartTime
+
+	// A client writes the processed request again, wiping its outcome:
+	// the MODIFY record decides it again, to the same outcome, and
+	// nothing is started or rewritten.
+	e.put(dynamodb.TableWorkflowRequest, requestItem(wf.WorkflowRequestID, e.def.Name))
+	recs = e.records(dynamodb.TableWorkflowRequest)
+	if last := recs[len(recs)-1]; last.EventName != streamtypes.OperationTypeModify {
+		t.Fatalf("the re-put gave a %s record, want MODIFY", last.EventName)
+	}
+	e.process(e.processor("p3"), recs[len(recs)-1:])
+	req, err = e.st.GetRequest(ctx(t), wf.WorkflowRequestID, e.def.Name)
+	if err != nil || req.Outcome.Result != state.OutcomeStarted {
+		t.Errorf("re-put request %+v, %v: want its outcome (started) back", req, err)
+	}
+	if wf, _ := e.st.GetWorkflow(ctx(t), execID); !wf.StartTime.Equal(startTime) {
+		t.Errorf("start time %s rewritten, was %s", wf.StartTime, startTime)
+	}
+	if got := e.logs.count("started: "); got != 1 {
+		t.Errorf("%d \"started\" lines after the re-put, want 1", got)
+	}
+}
+
+func requestItem(id, name string) map[string]types.AttributeValue {
+	item := map[string]types.AttributeValue{"workflow_request_id": s(id), "workflow_name": s(name), "source": s("aws-sdk test")}
+	when(item, time.Now())
+	return item
 }
 
 func TestRequestsNotStarted(t *testing.T) {
@@ -245,8 +338,8 @@ func TestRequestsNotStarted(t *testing.T) {
 		t.Errorf("request of an unregistered workflow: %+v, %v; want it rejected, saying what to do", r, err)
 	}
 	r, err = e.st.GetRequest(ctx(t), manual["workflow_request_id"].(*types.AttributeValueMemberS).Value, "simple-wf")
-	if err != nil || r.Outcome.Processed() {
-		t.Errorf("manual request: %+v, %v; want it left alone", r, err)
+	if err != nil || r.Outcome.Result != state.OutcomeIgnored {
+		t.Errorf("manual request: %+v, %v; want it ignored", r, err)
 	}
 	if wfs, _ := e.st.Workflows(ctx(t), state.WorkflowQuery{}); len(wfs) != 0 {
 		t.Errorf("%d executions started, want none", len(wfs))
@@ -289,9 +382,10 @@ func TestIllegalTransitionIsRejectedAndChangesNothing(t *testing.T) {
 	}
 }
 
-// TestEventsTakeEffectInWhenOrder delivers an activity's events newest
-// first: they still take effect in the order of their when.
-func TestEventsTakeEffectInWhenOrder(t *testing.T) {
+// TestEventsTakeEffectInStateMachineOrder delivers an activity's events
+// newest first: they still take effect RUNNING, HEARTBEAT, COMPLETED, and
+// each gets its outcome, the heartbeat too.
+func TestEventsTakeEffectInStateMachineOrder(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	execID, _, err := workflow.Start(ctx(t), e.st, e.def, workflow.StartOptions{})
@@ -301,11 +395,11 @@ func TestEventsTakeEffectInWhenOrder(t *testing.T) {
 	t0 := time.Now().Add(-time.Minute).Truncate(time.Millisecond)
 	owner := map[string]types.AttributeValue{"owner": s("wrapper-1")}
 	running := e.event(execID, "a", "RUNNING", t0, map[string]types.AttributeValue{"owner": s("wrapper-1"), "host": s("h1"), "heartbeat_enabled": &types.AttributeValueMemberBOOL{Value: true}})
-	e.event(execID, "a", "HEARTBEAT", t0.Add(time.Second), owner)
+	beat := e.event(execID, "a", "HEARTBEAT", t0.Add(time.Second), owner)
 	completed := e.event(execID, "a", "COMPLETED", t0.Add(2*time.Second), map[string]types.AttributeValue{"owner": s("wrapper-1"), "exit_code": n("0")})
 	recs := e.records(dynamodb.TableActivityEvent)
 	slices.Reverse(recs)
-	p := e.processor("p")
+	p := e.processorWithWindow("p", simpleapi.DefaultOrderWindow)
 	e.process(p, recs)
 
 	a := e.activity(execID, "a")
@@ -313,7 +407,7 @@ func TestEventsTakeEffectInWhenOrder(t *testing.T) {
 		!a.HeartbeatTime.Equal(t0.Add(time.Second)) {
 		t.Errorf("a: %+v, want COMPLETED by wrapper-1 after its heartbeat", a)
 	}
-	for _, id := range []string{running, completed} {
+	for _, id := range []string{running, beat, completed} {
 		if o := e.outcome(id); o.Result != state.OutcomeApplied {
 			t.Errorf("event %s: outcome %+v, want applied", id, o)
 		}
@@ -366,6 +460,13 @@ func TestPollerSkipsMalformedAndResumes(t *testing.T) {
 
 func (e *env) poll(name string) (stop func()) {
 	e.t.Helper()
+	return e.pollAs("poller", name)
+}
+
+// pollAs runs a poller whose positions are kept under positions, with a
+// processor of the given name.
+func (e *env) pollAs(positions, name string) (stop func()) {
+	e.t.Helper()
 	var arns []string
 	for _, base := range []string{dynamodb.TableWorkflowRequest, dynamodb.TableActivityEvent} {
 		arn, err := e.st.StreamARN(ctx(e.t), base)
@@ -374,8 +475,9 @@ func (e *env) poll(name string) (stop func()) {
 		}
 		arns = append(arns, arn)
 	}
-	p, err := simpleapi.NewPoller(simpleapi.PollerConfig{Name: "poller", Processor: e.processor(name), Streams: e.streams, Positions: e.st,
-		StreamARNs: arns, PollInterval: 50 * time.Millisecond, Discovery: time.Second, Logger: hclog.New(&hclog.LoggerOptions{Name: "poll", Level: hclog.Debug, Output: testWriter{e.t}})})
+	p, err := simpleapi.NewPoller(simpleapi.PollerConfig{Name: positions, Processor: e.processorWithWindow(name, simpleapi.DefaultOrderWindow),
+		Streams: e.streams, Positions: e.st, StreamARNs: arns, PollInterval: 50 * time.Millisecond, Discovery: time.Second,
+		Logger: hclog.New(&hclog.LoggerOptions{Name: "poll", Level: hclog.Debug, Output: testWriter{e.t, nil}})})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -419,8 +521,8 @@ func TestLambdaHandlerDoesWhatThePollerDoes(t *testing.T) {
 		e.waitState(execID, state.WorkflowRunning)
 		var ids []string
 		for i, ev := range []struct{ act, transition, exit string }{
-			{"a", "RUNNING", ""}, {"a", "COMPLETED", "0"}, {"b", "COMPLETED", "0"}, // b is not running: rejected
-			{"b", "RUNNING", ""}, {"b", "FAILED", "3"}, {"b", "TIMED_OUT", ""}, // FAILED is final
+			{"a", "RUNNING", ""}, {"a", "COMPLETED", "0"}, {"b", "RUNNING", ""}, {"b", "FAILED", "3"},
+			{"b", "COMPLETED", "0"}, {"b", "TIMED_OUT", ""}, // FAILED is final: rejected
 		} {
 			extra := map[string]types.AttributeValue{"owner": s("w-" + ev.act)}
 			if ev.exit != "" {
@@ -450,7 +552,7 @@ func TestLambdaHandlerDoesWhatThePollerDoes(t *testing.T) {
 	stop()
 
 	viaLambda := newEnv(t)
-	p := viaLambda.processor("fn")
+	p := viaLambda.processorWithWindow("fn", simpleapi.DefaultOrderWindow)
 	handler := lambda.NewHandler(p.HandleLambda)
 	delivered := map[string]int{}
 	story(viaLambda, func(base string) {
@@ -490,8 +592,12 @@ func (e *env) snapshot(execID string) string {
 		e.t.Fatal(err)
 	}
 	lines = append(lines, "workflow "+string(wf.State))
-	for _, name := range []string{"a", "b"} {
-		a := e.activity(execID, name)
+	acts, err := e.st.Activities(ctx(e.t), execID)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, a := range acts {
+		name := a.ActivityName
 		exit := "-"
 		if a.ExitCode != nil {
 			exit = strconv.Itoa(*a.ExitCode)
@@ -509,7 +615,11 @@ func (e *env) snapshot(execID string) string {
 			tr, _ := it["transition"].(*types.AttributeValueMemberS)
 			o, _ := it["outcome"].(*types.AttributeValueMemberS)
 			ep, _ := it["when_epoch"].(*types.AttributeValueMemberN)
-			line := ep.Value + " " + name + " "
+			epoch := "-" // a seed client's event, not decided yet
+			if ep != nil {
+				epoch = ep.Value
+			}
+			line := epoch + " " + name + " "
 			if tr != nil {
 				line += tr.Value
 			}

@@ -36,10 +36,10 @@ type WorkflowRequest struct {
 type ActivityEvent struct {
 	ActivityEventID string    // activity_event_id, `(activity_exec_id)::(uuid)`
 	ActivityExecID  string    // activity_exec_id
-	WorkflowExecID  string    // workflow_exec_id: with activity_exec_id, the activity's key
+	WorkflowExecID  string    // workflow_exec_id: with activity_exec_id, the activity's key (optional)
 	WorkflowName    string    // workflow_name (optional: it is in workflow_exec_id)
 	ActivityName    string    // activity_name (optional)
-	When            time.Time // when, when_epoch: events of one activity take effect in this order
+	When            time.Time // when, when_epoch: orders events the state machine does not
 	Source          string    // source
 	Manual          bool      // manual
 	// Transition is the state asked for, e.g. "COMPLETED", or
@@ -139,8 +139,8 @@ type ActivityExec struct {
 	Reason string // reason
 	// Expires is when the item is deleted (zero: never).
 	Expires time.Time // expires_at (epoch seconds)
-	// EventCursor orders the Simple Lambda API's events: the EventCursor of
-	// the last event decided for this activity (see EventStep).
+	// EventCursor is the Simple Lambda API processor's count of the
+	// events decided for this activity, and the last one (see EventStep).
 	EventCursor string // event_cursor
 }
 

@@ -31,8 +31,9 @@ type Inbox interface {
 	// GetEvent reads an event (strongly consistent).
 	GetEvent(ctx context.Context, id, activityExecID string) (*ActivityEvent, error)
 	// Events lists an activity's events written at or after from (the
-	// zero time: all) in the order they take effect (see EventCursor),
-	// through an index: eventually consistent.
+	// zero time: all), by EventCursor, through an index: eventually
+	// consistent. An event that cannot be decoded is listed, as far as
+	// it was read, only once a processor recorded an outcome on it.
 	Events(ctx context.Context, activityExecID string, from time.Time) ([]*ActivityEvent, error)
 	// RecordEvent records an outcome on an event without touching its
 	// activity: for events with no activity to decide on. Only the first
@@ -52,28 +53,34 @@ type Inbox interface {
 // event's when.
 const TransitionHeartbeat = "HEARTBEAT"
 
+// TransitionCancel is seed 001's word for cancelling an activity: it
+// becomes CANCELLED, or CANCELLED_RUNNING when it was RUNNING.
+const TransitionCancel = "CANCEL"
+
 // The results an Outcome records.
 const (
 	OutcomeStarted  = "started"  // a request started its execution
 	OutcomeApplied  = "applied"  // an event's transition took effect
 	OutcomeRejected = "rejected" // nothing was changed; the reason says why
+	OutcomeIgnored  = "ignored"  // a manual item: the Full Logic API made its change
 )
 
 // EventStep makes an activity write the decision on one event. The write
 // moves the activity's event cursor from Prev to Next and fails (a
-// *ConflictError) unless the cursor is Prev, so each event is decided
-// once and in order. When Outcome is set, it is recorded on the event in
-// the same atomic write, which fails unless the event has no outcome yet.
+// *ConflictError) unless the cursor is Prev, so that each decision is
+// made on the activity as the decider read it. When Outcome is set, it is
+// recorded on the event in the same atomic write, which fails unless the
+// event has no outcome yet, so each event is decided once.
 type EventStep struct {
 	Prev    string // the cursor the activity must hold ("" : none yet)
-	Next    string // EventCursor of the event decided
+	Next    string // the cursor after the decision; it sorts after Prev
 	EventID string // the event the outcome is recorded on
 	Outcome *Outcome
 }
 
-// EventCursor is the position of an event among its activity's: events
-// take effect in the order of their when, then of their IDs. Cursors
-// compare as strings.
+// EventCursor orders an activity's events by their when, then their IDs,
+// as strings: the order Events lists them in. (Which order they take
+// effect in is the processor's to decide.)
 func EventCursor(e *ActivityEvent) string {
 	return fmt.Sprintf("%015d/%s", max(e.When.UnixMilli(), 0), e.ActivityEventID)
 }

@@ -85,6 +85,12 @@ type Launch struct {
 	SecurityGroups   []string `yaml:"security_groups,omitempty" json:"security_groups,omitempty"`
 	AssignPublicIP   bool     `yaml:"assign_public_ip,omitempty" json:"assign_public_ip,omitempty"`
 	CapacityProvider string   `yaml:"capacity_provider,omitempty" json:"capacity_provider,omitempty"`
+
+	// RetryFor is how long the launcher keeps trying a launch that fails
+	// for a reason that may pass (throttling, an unreachable endpoint, ECS
+	// short of capacity) before it fails the activity; zero: the
+	// launcher's default.
+	RetryFor Duration `yaml:"retry_for,omitempty" json:"retry_for,omitempty"`
 }
 
 // The launch types.
@@ -295,7 +301,7 @@ var (
 	settingKeys  = []string{"env", "heartbeat_interval", "heartbeat_timeout", "timeout", "queued_timeout", "kill_grace", "launch"}
 	activityKeys = append([]string{"description", "command", "depends_on"}, settingKeys...)
 	launchKeys   = []string{"type", "image", "docker_args", "cluster", "task_definition", "container", "launch_type",
-		"platform_version", "subnets", "security_groups", "assign_public_ip", "capacity_provider"}
+		"platform_version", "subnets", "security_groups", "assign_public_ip", "capacity_provider", "retry_for"}
 )
 
 // maxDefinition bounds a definition's size: it is stored with every
@@ -348,7 +354,7 @@ func resolve(n *yaml.Node) *yaml.Node {
 
 // The kinds of the fields' values.
 var (
-	durationKeys = []string{"heartbeat_interval", "heartbeat_timeout", "timeout", "queued_timeout", "kill_grace", "retention"}
+	durationKeys = []string{"heartbeat_interval", "heartbeat_timeout", "timeout", "queued_timeout", "kill_grace", "retention", "retry_for"}
 	listKeys     = []string{"command", "depends_on", "docker_args", "subnets", "security_groups"}
 	textKeys     = []string{"name", "description", "type", "image", "cluster", "task_definition", "container",
 		"launch_type", "platform_version", "capacity_provider"}
@@ -559,6 +565,13 @@ func (d *Definition) validate(file string, lines map[string]int) error {
 		eff := d.Effective(n)
 		if err := eff.check(); err != nil {
 			p.add(line, "activity %q: %v", n, err)
+		}
+		qt := time.Duration(eff.QueuedTimeout)
+		if qt == 0 {
+			qt = DefaultQueuedTimeout
+		}
+		if rf := time.Duration(eff.Launch.RetryFor); rf >= qt {
+			p.add(line, "activity %q: launch.retry_for %s is not shorter than its queued_timeout %s: the monitor would fail the launch while the launcher still retries it", n, rf, qt)
 		}
 		if len(a.Command) == 0 && eff.Launch.Type == LaunchLocal {
 			p.add(line, "activity %q has no command: give one as a list, such as [\"sh\", \"-c\", \"echo hello\"]", n)

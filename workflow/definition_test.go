@@ -67,6 +67,7 @@ activities:
       container: main
       subnets: [subnet-1]
       assign_public_ip: true
+      retry_for: 3m
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +77,8 @@ activities:
 		time.Duration(a.HeartbeatInterval) != 5*time.Second || a.Launch.Image != "etl:1" || time.Duration(a.QueuedTimeout) != 2*time.Minute {
 		t.Errorf("a: %+v launch %+v", a, a.Launch)
 	}
-	if b := d.Effective("b"); b.Launch.Type != workflow.LaunchECS || b.Launch.Cluster != "batch" || !b.Launch.AssignPublicIP {
+	if b := d.Effective("b"); b.Launch.Type != workflow.LaunchECS || b.Launch.Cluster != "batch" || !b.Launch.AssignPublicIP ||
+		time.Duration(b.Launch.RetryFor) != 3*time.Minute {
 		t.Errorf("b launch: %+v", b.Launch)
 	}
 }
@@ -125,6 +127,9 @@ func TestParseErrors(t *testing.T) {
 		{"lowercase launch type", "name: w\nactivities:\n  a: {launch: {type: ecs, task_definition: t, container: c, launch_type: fargate}}\n", []string{`launch_type "fargate" is not EC2, FARGATE or EXTERNAL`}},
 		{"security groups without subnets", "name: w\nactivities:\n  a: {launch: {type: ecs, task_definition: t, container: c, security_groups: [sg-1]}}\n", []string{"security_groups need subnets"}},
 		{"launch type and capacity provider", "name: w\nactivities:\n  a: {launch: {type: ecs, task_definition: t, container: c, launch_type: FARGATE, capacity_provider: FARGATE_SPOT}}\n", []string{"exclude each other"}},
+		{"bad retry_for", "name: w\nactivities:\n  a: {command: [true], launch: {retry_for: a while}}\n", []string{`launch: retry_for "a while" is not a duration`}},
+		{"retry_for beyond the queued timeout", "name: w\nactivities:\n  a: {command: [true], queued_timeout: 2m, launch: {retry_for: 5m}}\n",
+			[]string{`activity "a": launch.retry_for 5m0s is not shorter than its queued_timeout 2m0s`}},
 		{"bad retention", "name: w\nretention: forever\nactivities:\n  a: {command: [true]}\n", []string{`w.yaml:2: the workflow: retention "forever" is not a duration`}},
 		{"several problems at once", "name: w\nactivities:\n  a: {command: [true], depends_on: [x]}\n  b: {command: [true], depends_on: [y]}\n",
 			[]string{`"a" depends on "x"`, `"b" depends on "y"`}},

@@ -21,7 +21,7 @@ streams of the workflow_request and activity_event tables with an event
 source mapping whose FunctionResponseTypes include ReportBatchItemFailures.
 For each inserted item it does what whimbrel-poller does: start the
 registered workflow a request names (once), apply an event's transition
-after the activity's earlier events, record the outcome on the item, and
+in the state machine's order, record the outcome on the item, and
 advance the workflow. A malformed record is logged and skipped; a record
 that fails for a passing reason is reported as the batch item failure, so
 Lambda retries from it.
@@ -29,7 +29,9 @@ Lambda retries from it.
 Its name (AWS_LAMBDA_FUNCTION_NAME) is what whimbrel register --lambda
 routes by. The store is WHIMBREL_STORE (dynamodb) with WHIMBREL_TABLE_PREFIX;
 WHIMBREL_ORDER_WINDOW (default 5s) is how long an event that its activity's
-state does not allow yet is retried before it is rejected.
+state does not allow yet is retried before it is rejected (within the
+invocation first, the records behind it going on); WHIMBREL_MAX_SKEW
+(default 1m) how far ahead of the function's clock an event's when may be.
 
 Outside Lambda it only answers --help and --version: run whimbrel-poller
 there.`
@@ -42,6 +44,7 @@ type CLI struct {
 	Version kong.VersionFlag `name:"version" help:"Print the version and exit."`
 
 	OrderWindow time.Duration `name:"order-window" env:"WHIMBREL_ORDER_WINDOW" default:"5s" help:"See above."`
+	MaxSkew     time.Duration `name:"max-skew" env:"WHIMBREL_MAX_SKEW" default:"1m" help:"See above."`
 }
 
 func main() {
@@ -51,8 +54,8 @@ func main() {
 
 // Run serves Lambda invocations.
 func (c *CLI) Run(k *kong.Context) error {
-	if c.OrderWindow < 0 {
-		return &cli.UsageError{Msg: "WHIMBREL_ORDER_WINDOW must not be negative"}
+	if c.OrderWindow < 0 || c.MaxSkew <= 0 {
+		return &cli.UsageError{Msg: "WHIMBREL_ORDER_WINDOW must not be negative, WHIMBREL_MAX_SKEW must be positive"}
 	}
 	if os.Getenv("AWS_LAMBDA_RUNTIME_API") == "" {
 		return &cli.UsageError{Msg: "whimbrel-lambda runs inside AWS Lambda (AWS_LAMBDA_RUNTIME_API is not set); to process the streams elsewhere, run whimbrel-poller"}
@@ -64,7 +67,7 @@ func (c *CLI) Run(k *kong.Context) error {
 		return err
 	}
 	defer st.Close()
-	p := simpleapi.New(simpleapi.Config{Store: st, Name: os.Getenv("AWS_LAMBDA_FUNCTION_NAME"), OrderWindow: c.OrderWindow, Logger: log})
+	p := simpleapi.New(simpleapi.Config{Store: st, Name: os.Getenv("AWS_LAMBDA_FUNCTION_NAME"), OrderWindow: c.OrderWindow, MaxSkew: c.MaxSkew, Logger: log})
 	lambda.StartWithOptions(p.HandleLambda, lambda.WithContext(ctx))
 	return nil
 }

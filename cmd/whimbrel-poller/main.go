@@ -20,8 +20,9 @@ const description = `Process the Simple Lambda API's items without Lambda: read 
 streams of workflow_request and activity_event, and for each inserted item
   a workflow_request (not manual)  → start the registered workflow it names, once
   an activity_event                → apply its transition if the contract allows it,
-                                     after the activity's earlier events; record why not
-                                     otherwise; advance the workflow
+                                     in the state machine's order (RUNNING before
+                                     COMPLETED, whatever their ids or when); record why
+                                     not otherwise; advance the workflow
 The outcome is recorded on the item (outcome, outcome_reason). Where it is in
 each shard is kept in the stream_position table, so a restart resumes there;
 the first start reads everything the streams still hold (24 hours). A
@@ -43,7 +44,8 @@ type CLI struct {
 	Version kong.VersionFlag `name:"version" help:"Print the version and exit."`
 
 	Name         string        `name:"name" env:"WHIMBREL_PROCESSOR_NAME" default:"whimbrel-poller" help:"This processor's name: workflows registered with --lambda NAME are handled only by it; those registered without, by any processor."`
-	OrderWindow  time.Duration `name:"order-window" env:"WHIMBREL_ORDER_WINDOW" default:"5s" help:"An event younger than this that its activity's state does not allow yet is retried, not rejected: an earlier event may still be on its way. 0: reject at once."`
+	OrderWindow  time.Duration `name:"order-window" env:"WHIMBREL_ORDER_WINDOW" default:"5s" help:"An event that its activity's state does not allow yet, but an event before it in the state machine's order would, is retried for this long (from when the processor first sees it) before it is rejected, without holding up other records. 0: reject at once."`
+	MaxSkew      time.Duration `name:"max-skew" env:"WHIMBREL_MAX_SKEW" default:"1m" help:"An event whose when is further ahead of this processor's clock is rejected."`
 	PollInterval time.Duration `name:"poll-interval" default:"250ms" help:"Pause after a read of a shard that found nothing."`
 	Discovery    time.Duration `name:"discovery" default:"10s" help:"How often the streams' shards are listed again."`
 }
@@ -55,8 +57,8 @@ func main() {
 
 // Run polls until stopped.
 func (c *CLI) Run(k *kong.Context) error {
-	if c.OrderWindow < 0 || c.PollInterval <= 0 || c.Discovery <= 0 {
-		return &cli.UsageError{Msg: "--poll-interval and --discovery must be positive, --order-window not negative"}
+	if c.OrderWindow < 0 || c.PollInterval <= 0 || c.Discovery <= 0 || c.MaxSkew <= 0 {
+		return &cli.UsageError{Msg: "--poll-interval, --discovery and --max-skew must be positive, --order-window not negative"}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -84,7 +86,7 @@ func (c *CLI) Run(k *kong.Context) error {
 	}
 	p, err := simpleapi.NewPoller(simpleapi.PollerConfig{
 		Name:         c.Name,
-		Processor:    simpleapi.New(simpleapi.Config{Store: st, Name: c.Name, OrderWindow: c.OrderWindow, Logger: log}),
+		Processor:    simpleapi.New(simpleapi.Config{Store: st, Name: c.Name, OrderWindow: c.OrderWindow, MaxSkew: c.MaxSkew, Logger: log}),
 		Streams:      streams,
 		Positions:    st,
 		StreamARNs:   arns,

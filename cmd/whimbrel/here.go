@@ -31,6 +31,8 @@ type here struct {
 	choice cli.Choice
 	prefix string
 	log    hclog.Logger
+	// started, if set, is told the execution's ID once it has started.
+	started func(workflowExecID string)
 }
 
 // logDir is where the activities' output goes: beside the embedded store

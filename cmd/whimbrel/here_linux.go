@@ -51,6 +51,7 @@ func runHere(ctx context.Context, k *kong.Context, h here, st state.Store, d *wo
 		Interrupt: interrupt,
 		Logger:    h.log,
 		Start:     start,
+		Started:   h.started,
 	})
 	if err != nil {
 		return err

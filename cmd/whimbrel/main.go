@@ -50,6 +50,7 @@ type CLI struct {
 	Cancel  CancelCmd  `cmd:"" help:"Cancel an execution: pending activities CANCELLED, running ones stopped."`
 	Rerun   RerunCmd   `cmd:"" help:"Start the execution's definition again; --from-failure runs only what had not completed."`
 	Stats   StatsCmd   `cmd:"" help:"Count executions by state per workflow, with success rate and duration percentiles."`
+	Web     WebCmd     `cmd:"" help:"Serve a live web view of the executions (DAG, states, attempts, stderr) and a JSON API; token required, read-only unless --allow-actions."`
 
 	Register   RegisterCmd   `cmd:"" group:"Simple Lambda API" help:"Register a workflow definition by name, so that a workflow_request can start it."`
 	Request    RequestCmd    `cmd:"" group:"Simple Lambda API" help:"Insert a workflow_request for a registered workflow; a processor (whimbrel-lambda, whimbrel-poller) starts it. Print its workflow_exec_id."`

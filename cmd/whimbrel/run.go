@@ -7,6 +7,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/whimbrel/whimbrel/internal/cli"
+	"github.com/whimbrel/whimbrel/web"
 	"github.com/whimbrel/whimbrel/workflow"
 )
 
@@ -21,6 +22,8 @@ type RunCmd struct {
 	HereFlags
 	File      string `arg:"" name:"file" help:"The workflow definition (YAML or JSON)."`
 	Retention string `name:"retention" help:"Keep the execution's items this long after it settles (30d, 72h). Overrides the definition's retention."`
+	Web       bool   `name:"web" help:"Serve a read-only web view of the run on loopback (--web-addr) and print its address."`
+	WebAddr   string `name:"web-addr" default:"127.0.0.1:0" help:"Where --web listens (port 0: any free port)."`
 }
 
 // Run runs the workflow to its end on this machine.
@@ -47,5 +50,17 @@ func (c *RunCmd) Run(g *Globals, k *kong.Context) error {
 		return fmt.Errorf("install the store: %w", err)
 	}
 	h := here{HereFlags: c.HereFlags, choice: choice, prefix: c.Prefix, log: log}
+	if c.Web {
+		view, err := web.StartBackground(st, c.WebAddr, log)
+		if err != nil {
+			return &cli.UsageError{Msg: "--web: " + err.Error()}
+		}
+		defer view.Stop(2 * web.PollInterval) // open pages fetch the end
+		out := k.Stdout
+		if c.JSON {
+			out = k.Stderr // stdout is one JSON object per line
+		}
+		h.started = view.Announce(out)
+	}
 	return h.run(ctx, k, st, def, nil)
 }

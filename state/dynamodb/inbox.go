@@ -104,7 +104,10 @@ func (st *Store) RecordEvent(ctx context.Context, id, activityExecID string, o s
 }
 
 // outcomeUpdate is the update that records an outcome on an existing item
-// that has none yet.
+// that has none yet. An event written without when_epoch (seed 000's shape
+// has only the when list) gets the processing time there, so that the
+// activity index, and whimbrel status through it, finds every decided
+// event.
 func outcomeUpdate(base *string, hashKey string, key item, set attr.Item) *types.Update {
 	names := map[string]string{"#k": hashKey, "#o": "outcome"}
 	values := map[string]types.AttributeValue{}
@@ -118,6 +121,10 @@ func outcomeUpdate(base *string, hashKey string, key item, set attr.Item) *types
 		names[n], values[val] = k, toAV(v)
 		expr += n + " = " + val
 		i++
+	}
+	if pt, ok := set["processed_time_epoch"]; ok && hashKey == "activity_event_id" {
+		names["#we"], values[":we"] = "when_epoch", toAV(pt)
+		expr += ", #we = if_not_exists(#we, :we)"
 	}
 	return &types.Update{
 		TableName:                           base,
@@ -176,8 +183,10 @@ func (st *Store) GetEvent(ctx context.Context, id, activityExecID string) (*stat
 }
 
 // Events implements state.Inbox, through the activity index. An event that
-// cannot be decoded is left out: the processor judges it from its own
-// record.
+// cannot be decoded is left out — the processor judges it from its own
+// record — unless a processor recorded an outcome on it (its rejection):
+// it is then listed as far as it could be read, so that whimbrel status
+// shows it.
 func (st *Store) Events(ctx context.Context, activityExecID string, from time.Time) ([]*state.ActivityEvent, error) {
 	var out []*state.ActivityEvent
 	in := &dynamodb.QueryInput{
@@ -193,6 +202,10 @@ func (st *Store) Events(ctx context.Context, activityExecID string, from time.Ti
 	}
 	err := st.query(ctx, "Events", in, 0, func(m item) error {
 		e, err := attr.DecodeEvent(st.prefix+TableActivityEvent, fromAVItem(m))
+		if err != nil && e != nil && e.Outcome.Processed() {
+			out = append(out, e)
+			return nil
+		}
 		if err != nil {
 			st.log.Debug("an event of the activity is malformed; leaving it out", "error", err)
 			return nil

@@ -120,7 +120,7 @@ func (st *Store) GetEvent(ctx context.Context, id, activityExecID string) (*stat
 }
 
 // Events implements state.Inbox. An event that cannot be decoded is left
-// out, as the DynamoDB store's index leaves it out.
+// out, as the DynamoDB store's leaves it out, unless it has an outcome.
 func (st *Store) Events(ctx context.Context, activityExecID string, from time.Time) ([]*state.ActivityEvent, error) {
 	its, err := st.items(ctx, "activity_event", fmt.Sprintf(`SELECT item FROM %s WHERE activity_exec_id = ?`, st.name("activity_event")), activityExecID)
 	if err != nil {
@@ -129,6 +129,10 @@ func (st *Store) Events(ctx context.Context, activityExecID string, from time.Ti
 	var out []*state.ActivityEvent
 	for _, it := range its {
 		e, err := attr.DecodeEvent(st.prefix+"activity_event", it)
+		if err != nil && e != nil && e.Outcome.Processed() {
+			out = append(out, e) // a rejected malformed event, for whimbrel status
+			continue
+		}
 		if err != nil || e.When.Before(from) {
 			continue
 		}

@@ -372,14 +372,17 @@ func EncodeEvent(e *state.ActivityEvent) Item {
 	return m
 }
 
-// DecodeEvent reads an event. The workflow_exec_id, when and transition a
-// processor needs are required; so is a known transition.
+// DecodeEvent reads an event. Its keys and a known transition (an
+// activity state, CANCEL or HEARTBEAT) are required.
 func DecodeEvent(table string, m Item) (*state.ActivityEvent, error) {
 	d := newDecoder(table, m, "activity_event_id")
+	// Seed 000's event names its activity by activity_exec_id alone and
+	// has no when_epoch; workflow_exec_id is Whimbrel's addition. With no
+	// when at all, the processor takes the time the item was written.
 	e := &state.ActivityEvent{
 		ActivityEventID:   d.str("activity_event_id", true),
 		ActivityExecID:    d.str("activity_exec_id", true),
-		WorkflowExecID:    d.str("workflow_exec_id", true),
+		WorkflowExecID:    d.str("workflow_exec_id", false),
 		WorkflowName:      d.str("workflow_name", false),
 		ActivityName:      d.str("activity_name", false),
 		When:              d.time("when"),
@@ -400,13 +403,10 @@ func DecodeEvent(table string, m Item) (*state.ActivityEvent, error) {
 	if code, ok := d.integer("exit_code"); ok {
 		e.ExitCode = &code
 	}
-	if d.err == nil && e.When.IsZero() {
-		d.fail("when", "missing (want when_epoch, a Number, or when, a List [year, month, day, hour, minute, second]): events take effect in its order")
+	if d.err == nil && e.Transition != state.TransitionHeartbeat && e.Transition != state.TransitionCancel && !state.ActivityState(e.Transition).Valid() {
+		d.fail("transition", "%q is neither an activity state, %s nor %s", e.Transition, state.TransitionCancel, state.TransitionHeartbeat)
 	}
-	if d.err == nil && e.Transition != state.TransitionHeartbeat && !state.ActivityState(e.Transition).Valid() {
-		d.fail("transition", "%q is neither an activity state nor %s", e.Transition, state.TransitionHeartbeat)
-	}
-	if d.err == nil && e.WorkflowName == "" {
+	if d.err == nil && e.WorkflowName == "" && e.WorkflowExecID != "" {
 		e.WorkflowName, _, _ = state.SplitID(e.WorkflowExecID)
 	}
 	return e, d.err

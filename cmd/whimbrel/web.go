@@ -1,0 +1,61 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/whimbrel/whimbrel/internal/cli"
+	"github.com/whimbrel/whimbrel/web"
+)
+
+// WebCmd is `whimbrel web`.
+type WebCmd struct {
+	cli.StoreFlags
+	Addr         string `name:"addr" default:"127.0.0.1:8080" help:"Address to listen on. Loopback by default; any other address needs a token given explicitly."`
+	TokenFile    string `name:"token-file" type:"path" help:"File whose first line is the token every request must present (else WHIMBREL_WEB_TOKEN, else a random one, printed in the address to open)."`
+	AllowActions bool   `name:"allow-actions" help:"Allow cancelling and rerunning executions from the pages and the API (read-only without it)."`
+}
+
+// Run serves the web view until SIGINT or SIGTERM.
+func (c *WebCmd) Run(g *Globals, k *kong.Context) error {
+	token, given, err := web.Token(c.TokenFile, os.Getenv("WHIMBREL_WEB_TOKEN"))
+	if err != nil {
+		return err
+	}
+	if err := web.CheckAddr(c.Addr, given); err != nil {
+		return &cli.UsageError{Msg: err.Error()}
+	}
+	a := reads
+	if c.AllowActions {
+		a = writes
+	}
+	se, err := open(g, k, c.StoreFlags, a)
+	if err != nil {
+		return err
+	}
+	defer se.close()
+	ctx := se.ctx
+	srv, err := web.New(web.Options{Store: se.st, Token: token, AllowActions: c.AllowActions, Logger: g.Logger("whimbrel", k.Stderr)})
+	if err != nil {
+		return &cli.UsageError{Msg: err.Error()}
+	}
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		srv.Close()
+		return fmt.Errorf("listen on %s: %w", c.Addr, err)
+	}
+	mode := "read-only"
+	if c.AllowActions {
+		mode = "actions allowed"
+	}
+	if given {
+		// A chosen token is not printed: it may be shared, and logs are not.
+		fmt.Fprintf(k.Stdout, "whimbrel web (%s): open http://%s/?token=YOUR_TOKEN\n", mode, ln.Addr())
+	} else {
+		fmt.Fprintf(k.Stdout, "whimbrel web (%s): open %s\n", mode, web.URL(ln.Addr(), "/", token))
+	}
+	return srv.Serve(ctx, ln)
+}

@@ -1,0 +1,72 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/whimbrel/whimbrel/state"
+)
+
+// Background is a read-only web view served beside another command's work
+// (whimbrel run --web), on loopback, with a fresh token.
+type Background struct {
+	addr   net.Addr
+	token  string
+	cancel context.CancelFunc
+	done   chan error
+	shown  atomic.Bool // an address was announced: pages may be open
+}
+
+// StartBackground serves a read-only view of st on addr, which must be a
+// loopback address (port 0: any free port), until Stop.
+func StartBackground(st state.Store, addr string, log hclog.Logger) (*Background, error) {
+	if err := CheckAddr(addr, false); err != nil {
+		return nil, err
+	}
+	token, err := NewToken()
+	if err != nil {
+		return nil, err
+	}
+	srv, err := New(Options{Store: st, Token: token, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		srv.Close()
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &Background{addr: ln.Addr(), token: token, cancel: cancel, done: make(chan error, 1)}
+	go func() { b.done <- srv.Serve(ctx, ln) }()
+	return b, nil
+}
+
+// URL is the address to open for path, with the token.
+func (b *Background) URL(path string) string { return URL(b.addr, path, b.token) }
+
+// Stop serves on for linger if an address was announced, so that open
+// pages fetch what changed last, then shuts the view down and waits for it.
+func (b *Background) Stop(linger time.Duration) error {
+	if b.shown.Load() {
+		time.Sleep(linger)
+	}
+	b.cancel()
+	return <-b.done
+}
+
+// Announce returns what prints the address of an execution's page on w,
+// once the execution has started.
+func (b *Background) Announce(w io.Writer) func(workflowExecID string) {
+	return func(id string) {
+		b.shown.Store(true)
+		fmt.Fprintf(w, "web view: %s\n", b.URL("/workflows/"+url.PathEscape(id)))
+	}
+}

@@ -1,0 +1,156 @@
+// Package web is Whimbrel's web view (whimbrel web): server-rendered pages
+// of the workflow executions in a store — a listing, and each execution's
+// DAG drawn as a graph with a table of its activities — that update
+// themselves while they are open, and a JSON API with the same data as
+// whimbrel status --json and whimbrel list --json.
+//
+// It is a wing: it reads through inspect and acts through workflow, as the
+// CLI does, and adds nothing to the core. Every request needs the token
+// (a bearer header, or the cookie a ?token= link sets); actions (cancel,
+// rerun) are refused unless the server allows them, and need a CSRF token.
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/whimbrel/whimbrel/state"
+)
+
+// Defaults of Options.
+const (
+	// DefaultAddr is where whimbrel web listens: loopback only.
+	DefaultAddr = "127.0.0.1:8080"
+	// DefaultStoreTimeout bounds each read of the store made for a request;
+	// past it the page says the store is slow instead of hanging.
+	DefaultStoreTimeout = 5 * time.Second
+	// DefaultRefresh is how long a read is shared by every open page (and
+	// every API client) asking for the same thing: many viewers cost the
+	// store no more than one.
+	DefaultRefresh = time.Second
+	// PollInterval is how often an open page asks for changes; with
+	// DefaultRefresh a change shows within about 2.5 s at worst.
+	PollInterval = 1500 * time.Millisecond
+	// MinTokenLength is the shortest token New accepts.
+	MinTokenLength = 16
+	// shutdownGrace is how long requests in flight may finish on shutdown.
+	shutdownGrace = 5 * time.Second
+)
+
+// Options configure a Server.
+type Options struct {
+	// Store is where the executions are read (and, with AllowActions,
+	// changed).
+	Store state.Store
+	// Token is the secret every request must present. Required.
+	Token string
+	// AllowActions lets a client cancel and rerun executions; without it
+	// the server is read-only.
+	AllowActions bool
+	// StoreTimeout bounds each store read (default DefaultStoreTimeout).
+	StoreTimeout time.Duration
+	// Refresh is how long a read is reused (default DefaultRefresh).
+	Refresh time.Duration
+	// Now is the clock (default time.Now).
+	Now    func() time.Time
+	Logger hclog.Logger
+}
+
+// Server serves the web view. Make one with New; it is an http.Handler.
+type Server struct {
+	opts    Options
+	log     hclog.Logger
+	keys    keys
+	reads   *cache
+	handler http.Handler
+
+	stop     context.CancelFunc
+	stopOnce sync.Once
+}
+
+var _ http.Handler = (*Server)(nil)
+
+// ErrShortToken is returned by New for a token under MinTokenLength.
+var ErrShortToken = fmt.Errorf("the web token must be at least %d characters", MinTokenLength)
+
+// New makes a Server. Close it when done: it stops the store reads still
+// under way.
+func New(opts Options) (*Server, error) {
+	if opts.Store == nil {
+		return nil, errors.New("web: no store")
+	}
+	if len(opts.Token) < MinTokenLength {
+		return nil, ErrShortToken
+	}
+	if opts.StoreTimeout <= 0 {
+		opts.StoreTimeout = DefaultStoreTimeout
+	}
+	if opts.Refresh <= 0 {
+		opts.Refresh = DefaultRefresh
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	base, stop := context.WithCancel(context.Background())
+	s := &Server{
+		opts:  opts,
+		log:   opts.Logger.Named("web"),
+		keys:  deriveKeys(opts.Token),
+		reads: newCache(base, opts.Refresh, opts.StoreTimeout, opts.Now),
+		stop:  stop,
+	}
+	s.handler = s.routes()
+	return s, nil
+}
+
+// ServeHTTP answers one request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// Close stops the store reads still under way and waits for them.
+func (s *Server) Close() error {
+	s.stopOnce.Do(func() {
+		s.stop()
+		s.reads.wait()
+	})
+	return nil
+}
+
+// Serve answers on ln until ctx is done, then shuts down: requests in
+// flight get a few seconds to finish. It closes the Server.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	defer s.Close()
+	srv := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          s.log.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve the web view: %w", err)
+	case <-ctx.Done():
+	}
+	// A fresh context: the one that said stop is done already.
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if serr := <-served; !errors.Is(serr, http.ErrServerClosed) && serr != nil {
+		return fmt.Errorf("serve the web view: %w", serr)
+	}
+	if err != nil {
+		return fmt.Errorf("shut the web view down: %w", err)
+	}
+	return nil
+}
