@@ -28,6 +28,11 @@ func (c *WebCmd) Run(g *Globals, k *kong.Context) error {
 	if err := web.CheckAddr(c.Addr, given); err != nil {
 		return &cli.UsageError{Msg: err.Error()}
 	}
+	if len(token) < web.MinTokenLength {
+		// Said before the store is opened: a mistake in the command line
+		// comes first.
+		return &cli.UsageError{Msg: web.ErrShortToken.Error()}
+	}
 	a := reads
 	if c.AllowActions {
 		a = writes
