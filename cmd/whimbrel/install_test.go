@@ -35,6 +35,9 @@ func whimbrel(t *testing.T, env []string, args ...string) (stdout, stderr string
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
+	// Outside the source tree: a .whimbrel/state.db that `make demo` left
+	// at its root would otherwise be the store of every command.
+	cmd.Dir = t.TempDir()
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

@@ -6,11 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/alecthomas/kong"
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/whimbrel/whimbrel/inspect"
 	"github.com/whimbrel/whimbrel/internal/cli"
@@ -18,15 +22,57 @@ import (
 	"github.com/whimbrel/whimbrel/workflow"
 )
 
-// open is what every operator command does first.
-func open(g *Globals, k *kong.Context, f cli.StoreFlags) (context.Context, context.CancelFunc, cli.Store, error) {
+// session is an operator command's store, opened by open.
+type session struct {
+	ctx    context.Context
+	st     cli.Store
+	choice cli.Choice
+	log    hclog.Logger
+	close  func()
+}
+
+// Access says what a command does to the store.
+type access int
+
+const (
+	reads  access = iota // only reads: an embedded store must exist
+	writes               // writes: an embedded store gets its tables, as whimbrel run does
+)
+
+// open is what every operator command does first: choose the store by the
+// one rule (cli.StoreFlags.Choose), open it, and on the embedded store
+// make sure its tables exist (a command that only reads refuses a file
+// that is not there rather than create an empty one).
+func open(g *Globals, k *kong.Context, f cli.StoreFlags, a access) (*session, error) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	st, err := f.Open(ctx, g.Logger("whimbrel", k.Stderr))
+	log := g.Logger("whimbrel", k.Stderr)
+	choice := f.Choose(cli.DefaultStore)
+	if path, ok := strings.CutPrefix(choice.Store, "sqlite:"); ok && a == reads && path != "" {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			stop()
+			return nil, fmt.Errorf("the embedded store %s does not exist: check --store/WHIMBREL_STORE, or run a workflow first (whimbrel run FILE creates it)", path)
+		}
+	}
+	st, err := f.OpenChoice(ctx, log, choice)
 	if err != nil {
 		stop()
-		return nil, nil, nil, err
+		return nil, err
 	}
-	return ctx, func() { st.Close(); stop() }, st, nil
+	if choice.Embedded() {
+		// Creating what is missing is cheap and idempotent on SQLite; it
+		// spares a "no such table" on a file an older version made.
+		if _, err := st.Install(ctx, false); err != nil {
+			st.Close()
+			stop()
+			return nil, fmt.Errorf("install the embedded store %s: %w", strings.TrimPrefix(choice.Store, "sqlite:"), err)
+		}
+	}
+	return &session{ctx: ctx, st: st, choice: choice, log: log, close: func() { st.Close(); stop() }}, nil
+}
+
+// where names the store and prefix, for errors that found nothing.
+func (s *session) where(prefix string) string {
+	return fmt.Sprintf("store %s, table prefix %q", s.choice.Store, prefix)
 }
 
 func writeJSON(w io.Writer, v any) error {
@@ -44,14 +90,14 @@ type StatusCmd struct {
 
 // Run shows the execution and its activities.
 func (c *StatusCmd) Run(g *Globals, k *kong.Context) error {
-	ctx, stop, st, err := open(g, k, c.StoreFlags)
+	se, err := open(g, k, c.StoreFlags, reads)
 	if err != nil {
 		return err
 	}
-	defer stop()
-	s, err := inspect.Load(ctx, st, c.ID, time.Now())
+	defer se.close()
+	s, err := inspect.Load(se.ctx, se.st, c.ID, time.Now())
 	if errors.Is(err, state.ErrNotFound) {
-		return fmt.Errorf("no workflow execution %s under prefix %q: check the ID (whimbrel list shows the recent ones) and WHIMBREL_TABLE_PREFIX", c.ID, c.Prefix)
+		return fmt.Errorf("no workflow execution %s in %s: check the ID (whimbrel list shows the recent ones), --store/WHIMBREL_STORE and WHIMBREL_TABLE_PREFIX", c.ID, se.where(c.Prefix))
 	}
 	if err != nil {
 		return err
@@ -59,7 +105,7 @@ func (c *StatusCmd) Run(g *Globals, k *kong.Context) error {
 	if c.JSON {
 		return writeJSON(k.Stdout, s)
 	}
-	return s.WriteText(k.Stdout)
+	return s.WriteTextColors(k.Stdout, inspect.ColorsFor(k.Stdout))
 }
 
 // ListCmd is `whimbrel list`.
@@ -81,18 +127,21 @@ func (c *ListCmd) Run(g *Globals, k *kong.Context) error {
 	if c.Limit < 0 {
 		return &cli.UsageError{Msg: "--limit must be 0 or more"}
 	}
-	ctx, stop, st, err := open(g, k, c.StoreFlags)
+	se, err := open(g, k, c.StoreFlags, reads)
 	if err != nil {
 		return err
 	}
-	defer stop()
+	defer se.close()
 	q := state.WorkflowQuery{State: state.WorkflowState(c.State), Name: c.Workflow, Limit: c.Limit}
 	if since > 0 {
 		q.Since = time.Now().Add(-since)
 	}
-	rows, err := inspect.List(ctx, st, q, time.Now())
+	rows, err := inspect.List(se.ctx, se.st, q, time.Now())
 	if err != nil {
 		return err
+	}
+	if len(rows) == 0 && !c.JSON {
+		fmt.Fprintf(k.Stderr, "no executions match in %s (--since %s)\n", se.where(c.Prefix), c.Since)
 	}
 	if c.JSON {
 		if rows == nil {
@@ -124,22 +173,22 @@ type CancelCmd struct {
 
 // Run cancels the execution.
 func (c *CancelCmd) Run(g *Globals, k *kong.Context) error {
-	ctx, stop, st, err := open(g, k, c.StoreFlags)
+	se, err := open(g, k, c.StoreFlags, writes)
 	if err != nil {
 		return err
 	}
-	defer stop()
+	defer se.close()
 	reason := c.Reason
 	if reason == "" {
 		reason = "cancelled by an operator"
 	}
-	res, err := workflow.Cancel(ctx, st, c.ID, reason, nil)
+	res, err := workflow.Cancel(se.ctx, se.st, c.ID, reason, nil)
 	var ce *state.ConflictError
 	switch {
 	case errors.As(err, &ce):
 		return fmt.Errorf("workflow %s is %s: it has settled, so there is nothing to cancel", c.ID, ce.State)
 	case errors.Is(err, state.ErrNotFound):
-		return fmt.Errorf("no workflow execution %s: check the ID (whimbrel list shows the recent ones)", c.ID)
+		return fmt.Errorf("no workflow execution %s in %s: check the ID (whimbrel list shows the recent ones)", c.ID, se.where(c.Prefix))
 	case err != nil:
 		return err
 	}
@@ -159,23 +208,52 @@ func (c *CancelCmd) Run(g *Globals, k *kong.Context) error {
 // RerunCmd is `whimbrel rerun`.
 type RerunCmd struct {
 	cli.StoreFlags
+	HereFlags
 	ID          string `arg:"" name:"workflow-exec-id" help:"The execution whose definition to run again."`
 	FromFailure bool   `name:"from-failure" help:"Redrive: record what completed before as COMPLETED and run only the rest."`
 	RequestID   string `name:"request-id" help:"Names the request: the same ID never starts a second execution."`
+	Detach      bool   `name:"detach" help:"On the embedded store: only start the execution, print its workflow_exec_id and say how to start a launcher (default: run it to its end here, as whimbrel run does)."`
 }
 
-// Run starts the new execution and prints its workflow_exec_id.
+// Run starts the new execution and prints its workflow_exec_id. On the
+// embedded store, where no launcher may be watching, it runs the
+// execution to its end here unless told --detach.
 func (c *RerunCmd) Run(g *Globals, k *kong.Context) error {
-	ctx, stop, st, err := open(g, k, c.StoreFlags)
+	if err := checkRequestID(c.RequestID); err != nil {
+		return err
+	}
+	se, err := open(g, k, c.StoreFlags, writes)
 	if err != nil {
 		return err
 	}
-	defer stop()
-	id, err := workflow.Rerun(ctx, st, c.ID, c.FromFailure, workflow.StartOptions{RequestID: c.RequestID})
+	defer se.close()
+	rerun := func(ctx context.Context) (string, error) {
+		return workflow.Rerun(ctx, se.st, c.ID, c.FromFailure, workflow.StartOptions{RequestID: c.RequestID})
+	}
+	if se.choice.Embedded() && !c.Detach {
+		wf, err := se.st.GetWorkflow(se.ctx, c.ID)
+		if errors.Is(err, state.ErrNotFound) {
+			return fmt.Errorf("no workflow execution %s in %s: check the ID (whimbrel list shows the recent ones)", c.ID, se.where(c.Prefix))
+		}
+		if err != nil {
+			return fmt.Errorf("rerun %s: %w", c.ID, err)
+		}
+		def, err := workflow.ParseStored(wf.Definition)
+		if err != nil {
+			return fmt.Errorf("rerun %s: it has no definition Whimbrel can read: %w", c.ID, err)
+		}
+		log := quietLogger(g, k)
+		h := here{HereFlags: c.HereFlags, choice: se.choice, prefix: c.Prefix, log: log}
+		return h.run(context.Background(), k, se.st, def, rerun)
+	}
+	id, err := rerun(se.ctx)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(k.Stdout, id)
+	if se.choice.Embedded() {
+		fmt.Fprintln(k.Stderr, detachHint(id, se.choice))
+	}
 	return nil
 }
 
@@ -194,16 +272,16 @@ func (c *StatsCmd) Run(g *Globals, k *kong.Context) error {
 	if err != nil {
 		return &cli.UsageError{Msg: "--since: " + err.Error()}
 	}
-	ctx, stop, st, err := open(g, k, c.StoreFlags)
+	se, err := open(g, k, c.StoreFlags, reads)
 	if err != nil {
 		return err
 	}
-	defer stop()
+	defer se.close()
 	q := state.WorkflowQuery{Name: c.Workflow}
 	if since > 0 {
 		q.Since = time.Now().Add(-since)
 	}
-	wfs, err := st.Workflows(ctx, q)
+	wfs, err := se.st.Workflows(se.ctx, q)
 	if _, err := state.Skipped(err); err != nil { // a malformed one is reported by the store
 		return err
 	}

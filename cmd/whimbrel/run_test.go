@@ -22,9 +22,16 @@ import (
 // runIn runs `whimbrel run` in dir with env, to its end.
 func runIn(t *testing.T, dir string, env []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return whimbrelIn(t, dir, env, append([]string{"run"}, args...)...)
+}
+
+// whimbrelIn runs whimbrel in dir with env added to a clean environment,
+// to its end.
+func whimbrelIn(t *testing.T, dir string, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, append([]string{"run"}, args...)...)
+	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Dir = dir
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
 	var out, errb bytes.Buffer

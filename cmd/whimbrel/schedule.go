@@ -76,7 +76,7 @@ func (c *ScheduleSetCmd) Run(g *Globals, k *kong.Context) error {
 	if spec.Definition, err = workflow.Load(c.File); err != nil {
 		return err
 	}
-	return withSchedules(g, k, c.StoreFlags, func(ctx context.Context, st schedule.Store) error {
+	return withSchedules(g, k, c.StoreFlags, writes, func(ctx context.Context, st schedule.Store) error {
 		s, err := schedule.Set(ctx, st, spec, time.Now())
 		if err != nil {
 			return err
@@ -94,7 +94,7 @@ type ScheduleNameCmd struct {
 
 // Run pauses, resumes or deletes, as the command's name says.
 func (c *ScheduleNameCmd) Run(g *Globals, k *kong.Context) error {
-	return withSchedules(g, k, c.StoreFlags, func(ctx context.Context, st schedule.Store) error {
+	return withSchedules(g, k, c.StoreFlags, writes, func(ctx context.Context, st schedule.Store) error {
 		switch verb := k.Selected().Name; verb {
 		case "pause":
 			return schedule.Pause(ctx, st, c.Name)

@@ -27,7 +27,7 @@ type scheduleView struct {
 
 // Run lists the schedules.
 func (c *ScheduleListCmd) Run(g *Globals, k *kong.Context) error {
-	return withSchedules(g, k, c.StoreFlags, func(ctx context.Context, st schedule.Store) error {
+	return withSchedules(g, k, c.StoreFlags, reads, func(ctx context.Context, st schedule.Store) error {
 		all, err := st.Schedules(ctx)
 		// A schedule that cannot be decoded is reported by the store (once,
 		// with its key) and left out; the others are listed.
@@ -71,7 +71,7 @@ type ScheduleShowCmd struct {
 
 // Run shows the schedule and its run log.
 func (c *ScheduleShowCmd) Run(g *Globals, k *kong.Context) error {
-	return withSchedules(g, k, c.StoreFlags, func(ctx context.Context, st schedule.Store) error {
+	return withSchedules(g, k, c.StoreFlags, reads, func(ctx context.Context, st schedule.Store) error {
 		s, err := st.GetSchedule(ctx, c.Name)
 		if err != nil {
 			return err

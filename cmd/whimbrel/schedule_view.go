@@ -15,17 +15,17 @@ import (
 )
 
 // withSchedules opens the store as a schedule.Store and runs fn.
-func withSchedules(g *Globals, k *kong.Context, f cli.StoreFlags, fn func(context.Context, schedule.Store) error) error {
-	ctx, stop, st, err := open(g, k, f)
+func withSchedules(g *Globals, k *kong.Context, f cli.StoreFlags, a access, fn func(context.Context, schedule.Store) error) error {
+	se, err := open(g, k, f, a)
 	if err != nil {
 		return err
 	}
-	defer stop()
-	ss, ok := st.(schedule.Store)
+	defer se.close()
+	ss, ok := se.st.(schedule.Store)
 	if !ok {
-		return fmt.Errorf("the store %T keeps no schedules", st)
+		return fmt.Errorf("the store %T keeps no schedules", se.st)
 	}
-	err = fn(ctx, ss)
+	err = fn(se.ctx, ss)
 	if errors.Is(err, state.ErrNotFound) {
 		return fmt.Errorf("%w (whimbrel schedule list shows the schedules under prefix %q)", err, f.Prefix)
 	}
@@ -47,7 +47,7 @@ func (c *ScheduleTickCmd) Run(g *Globals, k *kong.Context) error {
 	if now.IsZero() {
 		now = time.Now()
 	}
-	return withSchedules(g, k, c.StoreFlags, func(ctx context.Context, st schedule.Store) error {
+	return withSchedules(g, k, c.StoreFlags, writes, func(ctx context.Context, st schedule.Store) error {
 		r, err := schedule.Tick(ctx, st, now, g.Logger("whimbrel", k.Stderr).Named("schedule"))
 		fmt.Fprintf(k.Stdout, "due %d, started %d, skipped %d, counted %d\n", r.Due, r.Started, r.Skipped, r.Counted)
 		return err

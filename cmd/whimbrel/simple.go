@@ -13,6 +13,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/whimbrel/whimbrel/internal/cli"
+	"github.com/whimbrel/whimbrel/internal/inert"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -33,13 +34,12 @@ func (c *RegisterCmd) Run(g *Globals, k *kong.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	st, err := c.Open(ctx, g.Logger("whimbrel", k.Stderr))
+	se, err := open(g, k, c.StoreFlags, writes)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer se.close()
+	ctx, st := se.ctx, se.st
 	reg := &state.WorkflowLambda{WorkflowName: def.Name, Lambda: c.Lambda, Definition: def.JSON(),
 		Registered: state.Truncate(time.Now()), Source: "whimbrel register " + c.File}
 	if err := st.Register(ctx, reg); err != nil {
@@ -67,6 +67,9 @@ type RequestCmd struct {
 func (c *RequestCmd) Run(g *Globals, k *kong.Context) error {
 	if err := state.CheckName(c.Workflow); err != nil {
 		return &cli.UsageError{Msg: "workflow " + err.Error()}
+	}
+	if err := checkRequestID(c.RequestID); err != nil {
+		return err
 	}
 	if c.Every <= 0 {
 		return &cli.UsageError{Msg: "--wait-interval must be positive"}
@@ -115,14 +118,12 @@ type RegisteredCmd struct {
 
 // Run lists the registered workflows.
 func (c *RegisteredCmd) Run(g *Globals, k *kong.Context) error {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	st, err := c.Open(ctx, g.Logger("whimbrel", k.Stderr))
+	se, err := open(g, k, c.StoreFlags, reads)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	regs, err := st.Registrations(ctx)
+	defer se.close()
+	regs, err := se.st.Registrations(se.ctx)
 	if _, err := state.Skipped(err); err != nil { // a malformed one is reported by the store
 		return err
 	}
@@ -140,7 +141,7 @@ func (c *RegisteredCmd) Run(g *Globals, k *kong.Context) error {
 		if !r.Registered.IsZero() {
 			when = r.Registered.Format(time.RFC3339)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", r.WorkflowName, handler, acts, when)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", inert.String(r.WorkflowName), inert.String(handler), acts, when)
 	}
 	return w.Flush()
 }

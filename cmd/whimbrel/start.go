@@ -4,14 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os/signal"
-	"syscall"
+	"strconv"
 	"time"
 
 	"github.com/alecthomas/kong"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/whimbrel/whimbrel/internal/cli"
+	"github.com/whimbrel/whimbrel/internal/inert"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -19,11 +19,13 @@ import (
 // StartCmd is `whimbrel start`.
 type StartCmd struct {
 	cli.StoreFlags
+	HereFlags
 	File      string        `arg:"" name:"file" help:"The workflow definition (YAML or JSON)."`
 	RequestID string        `name:"request-id" help:"Names the request: the same ID never starts a second execution, it answers with the first."`
 	Wait      bool          `name:"wait" help:"Wait until the workflow settles; exit 0 only if it COMPLETED."`
 	Every     time.Duration `name:"wait-interval" default:"1s" help:"How often --wait looks."`
 	Retention string        `name:"retention" help:"Keep the execution's items this long after it settles (30d, 72h; DynamoDB's TTL deletes them then). Overrides the definition's retention."`
+	Detach    bool          `name:"detach" help:"On the embedded store: only start the workflow, print its workflow_exec_id and say how to start a launcher (default: run it to its end here, as whimbrel run does)."`
 }
 
 // applyRetention overrides the definition's retention with a flag's value.
@@ -39,8 +41,20 @@ func applyRetention(def *workflow.Definition, flag string) error {
 	return nil
 }
 
+// checkRequestID refuses a request ID that would put control characters
+// into the items operators read.
+func checkRequestID(id string) error {
+	if inert.String(id) != id {
+		return &cli.UsageError{Msg: fmt.Sprintf("--request-id %s holds control characters: use printable text", strconv.Quote(id))}
+	}
+	return nil
+}
+
 // Run starts the workflow and prints its workflow_exec_id.
 func (c *StartCmd) Run(g *Globals, k *kong.Context) error {
+	if err := checkRequestID(c.RequestID); err != nil {
+		return err
+	}
 	if c.Every <= 0 {
 		return &cli.UsageError{Msg: "--wait-interval must be positive"}
 	}
@@ -51,25 +65,35 @@ func (c *StartCmd) Run(g *Globals, k *kong.Context) error {
 	if err := applyRetention(def, c.Retention); err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	st, err := c.Open(ctx, g.Logger("whimbrel", k.Stderr))
+	se, err := open(g, k, c.StoreFlags, writes)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	id, created, err := workflow.Start(ctx, st, def, workflow.StartOptions{RequestID: c.RequestID, Source: "whimbrel start"})
+	defer se.close()
+	start := func(ctx context.Context) (string, error) {
+		id, created, err := workflow.Start(ctx, se.st, def, workflow.StartOptions{RequestID: c.RequestID, Source: "whimbrel start"})
+		if err == nil && !created {
+			fmt.Fprintf(k.Stderr, "request %s already started %s\n", c.RequestID, id)
+		}
+		return id, err
+	}
+	if se.choice.Embedded() && !c.Detach {
+		// No launcher may watch a file on this machine: run it here.
+		h := here{HereFlags: c.HereFlags, choice: se.choice, prefix: c.Prefix, log: quietLogger(g, k)}
+		return h.run(context.Background(), k, se.st, def, start)
+	}
+	id, err := start(se.ctx)
 	if err != nil {
 		return err
-	}
-	if !created {
-		fmt.Fprintf(k.Stderr, "request %s already started %s\n", c.RequestID, id)
 	}
 	fmt.Fprintln(k.Stdout, id)
+	if se.choice.Embedded() && !c.Wait {
+		fmt.Fprintln(k.Stderr, detachHint(id, se.choice))
+	}
 	if !c.Wait {
 		return nil
 	}
-	return waitSettled(ctx, st, id, c.Every, g.Logger("whimbrel", k.Stderr), k)
+	return waitSettled(se.ctx, se.st, id, c.Every, se.log, k)
 }
 
 // waitSettled waits until the workflow settles, and fails unless it

@@ -28,12 +28,22 @@ func (c *WebCmd) Run(g *Globals, k *kong.Context) error {
 	if err := web.CheckAddr(c.Addr, given); err != nil {
 		return &cli.UsageError{Msg: err.Error()}
 	}
-	ctx, stop, st, err := open(g, k, c.StoreFlags)
+	if len(token) < web.MinTokenLength {
+		// Said before the store is opened: a mistake in the command line
+		// comes first.
+		return &cli.UsageError{Msg: web.ErrShortToken.Error()}
+	}
+	a := reads
+	if c.AllowActions {
+		a = writes
+	}
+	se, err := open(g, k, c.StoreFlags, a)
 	if err != nil {
 		return err
 	}
-	defer stop()
-	srv, err := web.New(web.Options{Store: st, Token: token, AllowActions: c.AllowActions, Logger: g.Logger("whimbrel", k.Stderr)})
+	defer se.close()
+	ctx := se.ctx
+	srv, err := web.New(web.Options{Store: se.st, Token: token, AllowActions: c.AllowActions, Logger: g.Logger("whimbrel", k.Stderr)})
 	if err != nil {
 		return &cli.UsageError{Msg: err.Error()}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/alecthomas/kong"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/whimbrel/whimbrel/internal/inert"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 	"github.com/whimbrel/whimbrel/state/sqlite"
@@ -37,7 +38,7 @@ const (
 
 // StoreFlags choose the store every binary talks to.
 type StoreFlags struct {
-	Store  string `name:"store" env:"WHIMBREL_STORE" placeholder:"dynamodb|sqlite:PATH" help:"Where the state lives: 'dynamodb' (region, credentials and endpoint from the AWS SDK's default chain, e.g. AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB), or 'sqlite:PATH' (one local file, shared by every process on this machine). Default: dynamodb (whimbrel run: sqlite:.whimbrel/state.db)."`
+	Store  string `name:"store" env:"WHIMBREL_STORE" placeholder:"dynamodb|sqlite:PATH" help:"Where the state lives: 'dynamodb' (region, credentials and endpoint from the AWS SDK's default chain, e.g. AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB), or 'sqlite:PATH' (one local file, shared by every process on this machine). Default: the embedded store .whimbrel/state.db in this folder or the nearest parent that has one, else dynamodb (whimbrel run: else a new .whimbrel/state.db here)."`
 	Prefix string `name:"prefix" env:"WHIMBREL_TABLE_PREFIX" default:"whimbrel_" help:"Prefix of every table name."`
 	// Every DynamoDB call is bounded, so a silent endpoint costs a bounded
 	// wait, never a hang.
@@ -55,36 +56,92 @@ type Store interface {
 	io.Closer
 }
 
-// DefaultStore is the store when none is chosen.
+// DefaultStore is the store when none is chosen and no embedded store is
+// found.
 const DefaultStore = "dynamodb"
+
+// StateFile is where the embedded store lives, relative to the folder of a
+// project: `whimbrel run` creates it, and every command finds it there.
+const StateFile = ".whimbrel/state.db"
+
+// Choice is the store a command uses, and why.
+type Choice struct {
+	Store string // "dynamodb" or "sqlite:/absolute/path"
+	Why   string // for the debug log: "--store or WHIMBREL_STORE", "found …", "default"
+}
+
+// Embedded reports whether the choice is the embedded (SQLite) store.
+func (c Choice) Embedded() bool { return strings.HasPrefix(c.Store, "sqlite:") }
+
+// Choose applies the one rule every command follows: an explicit --store
+// (or WHIMBREL_STORE) wins; otherwise the embedded store StateFile in the
+// current folder or the nearest parent that has one (as git finds .git);
+// otherwise fallback. An SQLite path is made absolute, so another process
+// can use it.
+func (f StoreFlags) Choose(fallback string) Choice {
+	c := Choice{Store: f.Store, Why: "--store or WHIMBREL_STORE"}
+	if c.Store == "" {
+		if wd, err := os.Getwd(); err == nil {
+			if found, ok := FindStateFile(wd); ok {
+				c = Choice{Store: "sqlite:" + found, Why: "found " + found}
+			}
+		}
+	}
+	if c.Store == "" {
+		c = Choice{Store: fallback, Why: "default: no --store, no WHIMBREL_STORE, no " + StateFile + " here or in a parent folder"}
+	}
+	if p, ok := strings.CutPrefix(c.Store, "sqlite:"); ok && p != "" {
+		if abs, err := filepath.Abs(p); err == nil {
+			c.Store = "sqlite:" + abs
+		}
+	}
+	return c
+}
+
+// FindStateFile looks for StateFile in dir and then in each parent, and
+// returns the first it finds. Only a regular file counts.
+func FindStateFile(dir string) (string, bool) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", false
+	}
+	for {
+		p := filepath.Join(dir, filepath.FromSlash(StateFile))
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p, true
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", false
+		}
+		dir = parent
+	}
+}
 
 // Open connects to the chosen store, DefaultStore if none is.
 func (f StoreFlags) Open(ctx context.Context, log hclog.Logger) (Store, error) {
 	return f.OpenOr(ctx, log, DefaultStore)
 }
 
-// Resolved is the chosen store, or fallback, in a form another process can
-// use: an SQLite path is made absolute.
+// Resolved is the chosen store (see Choose), or fallback, in a form
+// another process can use: an SQLite path is made absolute.
 func (f StoreFlags) Resolved(fallback string) string {
-	s := f.Store
-	if s == "" {
-		s = fallback
-	}
-	if p, ok := strings.CutPrefix(s, "sqlite:"); ok && p != "" {
-		if abs, err := filepath.Abs(p); err == nil {
-			return "sqlite:" + abs
-		}
-	}
-	return s
+	return f.Choose(fallback).Store
 }
 
-// OpenOr connects to the chosen store, or to fallback if none is chosen.
+// OpenOr connects to the chosen store (see Choose), or to fallback if none
+// is chosen or found. It logs the store and why at debug level.
 func (f StoreFlags) OpenOr(ctx context.Context, log hclog.Logger, fallback string) (Store, error) {
+	return f.OpenChoice(ctx, log, f.Choose(fallback))
+}
+
+// OpenChoice connects to the store c names.
+func (f StoreFlags) OpenChoice(ctx context.Context, log hclog.Logger, c Choice) (Store, error) {
 	if err := checkPrefix(f.Prefix); err != nil {
 		return nil, err
 	}
-	store := f.Resolved(fallback)
-	switch {
+	log.Debug("store chosen", "store", c.Store, "why", c.Why, "prefix", f.Prefix)
+	switch store := c.Store; {
 	case store == "dynamodb":
 		if f.StoreTimeout < 0 || f.StoreAttemptTimeout < 0 {
 			return nil, &UsageError{Msg: "--store-timeout and --store-attempt-timeout must not be negative"}
@@ -98,7 +155,7 @@ func (f StoreFlags) OpenOr(ctx context.Context, log hclog.Logger, fallback strin
 		}
 		return sqlite.Open(path, sqlite.Options{Prefix: f.Prefix, Logger: log.Named("sqlite")})
 	}
-	return nil, &UsageError{Msg: fmt.Sprintf("store %q is not one Whimbrel knows: set WHIMBREL_STORE (or --store) to 'dynamodb' or 'sqlite:PATH'", store)}
+	return nil, &UsageError{Msg: fmt.Sprintf("store %q is not one Whimbrel knows: set WHIMBREL_STORE (or --store) to 'dynamodb' or 'sqlite:PATH'", c.Store)}
 }
 
 func checkPrefix(p string) error {
@@ -203,7 +260,9 @@ func Run(prog Program, cli any, args []string, stdout, stderr io.Writer, binding
 		var ce interface{ ExitCode() int }
 		var ue *UsageError
 		if msg := strings.TrimSpace(err.Error()); msg != "" {
-			fmt.Fprintf(stderr, "%s: error: %s\n", name, msg)
+			// Errors quote ids and output from the store: keep their
+			// lines, but nothing a terminal would act on.
+			fmt.Fprintf(stderr, "%s: error: %s\n", name, strings.Join(inert.Lines(msg), "\n"))
 		}
 		switch {
 		case errors.As(err, &ue):

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/alecthomas/kong"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/whimbrel/whimbrel/internal/cli"
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/workflow"
+)
+
+// HereFlags configure a run of a workflow on this machine: `whimbrel run`,
+// and `whimbrel start`/`rerun` on the embedded store.
+type HereFlags struct {
+	Wrapper string `name:"wrapper" type:"path" help:"The whimbrel-run binary (default: beside this binary, else on PATH)."`
+	LogDir  string `name:"log-dir" type:"path" help:"Where each activity's output goes (default: logs/ beside the embedded store, else .whimbrel/logs)."`
+	JSON    bool   `name:"json" help:"Print one JSON object per event (each change of state, each note) instead of the view for people."`
+}
+
+// here is what a run on this machine needs besides the definition.
+type here struct {
+	HereFlags
+	choice cli.Choice
+	prefix string
+	log    hclog.Logger
+	// started, if set, is told the execution's ID once it has started.
+	started func(workflowExecID string)
+}
+
+// logDir is where the activities' output goes: beside the embedded store
+// (so a run from a sub-folder finds the project's logs), else in
+// .whimbrel/logs.
+func (h here) logDir() (string, error) {
+	dir := h.LogDir
+	if dir == "" {
+		dir = filepath.FromSlash(".whimbrel/logs")
+		if p, ok := strings.CutPrefix(h.choice.Store, "sqlite:"); ok {
+			dir = filepath.Join(filepath.Dir(p), "logs")
+		}
+	}
+	return filepath.Abs(dir)
+}
+
+// storeEnv lets the wrappers reach the same store.
+func (h here) storeEnv() map[string]string {
+	return map[string]string{"WHIMBREL_STORE": h.choice.Store, "WHIMBREL_TABLE_PREFIX": h.prefix}
+}
+
+// quietLogger is the logger of a run here: at the default level only
+// warnings, since the progress tells what happens and the launcher's and
+// monitor's own lines would only repeat it. --log-level debug shows them.
+// Repeated lines are rate-limited.
+func quietLogger(g *Globals, k *kong.Context) hclog.Logger {
+	w := k.Stderr
+	if g.LogFormat == "text" && g.LogLevel != "debug" && g.LogLevel != "trace" {
+		// The launcher and monitor retry through a store outage; once
+		// every few seconds is enough to say so. Debugging sees all.
+		w = cli.RateLimit(w, cli.DefaultWarnEvery)
+	}
+	log := g.Logger("whimbrel", w)
+	if g.LogLevel == "info" {
+		log.SetLevel(hclog.Warn)
+	}
+	return log
+}
+
+// interrupts delivers Ctrl-C, SIGTERM and SIGHUP until stop is called.
+func interrupts() (<-chan os.Signal, func()) {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	return c, func() { signal.Stop(c) }
+}
+
+// settled maps how a run here ended to the exit code.
+func settled(wf *state.WorkflowExec) error {
+	if wf == nil || wf.State != state.WorkflowCompleted {
+		return &cli.ExitError{Code: cli.ExitFailure}
+	}
+	return nil
+}
+
+// detachHint says in one line that an execution on the embedded store
+// waits for a launcher, and how to start one.
+func detachHint(id string, c cli.Choice) string {
+	return fmt.Sprintf("workflow %s waits for a launcher: nothing runs it until `WHIMBREL_STORE=%s whimbrel-launcher & WHIMBREL_STORE=%s whimbrel-monitor &` run on this machine (or run it here with `whimbrel start` without --detach)",
+		id, c.Store, c.Store)
+}
+
+// checkLocal refuses a definition with activities a run here cannot
+// launch, before anything is written.
+func checkLocal(d *workflow.Definition) error {
+	for _, name := range d.Names() {
+		if t := d.Effective(name).Launch.Type; t != workflow.LaunchLocal {
+			return fmt.Errorf("activity %q is launched by %s: a run on this machine (the embedded store) starts local activities only; use --store dynamodb with a whimbrel-launcher that serves %s, or --detach and such a launcher on this store", name, t, t)
+		}
+	}
+	return nil
+}
+
+// run runs the execution start starts (nil: a fresh one of d) to its end
+// on this machine; see runHere for how, and where it can.
+func (h here) run(ctx context.Context, k *kong.Context, st state.Store, d *workflow.Definition, start func(context.Context) (string, error)) error {
+	if err := checkLocal(d); err != nil {
+		return err
+	}
+	return runHere(ctx, k, h, st, d, start)
+}

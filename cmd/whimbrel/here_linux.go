@@ -1,0 +1,60 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"os"
+
+	"github.com/alecthomas/kong"
+	"golang.org/x/term"
+
+	"github.com/whimbrel/whimbrel/inspect"
+	"github.com/whimbrel/whimbrel/internal/cli"
+	"github.com/whimbrel/whimbrel/launcher"
+	"github.com/whimbrel/whimbrel/local"
+	"github.com/whimbrel/whimbrel/local/view"
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/workflow"
+)
+
+// runHere launches the activities as local processes under whimbrel-run,
+// monitors them in this process, shows the progress, and returns when the
+// workflow settles. Only Linux runs activities: the wrapper supervises its
+// command through Linux process groups and signals.
+func runHere(ctx context.Context, k *kong.Context, h here, st state.Store, d *workflow.Definition, start func(context.Context) (string, error)) error {
+	wrapper := h.Wrapper
+	if wrapper == "" {
+		var err error
+		if wrapper, err = launcher.FindWrapper(); err != nil {
+			return &cli.UsageError{Msg: err.Error()}
+		}
+	}
+	logDir, err := h.logDir()
+	if err != nil {
+		return err
+	}
+	interrupt, stop := interrupts()
+	defer stop()
+	o := view.Options{Out: k.Stdout, JSON: h.JSON, Colors: inspect.ColorsFor(k.Stdout)}
+	if f, ok := k.Stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		o.TTY = true
+		if w, _, err := term.GetSize(int(f.Fd())); err == nil {
+			o.Width = w
+		}
+	}
+	res, err := local.Run(ctx, st, d, local.Options{
+		Wrapper:   wrapper,
+		StoreEnv:  h.storeEnv(),
+		LogDir:    logDir,
+		Events:    view.New(d, o),
+		Interrupt: interrupt,
+		Logger:    h.log,
+		Start:     start,
+		Started:   h.started,
+	})
+	if err != nil {
+		return err
+	}
+	return settled(res.Workflow)
+}

@@ -1,0 +1,148 @@
+package local
+
+import (
+	"path/filepath"
+	"time"
+
+	"github.com/whimbrel/whimbrel/state"
+)
+
+// EventKind names what an Event reports.
+type EventKind string
+
+// The kinds of Event, in the order a run emits them.
+const (
+	EventStarted  EventKind = "started"  // the execution exists; LogDir holds the activities' output
+	EventActivity EventKind = "activity" // an activity moved to State
+	EventWorkflow EventKind = "workflow" // the workflow moved to State
+	EventTick     EventKind = "tick"     // nothing changed; a live view may redraw its clocks
+	EventNote     EventKind = "note"     // something for the person at the terminal (Message)
+	EventEnded    EventKind = "ended"    // the run is over; the workflow is in State
+)
+
+// Event is one thing that happened in a run, for a view to show. Times
+// and durations are the store's, so that a view says what `whimbrel
+// status` says.
+type Event struct {
+	Time           time.Time `json:"time"`
+	Kind           EventKind `json:"event"`
+	WorkflowExecID string    `json:"workflow_exec_id"`
+	Activity       string    `json:"activity_name,omitempty"`
+	ActivityExecID string    `json:"activity_exec_id,omitempty"`
+	State          string    `json:"state,omitempty"`
+	Reason         string    `json:"reason,omitempty"`
+	Attempt        int       `json:"attempt,omitempty"`
+	ExitCode       *int      `json:"exit_code,omitempty"`
+	StartTime      time.Time `json:"start_time,omitzero"`
+	EndTime        time.Time `json:"end_time,omitzero"`
+	// StderrTail is the last lines of a failed activity's stderr.
+	StderrTail string `json:"stderr_tail,omitempty"`
+	// LogFile is an activity's output; LogDir is where all of them go.
+	LogFile string `json:"log_file,omitempty"`
+	LogDir  string `json:"log_dir,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// watcher turns what Run reads from the store into events: one per change
+// of state it sees.
+type watcher struct {
+	emit   func(Event)
+	id     string
+	logDir string
+	last   map[string]state.ActivityState
+	lastWF state.WorkflowState
+}
+
+func (w *watcher) activity(a *state.ActivityExec, s state.ActivityState, at time.Time) Event {
+	e := Event{Time: at, Kind: EventActivity, WorkflowExecID: w.id, Activity: a.ActivityName, ActivityExecID: a.ActivityExecID,
+		State: string(s), Attempt: a.Attempt, StartTime: a.StartTime,
+		LogFile: filepath.Join(w.logDir, a.ActivityExecID+".log")}
+	if s == a.State {
+		e.Reason, e.ExitCode, e.EndTime = a.Reason, a.ExitCode, a.EndTime
+		if s == state.Failed || s == state.TimedOut {
+			e.StderrTail = a.Error
+		}
+	}
+	return e
+}
+
+// observe emits an event for each change since the last observation. An
+// activity seen before it ran and next seen after gets its RUNNING too
+// (at its start time): a poll can miss a short state, a reader must not.
+func (w *watcher) observe(wf *state.WorkflowExec, acts []*state.ActivityExec) {
+	now := time.Now()
+	changed := false
+	for _, a := range acts {
+		prev, seen := w.last[a.ActivityName]
+		if seen && prev == a.State {
+			continue
+		}
+		w.last[a.ActivityName] = a.State
+		changed = true
+		if a.State != state.Running && !a.StartTime.IsZero() && (!seen || notYetRun(prev)) {
+			w.emit(w.activity(a, state.Running, a.StartTime))
+		}
+		at := now
+		if a.State.Terminal() && !a.EndTime.IsZero() {
+			at = a.EndTime
+		}
+		w.emit(w.activity(a, a.State, at))
+	}
+	if wf.State != w.lastWF {
+		w.lastWF = wf.State
+		changed = true
+		at := now
+		if !wf.EndTime.IsZero() {
+			at = wf.EndTime
+		}
+		w.emit(Event{Time: at, Kind: EventWorkflow, WorkflowExecID: w.id, State: string(wf.State), Reason: wf.Reason,
+			StartTime: wf.StartTime, EndTime: wf.EndTime})
+	}
+	if !changed {
+		w.emit(Event{Time: now, Kind: EventTick, WorkflowExecID: w.id})
+	}
+}
+
+// notYetRun reports whether an activity in s has not started its command.
+func notYetRun(s state.ActivityState) bool {
+	switch s {
+	case state.Requested, state.Ready, state.Queued:
+		return true
+	}
+	return false
+}
+
+func (w *watcher) note(msg string) {
+	w.emit(Event{Time: time.Now(), Kind: EventNote, WorkflowExecID: w.id, Message: msg})
+}
+
+func (w *watcher) ended(res *Result) {
+	e := Event{Time: time.Now(), Kind: EventEnded, WorkflowExecID: w.id}
+	if wf := res.Workflow; wf != nil {
+		e.State, e.Reason, e.StartTime, e.EndTime = string(wf.State), wf.Reason, wf.StartTime, wf.EndTime
+	}
+	w.emit(e)
+}
+
+// warnEvery is how often a repeated warning is logged.
+const warnEvery = 10 * time.Second
+
+// limiter lets a repeated warning through at most once per every, and
+// counts the ones it held back.
+type limiter struct {
+	every time.Duration
+	last  time.Time
+	held  int
+}
+
+// allow reports whether to warn now, and how many warnings were held back
+// since the last one let through.
+func (l *limiter) allow(now time.Time) (int, bool) {
+	if !l.last.IsZero() && now.Sub(l.last) < l.every {
+		l.held++
+		return 0, false
+	}
+	n := l.held
+	l.last, l.held = now, 0
+	return n, true
+}

@@ -1,0 +1,260 @@
+// Package view renders a local run's events (local.Event) for people and
+// scripts: on a terminal a tree of the activities redrawn in place, with
+// coloured states; elsewhere one line per change of state; with JSON one
+// object per event. It decides nothing about the run: it only shows what
+// the run reports.
+package view
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/whimbrel/whimbrel/inspect"
+	"github.com/whimbrel/whimbrel/internal/inert"
+	"github.com/whimbrel/whimbrel/local"
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/workflow"
+)
+
+// Options choose how a run is shown.
+type Options struct {
+	Out io.Writer
+	// JSON writes one JSON object per event (ticks left out), exact values
+	// for scripts; it wins over TTY.
+	JSON bool
+	// TTY redraws a tree in place; otherwise one line per change.
+	TTY bool
+	// Width is the terminal's width; a redrawn row is cut to it (0: not cut).
+	Width int
+	// Colors paints the states (see inspect.ColorsFor).
+	Colors inspect.Colors
+}
+
+// New returns the function a run hands its events to (local.Options.Events).
+func New(d *workflow.Definition, o Options) func(local.Event) {
+	if o.JSON {
+		enc := json.NewEncoder(o.Out)
+		return func(e local.Event) {
+			if e.Kind != local.EventTick {
+				_ = enc.Encode(e)
+			}
+		}
+	}
+	v := &people{Options: o, order: d.Names(), depth: depths(d), acts: map[string]local.Event{}}
+	for _, n := range v.order {
+		v.nameWidth = max(v.nameWidth, 2*v.depth[n]+len(n))
+	}
+	return v.show
+}
+
+// depths lays the DAG out as a tree: each activity one level under the
+// deepest of what it depends on (as `whimbrel status` does).
+func depths(d *workflow.Definition) map[string]int {
+	depth := map[string]int{}
+	for _, n := range d.Names() { // dependencies come first
+		for _, up := range d.Activities[n].DependsOn {
+			depth[n] = max(depth[n], depth[up]+1)
+		}
+	}
+	return depth
+}
+
+// people is the view for a person: a tree on a terminal, lines elsewhere.
+type people struct {
+	Options
+	order     []string
+	depth     map[string]int
+	nameWidth int
+	id        string
+	logDir    string
+	acts      map[string]local.Event // the latest event of each activity
+	wf        local.Event            // the latest workflow event
+	lines     int                    // lines drawn last time, on a terminal
+}
+
+func (v *people) show(e local.Event) {
+	switch e.Kind {
+	case local.EventStarted:
+		v.id, v.logDir = e.WorkflowExecID, e.LogDir
+		fmt.Fprintf(v.Out, "workflow %s started; logs in %s\n", inert.String(e.WorkflowExecID), inert.String(e.LogDir))
+	case local.EventActivity:
+		v.acts[e.Activity] = e
+		if !v.TTY {
+			fmt.Fprintf(v.Out, "%s %-*s %s%s\n", e.Time.Local().Format("15:04:05"), v.nameWidth, v.name(e.Activity),
+				v.Colors.State(inert.String(e.State)), detail(e))
+		}
+	case local.EventWorkflow:
+		v.wf = e
+		if !v.TTY {
+			fmt.Fprintf(v.Out, "%s workflow %s\n", e.Time.Local().Format("15:04:05"), v.Colors.State(inert.String(e.State)))
+		}
+	case local.EventNote:
+		fmt.Fprintln(v.Out, inert.String(e.Message))
+		v.lines = 0 // the tree is drawn anew below the note
+	case local.EventEnded:
+		if v.TTY {
+			v.draw(e.Time)
+		}
+		v.ended(e)
+		return
+	}
+	if v.TTY && e.Kind != local.EventStarted && e.Kind != local.EventNote {
+		v.draw(e.Time)
+	}
+}
+
+// name is an activity's name indented by its depth in the tree.
+func (v *people) name(n string) string {
+	return strings.Repeat("  ", v.depth[n]) + inert.String(n)
+}
+
+// fit cuts a row to the terminal's width, so that redrawing in place
+// never meets a wrapped line. It counts what shows, not colour codes.
+func (v *people) fit(row string) string {
+	if r := []rune(row); v.Width > 1 && len(r) > v.Width-1 {
+		return string(r[:v.Width-2]) + "…"
+	}
+	return row
+}
+
+// draw redraws the tree in place.
+func (v *people) draw(now time.Time) {
+	if v.lines > 0 {
+		fmt.Fprintf(v.Out, "\x1b[%dA", v.lines)
+	}
+	drawn := 0
+	for _, n := range v.order {
+		e, ok := v.acts[n]
+		if !ok {
+			continue
+		}
+		why := ""
+		if e.State == string(state.Failed) || e.State == string(state.TimedOut) {
+			why = detail(e)
+		}
+		// The state's colour goes on after the row is cut to the width.
+		row := v.fit(fmt.Sprintf("  %s %-*s  %-17s %8s%s", mark(e.State), v.nameWidth, v.name(n), inert.String(e.State), elapsed(e, now), why))
+		fmt.Fprintf(v.Out, "\x1b[2K%s\n", paintFirst(row, inert.String(e.State), v.Colors))
+		drawn++
+	}
+	if v.wf.State != "" {
+		took := ""
+		if !v.wf.StartTime.IsZero() {
+			end := v.wf.EndTime
+			if end.IsZero() {
+				end = now
+			}
+			took = inspect.Took(end.Sub(v.wf.StartTime))
+		}
+		row := v.fit(fmt.Sprintf("  workflow %s %s", inert.String(v.wf.State), took))
+		fmt.Fprintf(v.Out, "\x1b[2K%s\n", paintFirst(row, inert.String(v.wf.State), v.Colors))
+		drawn++
+	}
+	v.lines = drawn
+}
+
+// paintFirst paints the first whole-word occurrence of s in row.
+func paintFirst(row, s string, c inspect.Colors) string {
+	if !c.On || s == "" {
+		return row
+	}
+	i := strings.Index(row, " "+s+" ")
+	if i < 0 {
+		if strings.HasSuffix(row, " "+s) {
+			i = len(row) - len(s) - 1
+		} else {
+			return row
+		}
+	}
+	i++
+	return row[:i] + c.State(s) + row[i+len(s):]
+}
+
+func mark(s string) string {
+	switch state.ActivityState(s) {
+	case state.Completed:
+		return "✓"
+	case state.Running:
+		return "▶"
+	case state.Failed, state.TimedOut:
+		return "✗"
+	case state.Cancelled, state.CancelledRunning:
+		return "–"
+	}
+	return "·"
+}
+
+// elapsed is how long an activity has run, or ran: the store's times, as
+// `whimbrel status` shows them.
+func elapsed(e local.Event, now time.Time) string {
+	if e.StartTime.IsZero() {
+		return ""
+	}
+	end := e.EndTime
+	if end.IsZero() {
+		if state.ActivityState(e.State).Terminal() {
+			return ""
+		}
+		end = now
+	}
+	return inspect.Took(end.Sub(e.StartTime))
+}
+
+func detail(e local.Event) string {
+	switch state.ActivityState(e.State) {
+	case state.Failed, state.TimedOut:
+		if e.Reason != "" {
+			return "  " + inert.String(e.Reason)
+		}
+	case state.Completed:
+		if !e.StartTime.IsZero() && !e.EndTime.IsZero() {
+			return "  in " + inspect.Took(e.EndTime.Sub(e.StartTime))
+		}
+	}
+	return ""
+}
+
+// ended prints how the run ended, and why, when it did not complete. The
+// duration is the store's, the one `whimbrel status` shows.
+func (v *people) ended(e local.Event) {
+	if e.State == "" {
+		return
+	}
+	took := ""
+	if !e.StartTime.IsZero() && !e.EndTime.IsZero() {
+		took = " in " + inspect.Took(e.EndTime.Sub(e.StartTime))
+	}
+	fmt.Fprintf(v.Out, "workflow %s %s%s\n", inert.String(e.WorkflowExecID), v.Colors.State(inert.String(e.State)), took)
+	if e.State == string(state.WorkflowCompleted) {
+		return
+	}
+	if e.Reason != "" {
+		fmt.Fprintf(v.Out, "  why: %s\n", inert.String(e.Reason))
+	}
+	var failed []local.Event
+	for _, a := range v.acts {
+		if a.State == string(state.Failed) || a.State == string(state.TimedOut) {
+			failed = append(failed, a)
+		}
+	}
+	sort.Slice(failed, func(i, j int) bool { return failed[i].Activity < failed[j].Activity })
+	for _, a := range failed {
+		code := "no exit code"
+		if a.ExitCode != nil {
+			code = fmt.Sprintf("exit code %d", *a.ExitCode)
+		}
+		fmt.Fprintf(v.Out, "activity %s %s (%s): %s\n", inert.String(a.Activity), v.Colors.State(a.State), code, inert.String(a.Reason))
+		if tail := strings.TrimRight(a.StderrTail, "\n"); tail != "" {
+			fmt.Fprintln(v.Out, "  stderr (last lines):")
+			lines := inert.Lines(tail)
+			for _, l := range lines[max(0, len(lines)-10):] {
+				fmt.Fprintln(v.Out, "    "+l)
+			}
+		}
+		fmt.Fprintf(v.Out, "  full log: %s\n", inert.String(a.LogFile))
+	}
+}

@@ -1,0 +1,126 @@
+package view
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/whimbrel/whimbrel/inspect"
+	"github.com/whimbrel/whimbrel/local"
+	"github.com/whimbrel/whimbrel/workflow"
+)
+
+// events is a run of a ← b in which b fails, as local.Run reports it.
+func events(t *testing.T) (*workflow.Definition, []local.Event) {
+	t.Helper()
+	d, err := workflow.Parse("w.yaml", []byte("name: w\nactivities:\n  a: {command: [\"true\"]}\n  b: {command: [\"true\"], depends_on: [a]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	code := 3
+	act := func(name, st string, at time.Time, start, end time.Time) local.Event {
+		return local.Event{Time: at, Kind: local.EventActivity, WorkflowExecID: "w::1", Activity: name, ActivityExecID: name + "::1",
+			State: st, StartTime: start, EndTime: end, LogFile: "/logs/" + name + "::1.log"}
+	}
+	failed := act("b", "FAILED", t0.Add(3*time.Second), t0.Add(2*time.Second), t0.Add(3*time.Second))
+	failed.ExitCode, failed.Reason, failed.StderrTail = &code, "exit status 3", "bad\x1b[2J input\n"
+	return d, []local.Event{
+		{Time: t0, Kind: local.EventStarted, WorkflowExecID: "w::1", LogDir: "/logs"},
+		act("a", "READY", t0, time.Time{}, time.Time{}),
+		act("b", "REQUESTED", t0, time.Time{}, time.Time{}),
+		{Time: t0, Kind: local.EventWorkflow, WorkflowExecID: "w::1", State: "RUNNING", StartTime: t0},
+		act("a", "RUNNING", t0.Add(time.Second), t0.Add(time.Second), time.Time{}),
+		{Time: t0.Add(1500 * time.Millisecond), Kind: local.EventTick, WorkflowExecID: "w::1"},
+		act("a", "COMPLETED", t0.Add(2*time.Second), t0.Add(time.Second), t0.Add(2*time.Second)),
+		act("b", "RUNNING", t0.Add(2*time.Second), t0.Add(2*time.Second), time.Time{}),
+		failed,
+		{Time: t0.Add(3 * time.Second), Kind: local.EventWorkflow, WorkflowExecID: "w::1", State: "FAILED", Reason: "b FAILED", StartTime: t0, EndTime: t0.Add(3 * time.Second)},
+		{Time: t0.Add(3 * time.Second), Kind: local.EventEnded, WorkflowExecID: "w::1", State: "FAILED", Reason: "b FAILED", StartTime: t0, EndTime: t0.Add(3*time.Second + 4*time.Millisecond)},
+	}
+}
+
+func play(t *testing.T, o Options) string {
+	t.Helper()
+	var out bytes.Buffer
+	o.Out = &out
+	d, evs := events(t)
+	show := New(d, o)
+	for _, e := range evs {
+		show(e)
+	}
+	return out.String()
+}
+
+// TestPlainLines: off a terminal, one line per change of state, RUNNING
+// included, the tree's indentation, no escape codes, and the duration
+// status shows.
+func TestPlainLines(t *testing.T) {
+	out := play(t, Options{})
+	if strings.Contains(out, "\x1b") {
+		t.Errorf("plain output holds escape codes:\n%q", out)
+	}
+	for _, want := range []string{" a   RUNNING", "   b RUNNING", " a   COMPLETED  in 1s", "workflow RUNNING", "workflow FAILED",
+		"workflow w::1 FAILED in 3s", `bad\x1b[2J input`, "full log: /logs/b::1.log", "exit code 3"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plain output lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "RUNNING"); n != 3 {
+		t.Errorf("want 3 RUNNING lines (a, b, the workflow), got %d:\n%s", n, out)
+	}
+}
+
+// TestTerminalTree: on a terminal, the tree redrawn in place, cut to the
+// width, coloured only when asked.
+func TestTerminalTree(t *testing.T) {
+	out := play(t, Options{TTY: true, Width: 30})
+	for _, want := range []string{"✓ a", "▶   b", "✗   b", "\x1b[3A", "workflow FAILED"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("terminal output lacks %q:\n%q", want, out)
+		}
+	}
+	for _, line := range strings.Split(out, "\n") {
+		row := strings.TrimPrefix(line, "\x1b[2K")
+		if strings.HasPrefix(row, "  ") && len([]rune(row)) > 30 {
+			t.Errorf("row wider than the terminal: %q", line)
+		}
+	}
+	if strings.Contains(out, "\x1b[0m") {
+		t.Errorf("colours without Colors.On:\n%q", out)
+	}
+	coloured := play(t, Options{TTY: true, Width: 80, Colors: inspect.Colors{On: true}})
+	for _, want := range []string{"\x1b[32mCOMPLETED\x1b[0m", "\x1b[31mFAILED\x1b[0m", "\x1b[33mRUNNING\x1b[0m"} {
+		if !strings.Contains(coloured, want) {
+			t.Errorf("coloured output lacks %q:\n%q", want, coloured)
+		}
+	}
+}
+
+// TestJSONEvents: one exact JSON object per event, ticks left out.
+func TestJSONEvents(t *testing.T) {
+	out := play(t, Options{JSON: true, TTY: true, Colors: inspect.Colors{On: true}})
+	_, evs := events(t)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != len(evs)-1 {
+		t.Fatalf("got %d lines for %d events (one a tick):\n%s", len(lines), len(evs), out)
+	}
+	var b local.Event
+	for _, l := range lines {
+		var e local.Event
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("not one JSON object a line: %v\n%s", err, l)
+		}
+		if e.Kind == local.EventTick {
+			t.Error("a tick in the JSON")
+		}
+		if e.Kind == local.EventActivity && e.State == "FAILED" {
+			b = e
+		}
+	}
+	if b.StderrTail != "bad\x1b[2J input\n" || b.ExitCode == nil || *b.ExitCode != 3 {
+		t.Errorf("the JSON does not keep the exact values: %+v", b)
+	}
+}
