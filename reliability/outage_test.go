@@ -106,7 +106,7 @@ func TestStoreOutage(t *testing.T) {
 		// DynamoDB Local takes a few seconds to start again: the store is
 		// gone for the outage plus that.
 		{"shorter than the lease", time.Second, false},
-		{"longer than the lease", 15 * time.Second, true},
+		{"longer than the lease", 25 * time.Second, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			own := newOwnStore(t)
@@ -122,13 +122,15 @@ func TestStoreOutage(t *testing.T) {
 				"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=whimbrel", "AWS_SECRET_ACCESS_KEY=whimbrel", "AWS_EC2_METADATA_DISABLED=true"}
 			f := newFleet(t, env)
 			f.start("launcher", "whimbrel-launcher", "--interval", "300ms", "--log-dir", dir)
-			// The lease: no heartbeat for 12 s. The monitor waits longer to
-			// judge (skew), as one across a real partition would.
+			// The lease: no heartbeat for 20 s, so that a JVM slow to start
+			// again on a loaded machine still makes a short outage. The
+			// monitor waits longer to judge (skew), as one across a real
+			// partition would.
 			d, err := workflow.Parse("o.yaml", []byte(`name: outage
-defaults: {heartbeat_interval: 1s, heartbeat_timeout: 12s, kill_grace: 1s}
+defaults: {heartbeat_interval: 1s, heartbeat_timeout: 20s, kill_grace: 1s}
 activities:
-  a: {command: [sh, -c, 'sleep 14; echo a >> `+finished+`']}
-  b: {command: [sh, -c, 'sleep 14; echo b >> `+finished+`']}
+  a: {command: [sh, -c, 'sleep 26; echo a >> `+finished+`']}
+  b: {command: [sh, -c, 'sleep 26; echo b >> `+finished+`']}
 `))
 			if err != nil {
 				t.Fatal(err)

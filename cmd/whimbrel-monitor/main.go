@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os/signal"
 	"syscall"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/whimbrel/whimbrel/internal/cli"
 	"github.com/whimbrel/whimbrel/monitor"
 	"github.com/whimbrel/whimbrel/schedule"
+	"github.com/whimbrel/whimbrel/state"
 )
 
 const description = `Sweep the live activities and workflows, and for each one that needs it:
@@ -68,7 +70,9 @@ func (c *CLI) Run(k *kong.Context) error {
 	sched, _ := st.(schedule.Store)
 	if c.Once {
 		if sched != nil {
-			if _, err := schedule.Tick(ctx, sched, time.Now(), log.Named("schedule")); err != nil {
+			if _, err := schedule.Tick(ctx, sched, time.Now(), log.Named("schedule")); errors.Is(err, state.ErrUnavailable) {
+				return err // the sweep would wait for the store the same
+			} else if err != nil {
 				log.Error("firing schedules failed", "error", err)
 			}
 		}

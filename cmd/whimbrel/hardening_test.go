@@ -16,6 +16,7 @@ import (
 	"github.com/whimbrel/whimbrel/internal/cli"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/state/dynamodb"
 )
 
 // silentListener accepts connections on loopback and never answers: a
@@ -198,27 +199,30 @@ func TestSetupErrors(t *testing.T) {
 }
 
 // TestDaemonsOutliveASilentEndpoint: in loop mode, a launcher and a
-// monitor whose store does not answer log each failed pass and try again
-// at the next; they neither hang nor exit.
+// monitor whose store stops answering log each failed pass and try again
+// at the next; they neither hang nor exit. The store answers at first (a
+// launcher refuses to start on a store it cannot reach), then goes silent:
+// the proxy in front of DynamoDB Local holds every request from then on.
 func TestDaemonsOutliveASilentEndpoint(t *testing.T) {
 	t.Parallel()
-	endpoint := silentListener(t)
-	env := []string{
-		"WHIMBREL_STORE=dynamodb", "AWS_ENDPOINT_URL_DYNAMODB=" + endpoint, "AWS_REGION=" + dynamotest.Region,
-		"AWS_ACCESS_KEY_ID=x", "AWS_SECRET_ACCESS_KEY=y", "AWS_EC2_METADATA_DISABLED=true", "WHIMBREL_STORE_TIMEOUT=1s",
-	}
+	st := dynamotest.NewStore(t, dynamodb.Options{})
 	for _, tc := range []struct {
-		bin  string
-		args []string
-		want string
+		bin     string
+		args    []string
+		started string // logged once the daemon has started
+		want    string // logged at each failed pass
 	}{
-		{"whimbrel-launcher", []string{"--interval", "200ms", "--log-dir", t.TempDir()}, "poll failed; trying again"},
-		{"whimbrel-monitor", []string{"--interval", "200ms"}, "sweep failed; trying again"},
+		{"whimbrel-launcher", []string{"--interval", "200ms", "--log-dir", t.TempDir()}, "launching", "poll failed; trying again"},
+		{"whimbrel-monitor", []string{"--interval", "200ms"}, "sweeping", "sweep failed; trying again"},
 	} {
 		t.Run(tc.bin, func(t *testing.T) {
 			t.Parallel()
+			proxy := dynamotest.NewProxy(t)
 			cmd := exec.Command(filepath.Join(filepath.Dir(binary), tc.bin), tc.args...)
-			cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
+			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(),
+				"WHIMBREL_STORE=dynamodb", "WHIMBREL_TABLE_PREFIX=" + st.Prefix(), "AWS_ENDPOINT_URL_DYNAMODB=" + proxy.Endpoint,
+				"AWS_REGION=" + dynamotest.Region, "AWS_ACCESS_KEY_ID=x", "AWS_SECRET_ACCESS_KEY=y",
+				"AWS_EC2_METADATA_DISABLED=true", "WHIMBREL_STORE_TIMEOUT=1s"}
 			var out syncBuffer
 			cmd.Stdout, cmd.Stderr = &out, &out
 			if err := cmd.Start(); err != nil {
@@ -226,18 +230,24 @@ func TestDaemonsOutliveASilentEndpoint(t *testing.T) {
 			}
 			exited := make(chan error, 1)
 			go func() { exited <- cmd.Wait() }()
-			deadline := time.After(20 * time.Second)
-			for strings.Count(out.String(), tc.want) < 3 {
-				select {
-				case err := <-exited:
-					t.Fatalf("%s exited (%v) instead of trying again:\n%s", tc.bin, err, out.String())
-				case <-deadline:
-					_ = cmd.Process.Kill()
-					<-exited
-					t.Fatalf("%s did not log three failed passes in 20 s:\n%s", tc.bin, out.String())
-				case <-time.After(100 * time.Millisecond):
+			wait := func(what string, n int, within time.Duration) {
+				t.Helper()
+				deadline := time.After(within)
+				for strings.Count(out.String(), what) < n {
+					select {
+					case err := <-exited:
+						t.Fatalf("%s exited (%v) instead of going on:\n%s", tc.bin, err, out.String())
+					case <-deadline:
+						_ = cmd.Process.Kill()
+						<-exited
+						t.Fatalf("%s did not log %q %d times in %s:\n%s", tc.bin, what, n, within, out.String())
+					case <-time.After(100 * time.Millisecond):
+					}
 				}
 			}
+			wait(tc.started, 1, time.Minute)
+			proxy.SetDelay(time.Hour) // from now on the store accepts and never answers
+			wait(tc.want, 3, 30*time.Second)
 			_ = cmd.Process.Signal(os.Interrupt)
 			select {
 			case <-exited:
@@ -246,7 +256,7 @@ func TestDaemonsOutliveASilentEndpoint(t *testing.T) {
 				<-exited
 				t.Errorf("%s did not stop on SIGINT within 10 s", tc.bin)
 			}
-			if !strings.Contains(out.String(), endpoint) {
+			if !strings.Contains(out.String(), proxy.Endpoint) {
 				t.Errorf("the failures do not name the endpoint:\n%s", out.String())
 			}
 		})

@@ -21,11 +21,13 @@ type Proxy struct {
 	conns  map[net.Conn]struct{}
 	cut    bool
 	delay  time.Duration
+	stop   chan struct{} // closed by Cut: a held chunk is dropped
 	wg     sync.WaitGroup
 }
 
 // SetDelay holds every chunk sent towards the emulator for d: a slow
-// network.
+// network, or with a long d one that accepts and never answers. Cut drops
+// what is held.
 func (p *Proxy) SetDelay(d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -43,7 +45,7 @@ func NewProxy(t testing.TB) *Proxy {
 	if err != nil {
 		t.Fatalf("proxy listen: %v", err)
 	}
-	p := &Proxy{Endpoint: "http://" + ln.Addr().String(), ln: ln, target: u.Host, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{Endpoint: "http://" + ln.Addr().String(), ln: ln, target: u.Host, conns: map[net.Conn]struct{}{}, stop: make(chan struct{})}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.Cut)
@@ -98,7 +100,11 @@ func (p *Proxy) pipe(dst, src net.Conn, delayed bool) {
 			d := p.delay
 			p.mu.Unlock()
 			if delayed && d > 0 {
-				time.Sleep(d)
+				select {
+				case <-time.After(d):
+				case <-p.stop:
+					return
+				}
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
@@ -119,6 +125,7 @@ func (p *Proxy) Cut() {
 		return
 	}
 	p.cut = true
+	close(p.stop)
 	p.ln.Close()
 	for c := range p.conns {
 		c.Close()
