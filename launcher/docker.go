@@ -128,7 +128,14 @@ func (b *Docker) Launch(ctx context.Context, j Job) (string, error) {
 		if strings.Contains(msg, "is already in use by container") {
 			// An earlier attempt of this launch, cut off before its answer,
 			// started the container: that is the launch.
-			if id := b.existing(ctx, bin, "whimbrel-"+token(j)); id != "" {
+			id, err := b.existing(ctx, bin, "whimbrel-"+token(j))
+			if err != nil {
+				if dockerTemporary(err.Error()) {
+					return "", &TemporaryError{Err: err}
+				}
+				return "", err
+			}
+			if id != "" {
 				return "container:" + id, nil
 			}
 		}
@@ -145,13 +152,29 @@ func (b *Docker) Launch(ctx context.Context, j Job) (string, error) {
 	return "container:" + id, nil
 }
 
-// existing returns the ID of the container named name, or "".
-func (b *Docker) existing(ctx context.Context, bin, name string) string {
-	out, err := exec.CommandContext(ctx, bin, "container", "inspect", "--format", "{{.Id}}", name).Output()
+// existing returns the ID of the container named name, or "". The docker
+// CLI creates a container and then starts it, in two calls: an earlier
+// attempt cut off between them left a container that holds the name but
+// never ran, so one found still "created" is started here.
+func (b *Docker) existing(ctx context.Context, bin, name string) (string, error) {
+	out, err := exec.CommandContext(ctx, bin, "container", "inspect", "--format", "{{.Id}} {{.State.Status}}", name).Output()
 	if err != nil {
-		return ""
+		return "", nil
 	}
-	return strings.TrimSpace(string(out))
+	id, status, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
+	if status == "created" {
+		var errOut bytes.Buffer
+		start := exec.CommandContext(ctx, bin, "start", name)
+		start.Stderr = &errOut
+		if err := start.Run(); err != nil {
+			msg := strings.TrimSpace(errOut.String())
+			if msg == "" {
+				msg = err.Error()
+			}
+			return "", fmt.Errorf("docker start %s (created by an earlier attempt that was cut off): %s", name, msg)
+		}
+	}
+	return id, nil
 }
 
 // dockerTemporary tells the docker CLI's errors that may pass: a daemon

@@ -72,3 +72,43 @@ func TestDockerArguments(t *testing.T) {
 		})
 	}
 }
+
+// TestDockerRepeatStartsCreatedContainer: a docker run cut off between
+// creating its container and starting it (the CLI makes two calls) leaves
+// the name taken by a container that never runs. The repeated launch must
+// start that container, not report it as launched while it sits there
+// until the queued timeout.
+func TestDockerRepeatStartsCreatedContainer(t *testing.T) {
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "docker")
+	script := `#!/bin/sh
+state=` + dir + `
+echo "$*" >> "$state/calls"
+case "$1" in
+run)
+  echo "docker: Error response from daemon: Conflict. The container name \"/$5\" is already in use by container \"c0ffee\". You have to remove (or rename) that container to be able to reuse that name." >&2
+  exit 125;;
+container)
+  status=created; [ ! -f "$state/started" ] || status=running
+  case "$4" in *State.Status*) echo "c0ffee $status";; *) echo c0ffee;; esac;;
+start)
+  touch "$state/started"; echo "$2";;
+esac
+`
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b := &launcher.Docker{Binary: fake}
+	j := launcher.Job{
+		Key:      state.ActivityKey{ActivityExecID: "a::1", WorkflowExecID: "w::1"},
+		Settings: workflow.Settings{Launch: &workflow.Launch{Type: workflow.LaunchDocker, Image: "img:1"}},
+	}
+	as, err := b.Launch(context.Background(), j)
+	if err != nil || as != "container:c0ffee" {
+		t.Fatalf("Launch: %q, %v; want container:c0ffee", as, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "started")); err != nil {
+		calls, _ := os.ReadFile(filepath.Join(dir, "calls"))
+		t.Errorf("the created container holding the name was never started; docker calls:\n%s", calls)
+	}
+}
