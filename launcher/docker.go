@@ -71,6 +71,16 @@ func hasFlag(args []string, flag string) bool {
 	return false
 }
 
+// cliVariable reports whether the docker CLI reads the variable name
+// itself.
+func cliVariable(name string) bool {
+	switch strings.ToUpper(name) {
+	case "HOME", "PATH", "TMPDIR", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR":
+		return true
+	}
+	return strings.HasPrefix(name, "DOCKER_") || strings.HasPrefix(name, "XDG_")
+}
+
 // maxError bounds an error text recorded on an item: the item must stay
 // small.
 const maxError = 2048
@@ -88,10 +98,19 @@ func (b *Docker) Launch(ctx context.Context, j Job) (string, error) {
 		"--label", "whimbrel.activity_exec_id=" + j.Key.ActivityExecID,
 		"--label", "whimbrel.workflow_exec_id=" + j.Key.WorkflowExecID}
 	// Values go through the docker CLI's environment (-e NAME), not its
-	// arguments, so they do not show in process listings.
+	// arguments, so they do not show in process listings; except those of
+	// the variables the CLI itself reads (HOME, PATH, DOCKER_*, proxies),
+	// which must stay the launcher's: a definition setting HOME or
+	// DOCKER_HOST for its command must not send the CLI to another config
+	// or daemon.
 	env := os.Environ()
 	for _, kv := range envList(j.Env) {
-		args = append(args, "--env", strings.SplitN(kv, "=", 2)[0])
+		name := strings.SplitN(kv, "=", 2)[0]
+		if cliVariable(name) {
+			args = append(args, "--env", kv)
+			continue
+		}
+		args = append(args, "--env", name)
 		env = append(env, kv)
 	}
 	for _, name := range b.PassEnv {
