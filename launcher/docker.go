@@ -71,6 +71,16 @@ func hasFlag(args []string, flag string) bool {
 	return false
 }
 
+// cliVariable reports whether the docker CLI reads the variable name
+// itself.
+func cliVariable(name string) bool {
+	switch strings.ToUpper(name) {
+	case "HOME", "PATH", "TMPDIR", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR":
+		return true
+	}
+	return strings.HasPrefix(name, "DOCKER_") || strings.HasPrefix(name, "XDG_")
+}
+
 // maxError bounds an error text recorded on an item: the item must stay
 // small.
 const maxError = 2048
@@ -88,10 +98,19 @@ func (b *Docker) Launch(ctx context.Context, j Job) (string, error) {
 		"--label", "whimbrel.activity_exec_id=" + j.Key.ActivityExecID,
 		"--label", "whimbrel.workflow_exec_id=" + j.Key.WorkflowExecID}
 	// Values go through the docker CLI's environment (-e NAME), not its
-	// arguments, so they do not show in process listings.
+	// arguments, so they do not show in process listings; except those of
+	// the variables the CLI itself reads (HOME, PATH, DOCKER_*, proxies),
+	// which must stay the launcher's: a definition setting HOME or
+	// DOCKER_HOST for its command must not send the CLI to another config
+	// or daemon.
 	env := os.Environ()
 	for _, kv := range envList(j.Env) {
-		args = append(args, "--env", strings.SplitN(kv, "=", 2)[0])
+		name := strings.SplitN(kv, "=", 2)[0]
+		if cliVariable(name) {
+			args = append(args, "--env", kv)
+			continue
+		}
+		args = append(args, "--env", name)
 		env = append(env, kv)
 	}
 	for _, name := range b.PassEnv {
@@ -128,7 +147,14 @@ func (b *Docker) Launch(ctx context.Context, j Job) (string, error) {
 		if strings.Contains(msg, "is already in use by container") {
 			// An earlier attempt of this launch, cut off before its answer,
 			// started the container: that is the launch.
-			if id := b.existing(ctx, bin, "whimbrel-"+token(j)); id != "" {
+			id, err := b.existing(ctx, bin, "whimbrel-"+token(j))
+			if err != nil {
+				if dockerTemporary(err.Error()) {
+					return "", &TemporaryError{Err: err}
+				}
+				return "", err
+			}
+			if id != "" {
 				return "container:" + id, nil
 			}
 		}
@@ -145,13 +171,29 @@ func (b *Docker) Launch(ctx context.Context, j Job) (string, error) {
 	return "container:" + id, nil
 }
 
-// existing returns the ID of the container named name, or "".
-func (b *Docker) existing(ctx context.Context, bin, name string) string {
-	out, err := exec.CommandContext(ctx, bin, "container", "inspect", "--format", "{{.Id}}", name).Output()
+// existing returns the ID of the container named name, or "". The docker
+// CLI creates a container and then starts it, in two calls: an earlier
+// attempt cut off between them left a container that holds the name but
+// never ran, so one found still "created" is started here.
+func (b *Docker) existing(ctx context.Context, bin, name string) (string, error) {
+	out, err := exec.CommandContext(ctx, bin, "container", "inspect", "--format", "{{.Id}} {{.State.Status}}", name).Output()
 	if err != nil {
-		return ""
+		return "", nil
 	}
-	return strings.TrimSpace(string(out))
+	id, status, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
+	if status == "created" {
+		var errOut bytes.Buffer
+		start := exec.CommandContext(ctx, bin, "start", name)
+		start.Stderr = &errOut
+		if err := start.Run(); err != nil {
+			msg := strings.TrimSpace(errOut.String())
+			if msg == "" {
+				msg = err.Error()
+			}
+			return "", fmt.Errorf("docker start %s (created by an earlier attempt that was cut off): %s", name, msg)
+		}
+	}
+	return id, nil
 }
 
 // dockerTemporary tells the docker CLI's errors that may pass: a daemon

@@ -72,3 +72,83 @@ func TestDockerArguments(t *testing.T) {
 		})
 	}
 }
+
+// TestDockerRepeatStartsCreatedContainer: a docker run cut off between
+// creating its container and starting it (the CLI makes two calls) leaves
+// the name taken by a container that never runs. The repeated launch must
+// start that container, not report it as launched while it sits there
+// until the queued timeout.
+func TestDockerRepeatStartsCreatedContainer(t *testing.T) {
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "docker")
+	script := `#!/bin/sh
+state=` + dir + `
+echo "$*" >> "$state/calls"
+case "$1" in
+run)
+  echo "docker: Error response from daemon: Conflict. The container name \"/$5\" is already in use by container \"c0ffee\". You have to remove (or rename) that container to be able to reuse that name." >&2
+  exit 125;;
+container)
+  status=created; [ ! -f "$state/started" ] || status=running
+  case "$4" in *State.Status*) echo "c0ffee $status";; *) echo c0ffee;; esac;;
+start)
+  touch "$state/started"; echo "$2";;
+esac
+`
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b := &launcher.Docker{Binary: fake}
+	j := launcher.Job{
+		Key:      state.ActivityKey{ActivityExecID: "a::1", WorkflowExecID: "w::1"},
+		Settings: workflow.Settings{Launch: &workflow.Launch{Type: workflow.LaunchDocker, Image: "img:1"}},
+	}
+	as, err := b.Launch(context.Background(), j)
+	if err != nil || as != "container:c0ffee" {
+		t.Fatalf("Launch: %q, %v; want container:c0ffee", as, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "started")); err != nil {
+		calls, _ := os.ReadFile(filepath.Join(dir, "calls"))
+		t.Errorf("the created container holding the name was never started; docker calls:\n%s", calls)
+	}
+}
+
+// TestDockerCLIKeepsItsOwnEnvironment: the definition's env is the
+// container's, not the docker CLI's. A definition that sets HOME, PATH or
+// DOCKER_HOST for its command must not send the launcher's docker CLI to
+// another daemon or another config (registry credentials, credential
+// helpers); the container still gets the definition's values.
+func TestDockerCLIKeepsItsOwnEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	record := filepath.Join(dir, "record")
+	fake := filepath.Join(dir, "docker")
+	script := "#!/bin/sh\n{ echo \"HOME=$HOME\"; echo \"DOCKER_HOST=$DOCKER_HOST\"; echo \"SECRET=$SECRET\"; echo \"$@\"; } > " + record + "\necho 4f2c9e1d8b7a\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOME", "/root/launcher-home")
+	t.Setenv("DOCKER_HOST", "unix:///run/launcher.sock")
+	b := &launcher.Docker{Binary: fake}
+	j := launcher.Job{
+		Key:      state.ActivityKey{ActivityExecID: "a::1", WorkflowExecID: "w::1"},
+		Env:      map[string]string{"HOME": "/work", "DOCKER_HOST": "tcp://elsewhere:2375", "SECRET": "s3cr3t"},
+		Settings: workflow.Settings{Launch: &workflow.Launch{Type: workflow.LaunchDocker, Image: "img:1"}},
+	}
+	if _, err := b.Launch(context.Background(), j); err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.ReadFile(record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(out)
+	for _, want := range []string{"HOME=/root/launcher-home\n", "DOCKER_HOST=unix:///run/launcher.sock\n", "SECRET=s3cr3t\n",
+		"--env HOME=/work ", "--env DOCKER_HOST=tcp://elsewhere:2375 ", "--env SECRET "} {
+		if !strings.Contains(got, want) {
+			t.Errorf("docker CLI saw:\n%s\nwant %q", got, want)
+		}
+	}
+	if strings.Contains(got, "s3cr3t ") {
+		t.Errorf("a value that is not the CLI's own went into the arguments:\n%s", got)
+	}
+}
