@@ -216,3 +216,16 @@ func (st *Store) decideEvent(ctx context.Context, key state.ActivityKey, cond at
 	}
 	return st.lenient(written)
 }
+
+// FindActivity implements state.Inbox.
+func (st *Store) FindActivity(ctx context.Context, activityExecID string) (*state.ActivityExec, error) {
+	its, err := st.items(ctx, "activity_exec", fmt.Sprintf(`SELECT item FROM %s WHERE activity_exec_id = ? LIMIT 1`,
+		st.name("activity_exec")), activityExecID)
+	if err != nil {
+		return nil, fmt.Errorf("find activity %s: %w", activityExecID, err)
+	}
+	if len(its) == 0 {
+		return nil, &state.NotFoundError{Kind: "activity", ID: activityExecID}
+	}
+	return attr.DecodeActivity(st.prefix+"activity_exec", its[0])
+}
