@@ -199,13 +199,79 @@ func stepClock(ctx context.Context, st Store, s *state.Schedule, now time.Time, 
 	s.LastFire = f
 	s.NextFire = c.next(f)
 	logRun(s, state.ScheduleRun{Fire: f, RequestID: RequestID(s.Name, f), WorkflowExecID: id, At: state.Truncate(now)})
-	if err := st.PutSchedule(ctx, s, prev, ""); err != nil {
+	err = st.PutSchedule(ctx, s, prev, "")
+	if errors.Is(err, state.ErrConflict) {
+		// Another scheduler moved first. If it moved the cursor past f
+		// with a catch-up skip (it looked for f's run before this one
+		// started it), the run stands: say so in the run log.
+		var passed bool
+		if passed, err = logPassedRun(ctx, st, s.Name, f, id, now); err == nil && !passed {
+			err = state.ErrConflict // read again: f is still to do
+		}
+	}
+	if err != nil {
 		return false, err
 	}
 	if created {
 		r.Started++
 	}
 	return false, nil
+}
+
+// passedNote marks a run logged by logPassedRun.
+const passedNote = "started while another scheduler's catch-up skipped it"
+
+// skippedOver reports whether the run log shows that a catch-up skip moved
+// the cursor over f. Every other line records one move of the cursor, to
+// its Fire, so the line with the least Fire at or after f is the move past
+// f; it tells only if the log still reaches back before f.
+func skippedOver(runs []state.ScheduleRun, f time.Time) bool {
+	var mover *state.ScheduleRun
+	reaches := len(runs) < RunLogSize
+	for i := range runs {
+		r := &runs[i]
+		switch {
+		case r.Note == passedNote:
+			if r.Fire.Equal(f) {
+				return false // logged already
+			}
+		case r.Fire.Before(f):
+			reaches = true
+		case mover == nil || r.Fire.Before(mover.Fire):
+			mover = r
+		}
+	}
+	return reaches && mover != nil && mover.RequestID == ""
+}
+
+// logPassedRun records in the run log the run of fire time f, which this
+// scheduler started, when another scheduler's catch-up moved the cursor
+// past f meanwhile. It reports passed = false when the cursor is still
+// before f.
+func logPassedRun(ctx context.Context, st Store, name string, f time.Time, id string, now time.Time) (passed bool, err error) {
+	req := RequestID(name, f)
+	for range maxAttempts {
+		s, err := st.GetSchedule(ctx, name)
+		if errors.Is(err, state.ErrNotFound) {
+			return true, nil // deleted meanwhile
+		}
+		if err != nil {
+			return false, err
+		}
+		if s.LastFire.Before(f) {
+			return false, nil
+		}
+		if !skippedOver(s.Runs, f) {
+			return true, nil // f's run is logged, or the log no longer goes back to it
+		}
+		prev := s.Version
+		logRun(s, state.ScheduleRun{Fire: f, RequestID: req, WorkflowExecID: id, At: state.Truncate(now), Note: passedNote})
+		err = st.PutSchedule(ctx, s, prev, "")
+		if !errors.Is(err, state.ErrConflict) {
+			return true, err
+		}
+	}
+	return true, fmt.Errorf("log the run of %s: other schedulers kept moving the schedule", req)
 }
 
 // start starts the run of fire time f. The request ID makes it exactly

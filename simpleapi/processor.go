@@ -26,7 +26,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -544,37 +543,29 @@ func (p *Processor) forget(id string) {
 }
 
 // locate reads ev's activity, finding its workflow when the event names
-// only the activity (the seed's shape): through the state index of the
-// live states, as the item's key needs both IDs.
+// only the activity (the seed's shape): by the activity table's hash key,
+// activity_exec_id, alone.
 func (p *Processor) locate(ctx context.Context, ev *state.ActivityEvent) (*state.ActivityExec, error) {
 	if ev.WorkflowExecID == "" {
 		p.mu.Lock()
 		ev.WorkflowExecID = p.workflowOf[ev.ActivityExecID]
 		p.mu.Unlock()
 	}
-	if ev.WorkflowExecID == "" {
-		found := map[string]string{}
-		for _, s := range []state.ActivityState{state.Requested, state.Ready, state.Queued, state.Preparing, state.Running} {
-			refs, err := p.st.ActivitiesInState(ctx, state.ActivityQuery{State: s})
-			if _, err = state.Skipped(err); err != nil { // a bad item is reported by the store
-				return nil, fmt.Errorf("find activity %s: %w", ev.ActivityExecID, err)
-			}
-			for _, r := range refs {
-				found[r.ActivityExecID] = r.WorkflowExecID
-			}
-		}
-		p.mu.Lock()
-		if len(p.workflowOf)+len(found) > 100000 {
-			clear(p.workflowOf)
-		}
-		maps.Copy(p.workflowOf, found)
-		p.mu.Unlock()
-		ev.WorkflowExecID = found[ev.ActivityExecID]
-		if ev.WorkflowExecID == "" {
-			return nil, &state.NotFoundError{Kind: "activity", ID: ev.ActivityExecID + " (no activity that has not ended has this ID)"}
-		}
+	if ev.WorkflowExecID != "" {
+		return p.st.GetActivity(ctx, state.ActivityKey{ActivityExecID: ev.ActivityExecID, WorkflowExecID: ev.WorkflowExecID})
 	}
-	return p.st.GetActivity(ctx, state.ActivityKey{ActivityExecID: ev.ActivityExecID, WorkflowExecID: ev.WorkflowExecID})
+	a, err := p.st.FindActivity(ctx, ev.ActivityExecID)
+	if err != nil {
+		return nil, err
+	}
+	ev.WorkflowExecID = a.WorkflowExecID
+	p.mu.Lock()
+	if len(p.workflowOf) >= 100000 {
+		clear(p.workflowOf)
+	}
+	p.workflowOf[ev.ActivityExecID] = a.WorkflowExecID
+	p.mu.Unlock()
+	return a, nil
 }
 
 // decidedBefore handles an event that has its outcome: a processor that

@@ -542,3 +542,36 @@ func TestSeedClientRePutEventKeepsItsOutcome(t *testing.T) {
 		t.Errorf("the re-put changed the activity: %+v", after)
 	}
 }
+
+// TestSeedClientEventFindsItsActivityByID: an event naming only its
+// activity (no workflow_exec_id) is judged against that activity, found
+// by the hash key of its table, whatever its state: a late FAILED for an
+// activity that completed is rejected as such, by a processor that never
+// saw the activity before.
+func TestSeedClientEventFindsItsActivityByID(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	execID, _, err := workflow.Start(ctx(t), e.st, e.def, workflow.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	actID := state.ActivityExecIDFor(execID, "a")
+	now := time.Now()
+	running := e.seedEvent(actID, "RUNNING", now, "", nil)
+	completed := e.seedEvent(actID, "COMPLETED", now.Add(time.Second), "", nil)
+	e.process(e.processor("p"), e.records(dynamodb.TableActivityEvent))
+	for _, id := range []string{running, completed} {
+		if o := e.outcome(id); o.Result != state.OutcomeApplied {
+			t.Fatalf("event %s: %+v, want applied", id, o)
+		}
+	}
+	seen := len(e.records(dynamodb.TableActivityEvent))
+	late := e.seedEvent(actID, "FAILED", now.Add(2*time.Second), "", nil)
+	e.process(e.processor("fresh"), e.records(dynamodb.TableActivityEvent)[seen:])
+	if o := e.outcome(late); o.Result != state.OutcomeRejected || !strings.Contains(o.Reason, "COMPLETED") {
+		t.Errorf("a late FAILED for a COMPLETED activity: %+v, want rejected because the activity is COMPLETED", o)
+	}
+	if a := e.activity(execID, "a"); a.State != state.Completed {
+		t.Errorf("a is %s, want COMPLETED", a.State)
+	}
+}

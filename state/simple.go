@@ -41,6 +41,10 @@ type Inbox interface {
 	// activity: for events with no activity to decide on. Only the first
 	// outcome is kept, as with RecordRequest.
 	RecordEvent(ctx context.Context, id, activityExecID string, o Outcome) error
+	// FindActivity reads an activity by its ID alone, the hash key of
+	// its table (strongly consistent), for an event that does not name
+	// its workflow (seed 000's shape); ErrNotFound if there is none.
+	FindActivity(ctx context.Context, activityExecID string) (*ActivityExec, error)
 
 	// Register writes (or replaces) a workflow's registration.
 	Register(ctx context.Context, r *WorkflowLambda) error

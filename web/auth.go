@@ -137,8 +137,13 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			http.SetCookie(w, &http.Cookie{Name: CookieName, Value: s.keys.cookie, Path: "/", HttpOnly: true,
 				SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https"})
 			q.Del("token")
-			to := url.URL{Path: r.URL.Path, RawQuery: q.Encode()}
-			http.Redirect(w, r, to.String(), http.StatusSeeOther)
+			// The same path as asked, escaped as asked (an ID may hold
+			// %2F), and never "//host": a path of this site only.
+			to := "/" + strings.TrimLeft(r.URL.EscapedPath(), "/")
+			if rest := q.Encode(); rest != "" {
+				to += "?" + rest
+			}
+			http.Redirect(w, r, to, http.StatusSeeOther)
 			return
 		}
 		kind := s.authenticate(r)

@@ -71,6 +71,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/workflows", s.apiList)
 	mux.HandleFunc("GET /api/workflows/{id}", s.apiWorkflow)
 	mux.HandleFunc("POST /api/workflows/{id}/{action}", s.act)
+	mux.HandleFunc("GET /api/schedules", s.apiSchedules)
+	mux.HandleFunc("GET /api/schedules/{name}", s.apiSchedule)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if wantsJSON(r) {
 			writeJSONError(w, http.StatusNotFound, "no such endpoint")

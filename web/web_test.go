@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -536,5 +537,27 @@ func TestListingPages(t *testing.T) {
 	}
 	if strings.Contains(second.body, "older →") || !strings.Contains(second.body, "← newer") {
 		t.Errorf("the second page links to newer ones only")
+	}
+}
+
+// TestTokenLinkRedirectsWithinThisSite: the redirect that drops ?token=
+// goes to the path asked, as it was escaped, and never to another host
+// (a path "//host/…" is not "//host").
+func TestTokenLinkRedirectsWithinThisSite(t *testing.T) {
+	s, err := New(Options{Store: sqliteStore(t), Token: testToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for target, want := range map[string]string{
+		"//evil.example/x?token=" + testToken:          "/evil.example/x",
+		"///evil.example?token=" + testToken:           "/evil.example",
+		"/workflows/a%2Fb?token=" + testToken + "&x=1": "/workflows/a%2Fb?x=1",
+	} {
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, httptest.NewRequest("GET", target, nil))
+		if got := w.Header().Get("Location"); w.Code != http.StatusSeeOther || got != want {
+			t.Errorf("GET %s: %d to %q, want 303 to %q", strings.Split(target, "?")[0], w.Code, got, want)
+		}
 	}
 }

@@ -61,6 +61,10 @@ func (c *ScheduleSetCmd) Run(g *Globals, k *kong.Context) error {
 		}
 		spec.Threshold = *c.Threshold
 	}
+	if c.MaxCatchup < 1 {
+		// The flag defaults to 50; 0 given on purpose is not "the default".
+		return &cli.UsageError{Msg: fmt.Sprintf("--max-catchup %d: give at least 1", c.MaxCatchup)}
+	}
 	var err error
 	if c.Every != "" {
 		if spec.Every, err = workflow.ParseDuration(c.Every); err != nil || spec.Every <= 0 {

@@ -311,6 +311,7 @@ func TestScheduleCommandsRefuseBadInput(t *testing.T) {
 		{[]string{"--after", "ghost", "--threshold", "2"}, "ghost"},
 		{[]string{"--every", "soon"}, "--every"},
 		{[]string{"--cron", "@daily", "--catchup", "some"}, "--catchup"},
+		{[]string{"--cron", "@daily", "--max-catchup", "0"}, "--max-catchup 0"},
 	} {
 		args := append([]string{"schedule", "set", "bad", "../../examples/etl.yaml"}, tc.args...)
 		_, errOut, code := whimbrel(t, env, args...)

@@ -330,3 +330,26 @@ func DecodeRequestImage(image map[string]types.AttributeValue) (*state.WorkflowR
 func DecodeEventImage(image map[string]types.AttributeValue) (*state.ActivityEvent, error) {
 	return attr.DecodeEvent(TableActivityEvent, fromAVItem(image))
 }
+
+// FindActivity implements state.Inbox: one query on the activity table's
+// hash key.
+func (st *Store) FindActivity(ctx context.Context, activityExecID string) (*state.ActivityExec, error) {
+	var found item
+	err := st.query(ctx, "FindActivity", &dynamodb.QueryInput{
+		TableName:                 st.table(TableActivityExec),
+		KeyConditionExpression:    aws.String("activity_exec_id = :a"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":a": avS(activityExecID)},
+		ConsistentRead:            aws.Bool(true),
+	}, 1, func(m item) error {
+		found = m
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("find activity %s: %w", activityExecID, err)
+	}
+	if found == nil {
+		return nil, &state.NotFoundError{Kind: "activity", ID: activityExecID}
+	}
+	a, err := attr.DecodeActivity(st.prefix+TableActivityExec, fromAVItem(found))
+	return a, st.undecoded.Check(err)
+}

@@ -226,3 +226,20 @@ func (st *Store) decideEvent(ctx context.Context, key state.ActivityKey, cond at
 	}
 	return st.lenient(written)
 }
+
+// FindActivity implements state.Inbox.
+func (st *Store) FindActivity(ctx context.Context, activityExecID string) (*state.ActivityExec, error) {
+	skips := st.undecoded.NewSkips()
+	its, err := st.items(ctx, "activity_exec", skips, `WHERE activity_exec_id = ? LIMIT 1`, activityExecID)
+	if err == nil {
+		err = skips.Err()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find activity %s: %w", activityExecID, err)
+	}
+	if len(its) == 0 {
+		return nil, &state.NotFoundError{Kind: "activity", ID: activityExecID}
+	}
+	a, err := attr.DecodeActivity(st.prefix+"activity_exec", its[0].it)
+	return a, st.undecoded.Check(its[0].decoded(err))
+}
