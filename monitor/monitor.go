@@ -340,7 +340,9 @@ func (s *sweep) repairWorkflow(ctx context.Context, id string) error {
 	}
 	// Dependents wait on an activity by its first attempt's ID; what
 	// counts is its latest attempt (the earlier ones were retried).
-	latest := workflow.Latest(acts)
+	// Another client's workflow has no retries: each item counts.
+	def := s.definition(ctx, id)
+	final := workflow.FinalOf(def, acts)
 	// An activity that ended still blocks a dependent that has not started:
 	// its advance did not finish.
 	unfinished := map[string]bool{}
@@ -350,7 +352,7 @@ func (s *sweep) repairWorkflow(ctx context.Context, id string) error {
 		}
 		for _, up := range d.PendingDependencies {
 			if u := byID[up]; u != nil {
-				if l := latest[u.ActivityName]; l != nil && l.State.Terminal() {
+				if l := final[u.ActivityExecID]; l != nil && l.State.Terminal() {
 					unfinished[l.ActivityExecID] = true
 				}
 			}
@@ -360,7 +362,8 @@ func (s *sweep) repairWorkflow(ctx context.Context, id string) error {
 	// its start, or the advance that resolved its last edge, died before.
 	// Only for workflows with a stored definition: another client's may
 	// keep no pending sets, and its own rules.
-	if def := s.definition(ctx, id); def != nil {
+	if def != nil {
+		latest := workflow.Latest(acts)
 		byName := latest
 		// A failed attempt whose retry was never made: whoever recorded
 		// the failure died before deciding it. The advance decides it.
