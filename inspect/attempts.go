@@ -38,8 +38,8 @@ type Attempt struct {
 }
 
 // retriesOf builds the attempts view of latest, the latest attempt of its
-// activity among acts.
-func retriesOf(def *workflow.Definition, latest *state.ActivityExec, acts []*state.ActivityExec) Retries {
+// activity among acts; final maps each item to its activity's latest.
+func retriesOf(def *workflow.Definition, latest *state.ActivityExec, acts []*state.ActivityExec, final map[string]*state.ActivityExec) Retries {
 	var r Retries
 	if def != nil && def.Activities[latest.ActivityName] != nil {
 		if n := def.Effective(latest.ActivityName).Retry.Attempts(); n > 1 {
@@ -51,7 +51,7 @@ func retriesOf(def *workflow.Definition, latest *state.ActivityExec, acts []*sta
 		r.NextAttemptAt = &nb
 	}
 	for _, a := range acts {
-		if a.ActivityName != latest.ActivityName || a == latest {
+		if final[a.ActivityExecID] != latest || a == latest {
 			continue
 		}
 		r.Earlier = append(r.Earlier, Attempt{ID: a.ActivityExecID, Attempt: workflow.AttemptOf(a), State: string(a.State),

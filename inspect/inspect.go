@@ -115,36 +115,40 @@ func Load(ctx context.Context, st state.Store, id string, now time.Time) (*Statu
 		return nil, err
 	}
 	// An activity shows its latest attempt; the earlier ones are its
-	// history.
-	byName := workflow.Latest(acts)
-	order := make([]string, 0, len(acts))
-	deps := map[string][]string{}
+	// history. Another client's workflow has no retries: each of its
+	// items is a row, whatever its name.
 	def, _ := workflow.ParseStored(wf.Definition)
+	final := workflow.FinalOf(def, acts)
+	finals := workflow.Finals(def, acts)
+	byName := workflow.Latest(acts)
+	order := make([]*state.ActivityExec, 0, len(finals))
+	deps := map[string][]string{}
 	if def != nil {
 		for _, n := range def.Names() {
 			if byName[n] != nil {
-				order = append(order, n)
+				order = append(order, byName[n])
 				deps[n] = def.Activities[n].DependsOn
 			}
 		}
 	}
-	if len(order) != len(byName) { // no usable definition: the items' order
+	if len(order) != len(finals) { // no usable definition: the items' order
 		order = order[:0]
 		for _, a := range acts {
-			if byName[a.ActivityName] == a {
-				order = append(order, a.ActivityName)
+			if finals[a.ActivityExecID] == a {
+				order = append(order, a)
 			}
 		}
 	}
 	depth := map[string]int{}
-	for _, n := range order { // dependencies come first
+	for _, a := range order { // dependencies come first
+		n := a.ActivityName
 		for _, up := range deps[n] {
 			depth[n] = max(depth[n], depth[up]+1)
 		}
 	}
 	s := &Status{Workflow: viewWorkflow(wf, now)}
-	for _, n := range order {
-		a := byName[n]
+	for _, a := range order {
+		n := a.ActivityName
 		end := a.EndTime
 		if end.IsZero() && a.State == state.Running {
 			end = now
@@ -152,7 +156,7 @@ func Load(ctx context.Context, st state.Store, id string, now time.Time) (*Statu
 		v := Activity{ID: a.ActivityExecID, Name: n, State: string(a.State), Reason: a.Reason, DependsOn: deps[n],
 			Depth: depth[n], Started: timePtr(a.StartTime), Ended: timePtr(a.EndTime), Seconds: seconds(a.StartTime, end),
 			Attempt: a.Attempt, Host: a.Host, PID: a.PID, LaunchedAs: a.LaunchedAs, ExitCode: a.ExitCode,
-			Signal: a.Signal, StderrTail: a.Error, Retries: retriesOf(def, a, acts)}
+			Signal: a.Signal, StderrTail: a.Error, Retries: retriesOf(def, a, acts, final)}
 		if in, ok := st.(state.Inbox); ok {
 			// Say which Simple Lambda API events were refused, even
 			// those that never moved the activity. Failing to list them
