@@ -35,6 +35,9 @@ type Attempt struct {
 	PID        int        `json:"pid,omitempty"`
 	ExitCode   *int       `json:"exit_code,omitempty"`
 	StderrTail string     `json:"stderr_tail,omitempty"`
+	// Rejected lists the Simple Lambda API's events a processor refused
+	// for this attempt.
+	Rejected []RejectedEvent `json:"rejected_events,omitempty"`
 }
 
 // retriesOf builds the attempts view of latest, the latest attempt of its
@@ -100,6 +103,9 @@ func (a Activity) writeRetries(w io.Writer, indent string) {
 			line += ": " + printable(e.Reason)
 		}
 		fmt.Fprintln(w, line)
+		for _, r := range e.Rejected {
+			fmt.Fprintf(w, "%s  rejected event %s (%s): %s\n", indent, printable(r.Transition), printable(r.ID), printable(r.Reason))
+		}
 	}
 }
 

@@ -157,18 +157,12 @@ func Load(ctx context.Context, st state.Store, id string, now time.Time) (*Statu
 			Depth: depth[n], Started: timePtr(a.StartTime), Ended: timePtr(a.EndTime), Seconds: seconds(a.StartTime, end),
 			Attempt: a.Attempt, Host: a.Host, PID: a.PID, LaunchedAs: a.LaunchedAs, ExitCode: a.ExitCode,
 			Signal: a.Signal, StderrTail: a.Error, Retries: retriesOf(def, a, acts, final)}
-		if in, ok := st.(state.Inbox); ok {
-			// Say which Simple Lambda API events were refused, even
-			// those that never moved the activity. Failing to list them
-			// does not fail the status.
-			evs, err := in.Events(ctx, a.ActivityExecID, time.Time{})
-			if _, err := state.Skipped(err); err == nil {
-				for _, e := range evs {
-					if e.Outcome.Result == state.OutcomeRejected {
-						v.Rejected = append(v.Rejected, RejectedEvent{ID: e.ActivityEventID, Transition: e.Transition, Reason: e.Outcome.Reason})
-					}
-				}
-			}
+		// Say which Simple Lambda API events were refused, even those
+		// that never moved the activity, for each attempt: events name
+		// the attempt they were sent for.
+		v.Rejected = rejected(ctx, st, a.ActivityExecID)
+		for i := range v.Earlier {
+			v.Earlier[i].Rejected = rejected(ctx, st, v.Earlier[i].ID)
 		}
 		if a.State == state.Running && a.HeartbeatEnabled {
 			last := a.HeartbeatTime
@@ -193,6 +187,26 @@ func Load(ctx context.Context, st state.Store, id string, now time.Time) (*Statu
 			Undecodable: fmt.Sprintf("attribute %s: %s", de.Attr, de.Err)})
 	}
 	return s, nil
+}
+
+// rejected lists the Simple Lambda API events a processor refused for one
+// activity item. Failing to list them does not fail the status.
+func rejected(ctx context.Context, st state.Store, activityExecID string) []RejectedEvent {
+	in, ok := st.(state.Inbox)
+	if !ok {
+		return nil
+	}
+	evs, err := in.Events(ctx, activityExecID, time.Time{})
+	if _, err := state.Skipped(err); err != nil {
+		return nil
+	}
+	var out []RejectedEvent
+	for _, e := range evs {
+		if e.Outcome.Result == state.OutcomeRejected {
+			out = append(out, RejectedEvent{ID: e.ActivityEventID, Transition: e.Transition, Reason: e.Outcome.Reason})
+		}
+	}
+	return out
 }
 
 func clock(t *time.Time) string {
