@@ -111,10 +111,10 @@ func (a Activity) writeRetries(w io.Writer, indent string) {
 
 // printable replaces control characters, which a command's stderr may
 // hold, so that an attempt's line cannot move the cursor or recolour the
-// terminal.
+// terminal. A tab (stack traces indent with it) is kept.
 func printable(s string) string {
 	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+		if (r < 0x20 && r != '\t') || r == 0x7f || (r >= 0x80 && r < 0xa0) {
 			return '?'
 		}
 		return r

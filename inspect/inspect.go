@@ -294,20 +294,20 @@ func (s *Status) WriteText(w io.Writer) error {
 		indent := strings.Repeat("  ", a.Depth) + "  "
 		ended := state.ActivityState(a.State).Terminal() && a.State != string(state.Completed)
 		if ended && a.Reason != "" {
-			fmt.Fprintf(w, "%swhy: %s\n", indent, a.Reason)
+			fmt.Fprintf(w, "%swhy: %s\n", indent, printable(a.Reason))
 		}
 		// A failed launch has no stderr: its error is the reason already shown.
 		if tail := strings.TrimRight(a.StderrTail, "\n"); tail != "" && ended && !strings.HasSuffix(a.Reason, tail) {
 			lines := strings.Split(tail, "\n")
 			for _, l := range lines[max(0, len(lines)-5):] {
-				fmt.Fprintf(w, "%sstderr: %s\n", indent, l)
+				fmt.Fprintf(w, "%sstderr: %s\n", indent, printable(l))
 			}
 		}
 		if a.Undecodable != "" {
 			fmt.Fprintf(w, "%sitem %s cannot be decoded: %s\n", indent, quoteUnprintable(a.ID), quoteUnprintable(a.Undecodable))
 		}
 		for _, e := range a.Rejected {
-			fmt.Fprintf(w, "%srejected event %s (%s): %s\n", indent, e.Transition, e.ID, e.Reason)
+			fmt.Fprintf(w, "%srejected event %s (%s): %s\n", indent, printable(e.Transition), printable(e.ID), printable(e.Reason))
 		}
 		a.writeRetries(w, indent)
 	}
