@@ -400,6 +400,25 @@ func (s *sweep) repairWorkflow(ctx context.Context, id string) error {
 			}
 		}
 	}
+	// A retry whose taker died after creating it, before linking the
+	// failed attempt to it (retried_by): link it now.
+	for _, a := range acts {
+		prev := byID[a.RetryOf]
+		if a.RetryOf == "" || prev == nil || prev.RetriedBy != "" || (prev.State != state.Failed && prev.State != state.TimedOut) {
+			continue
+		}
+		_, err := s.st.UpdateActivity(ctx, prev.ActivityKey, state.ActivityChange{
+			From: []state.ActivityState{prev.State}, RetriedBy: a.ActivityExecID,
+		})
+		switch {
+		case errors.Is(err, state.ErrConflict):
+		case err != nil:
+			return err
+		default:
+			s.report.Repaired++
+			s.log.Info("linked a failed attempt to its retry", "activity_exec_id", prev.ActivityExecID, "retried_by", a.ActivityExecID)
+		}
+	}
 	for upID := range unfinished {
 		u := byID[upID]
 		if u == nil || !u.State.Terminal() {

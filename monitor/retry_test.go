@@ -187,3 +187,34 @@ func TestFourMonitorsOneRetry(t *testing.T) {
 		t.Fatalf("%d attempts; want the TIMED_OUT one and one READY retry", len(as))
 	}
 }
+
+// TestRetryLinkAfterDeathAfterCreate: the participant that decided a
+// retry died after creating the next attempt, before linking the failed
+// one to it; the monitor writes the link (retried_by), and nothing else.
+func TestRetryLinkAfterDeathAfterCreate(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, retriedPair)
+	f.move(t, "long", state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running, Claim: &state.Claim{Owner: "o"}})
+	f.move(t, "long", state.ActivityChange{From: []state.ActivityState{state.Running}, To: state.Failed, Owner: "o", Exit: &state.Exit{Code: 1}})
+	first := f.get(t, "long")
+	now := state.Truncate(time.Now())
+	next := &state.ActivityExec{
+		ActivityKey:  state.ActivityKey{ActivityExecID: state.RetryIDFor(first.ActivityExecID), WorkflowExecID: f.id},
+		WorkflowName: first.WorkflowName, ActivityName: "long", State: state.Ready, StateTime: now,
+		Attempt: 2, RetryOf: first.ActivityExecID, NotBefore: now.Add(time.Hour),
+	}
+	if err := f.st.CreateActivity(bg(t), next); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := monitor.New(f.st, monitor.Config{}).Sweep(bg(t)); err != nil {
+		t.Fatal(err)
+	}
+	as := f.attemptsOf(t, "long")
+	if len(as) != 2 || as[0].State != state.Failed || as[0].RetriedBy != next.ActivityExecID || as[1].State != state.Ready {
+		t.Fatalf("after the sweep: %d attempts, the first %s retried_by %q; want it FAILED and linked to the READY retry %s",
+			len(as), as[0].State, as[0].RetriedBy, next.ActivityExecID)
+	}
+	if got := f.get(t, "after").State; got != state.Requested {
+		t.Errorf("the dependent is %s, want REQUESTED", got)
+	}
+}
