@@ -91,7 +91,7 @@ func TestRefusesToStart(t *testing.T) {
 		{"ecs unreachable", append([]string{"AWS_ENDPOINT_URL_ECS=" + closed}, ecsEnv[:4]...), []string{"--types", "ecs", "--ecs-cluster", "batch"}, 1,
 			`cannot reach ECS in eu-west-1 to check cluster "batch"`},
 		{"store unreachable", []string{"WHIMBREL_STORE=dynamodb", "AWS_REGION=eu-west-1", "AWS_ACCESS_KEY_ID=k", "AWS_SECRET_ACCESS_KEY=s",
-			"AWS_ENDPOINT_URL_DYNAMODB=" + closed}, []string{"--types", "local", "--wrapper", "/bin/true"}, 1, `cannot reach the store (dynamodb, prefix "whimbrel_")`},
+			"AWS_ENDPOINT_URL_DYNAMODB=" + closed}, []string{"--types", "local", "--wrapper", "/bin/true"}, 3, `cannot reach the store (dynamodb, prefix "whimbrel_")`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
