@@ -113,13 +113,14 @@ type sweep struct {
 	workflows map[string]*state.WorkflowExec
 	defs      map[string]*workflow.Definition
 	report    Report
+	reexpired map[string]bool // workflows whose items this sweep marked to expire again
 }
 
 // Sweep makes one pass. Errors on single items are logged and the sweep
 // goes on; the error returned is the first that stopped a whole step.
 func (m *Monitor) Sweep(ctx context.Context) (Report, error) {
 	s := &sweep{Monitor: m, now: m.cfg.Now(), workflows: map[string]*state.WorkflowExec{},
-		defs: map[string]*workflow.Definition{}}
+		defs: map[string]*workflow.Definition{}, reexpired: map[string]bool{}}
 	var errs []error
 	var steps []func(context.Context) error
 	for _, st := range []state.ActivityState{state.Running, state.Queued, state.Preparing, state.Ready, state.Requested} {
@@ -188,7 +189,20 @@ func (s *sweep) judge(ctx context.Context, k state.ActivityKey, listed state.Act
 	}
 	switch {
 	case wf.State.Terminal() && a.State != state.Running:
-		return s.cancel(ctx, a, state.Cancelled, fmt.Sprintf("workflow %s is %s", wf.WorkflowExecID, wf.State), &s.report.Cancelled)
+		n := s.report.Cancelled
+		if err := s.cancel(ctx, a, state.Cancelled, fmt.Sprintf("workflow %s is %s", wf.WorkflowExecID, wf.State), &s.report.Cancelled); err != nil {
+			return err
+		}
+		if s.report.Cancelled > n && !wf.Expires.IsZero() && a.Expires.IsZero() && !s.reexpired[wf.WorkflowExecID] {
+			s.reexpired[wf.WorkflowExecID] = true
+			// Written after the workflow's items were marked to expire
+			// (a retry created while the workflow was being cancelled):
+			// mark them again, so that this one is deleted with them.
+			if err := s.st.Expire(ctx, wf.WorkflowExecID, wf.Expires); err != nil {
+				s.log.Warn("marking a late item to expire failed; it is kept", "activity_exec_id", a.ActivityExecID, "error", err)
+			}
+		}
+		return nil
 	case wf.State == state.WorkflowCancelled && a.State == state.Running:
 		return s.cancel(ctx, a, state.CancelledRunning, fmt.Sprintf("workflow %s was cancelled", wf.WorkflowExecID), &s.report.CancelledRunning)
 	case a.State == state.Running:
