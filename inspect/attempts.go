@@ -35,11 +35,14 @@ type Attempt struct {
 	PID        int        `json:"pid,omitempty"`
 	ExitCode   *int       `json:"exit_code,omitempty"`
 	StderrTail string     `json:"stderr_tail,omitempty"`
+	// Rejected lists the Simple Lambda API's events a processor refused
+	// for this attempt.
+	Rejected []RejectedEvent `json:"rejected_events,omitempty"`
 }
 
 // retriesOf builds the attempts view of latest, the latest attempt of its
-// activity among acts.
-func retriesOf(def *workflow.Definition, latest *state.ActivityExec, acts []*state.ActivityExec) Retries {
+// activity among acts; final maps each item to its activity's latest.
+func retriesOf(def *workflow.Definition, latest *state.ActivityExec, acts []*state.ActivityExec, final map[string]*state.ActivityExec) Retries {
 	var r Retries
 	if def != nil && def.Activities[latest.ActivityName] != nil {
 		if n := def.Effective(latest.ActivityName).Retry.Attempts(); n > 1 {
@@ -51,7 +54,7 @@ func retriesOf(def *workflow.Definition, latest *state.ActivityExec, acts []*sta
 		r.NextAttemptAt = &nb
 	}
 	for _, a := range acts {
-		if a.ActivityName != latest.ActivityName || a == latest {
+		if final[a.ActivityExecID] != latest || a == latest {
 			continue
 		}
 		r.Earlier = append(r.Earlier, Attempt{ID: a.ActivityExecID, Attempt: workflow.AttemptOf(a), State: string(a.State),
@@ -100,15 +103,18 @@ func (a Activity) writeRetries(w io.Writer, indent string) {
 			line += ": " + printable(e.Reason)
 		}
 		fmt.Fprintln(w, line)
+		for _, r := range e.Rejected {
+			fmt.Fprintf(w, "%s  rejected event %s (%s): %s\n", indent, printable(r.Transition), printable(r.ID), printable(r.Reason))
+		}
 	}
 }
 
 // printable replaces control characters, which a command's stderr may
 // hold, so that an attempt's line cannot move the cursor or recolour the
-// terminal.
+// terminal. A tab (stack traces indent with it) is kept.
 func printable(s string) string {
 	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+		if (r < 0x20 && r != '\t') || r == 0x7f || (r >= 0x80 && r < 0xa0) {
 			return '?'
 		}
 		return r

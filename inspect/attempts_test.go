@@ -47,3 +47,25 @@ func TestTextAttempts(t *testing.T) {
 		t.Errorf("an activity without a policy shows a maximum:\n%s", out)
 	}
 }
+
+// TestTextRowsAreSanitised: the row of an activity's latest attempt, like
+// its earlier attempts' lines, prints no control character its command's
+// stderr, its reason or a Simple Lambda API client's event held.
+func TestTextRowsAreSanitised(t *testing.T) {
+	s := &inspect.Status{
+		Workflow: inspect.Workflow{ID: "w::1", Name: "w", State: "FAILED"},
+		Activities: []inspect.Activity{{Name: "a", State: "FAILED", Reason: "exit 1\x1b]0;owned\x07",
+			StderrTail: "boom\x1b[2J\n\tat Main.java:3\n", Rejected: []inspect.RejectedEvent{{ID: "a::\x1b[31mred", Transition: "RUNNING\x1b[0m", Reason: "late\x1b[H"}}}},
+	}
+	var b strings.Builder
+	if err := s.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if strings.ContainsAny(out, "\x1b\x07") {
+		t.Errorf("a control character reached the terminal:\n%q", out)
+	}
+	if !strings.Contains(out, "stderr: \tat Main.java:3") {
+		t.Errorf("a stack trace's tab was not kept:\n%q", out)
+	}
+}

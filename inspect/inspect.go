@@ -116,36 +116,40 @@ func Load(ctx context.Context, st state.Store, id string, now time.Time) (*Statu
 		return nil, err
 	}
 	// An activity shows its latest attempt; the earlier ones are its
-	// history.
-	byName := workflow.Latest(acts)
-	order := make([]string, 0, len(acts))
-	deps := map[string][]string{}
+	// history. Another client's workflow has no retries: each of its
+	// items is a row, whatever its name.
 	def, _ := workflow.ParseStored(wf.Definition)
+	final := workflow.FinalOf(def, acts)
+	finals := workflow.Finals(def, acts)
+	byName := workflow.Latest(acts)
+	order := make([]*state.ActivityExec, 0, len(finals))
+	deps := map[string][]string{}
 	if def != nil {
 		for _, n := range def.Names() {
 			if byName[n] != nil {
-				order = append(order, n)
+				order = append(order, byName[n])
 				deps[n] = def.Activities[n].DependsOn
 			}
 		}
 	}
-	if len(order) != len(byName) { // no usable definition: the items' order
+	if len(order) != len(finals) { // no usable definition: the items' order
 		order = order[:0]
 		for _, a := range acts {
-			if byName[a.ActivityName] == a {
-				order = append(order, a.ActivityName)
+			if finals[a.ActivityExecID] == a {
+				order = append(order, a)
 			}
 		}
 	}
 	depth := map[string]int{}
-	for _, n := range order { // dependencies come first
+	for _, a := range order { // dependencies come first
+		n := a.ActivityName
 		for _, up := range deps[n] {
 			depth[n] = max(depth[n], depth[up]+1)
 		}
 	}
 	s := &Status{Workflow: viewWorkflow(wf, now)}
-	for _, n := range order {
-		a := byName[n]
+	for _, a := range order {
+		n := a.ActivityName
 		end := a.EndTime
 		if end.IsZero() && a.State == state.Running {
 			end = now
@@ -153,19 +157,13 @@ func Load(ctx context.Context, st state.Store, id string, now time.Time) (*Statu
 		v := Activity{ID: a.ActivityExecID, Name: n, State: string(a.State), Reason: a.Reason, DependsOn: deps[n],
 			Depth: depth[n], Started: timePtr(a.StartTime), Ended: timePtr(a.EndTime), Seconds: seconds(a.StartTime, end),
 			Attempt: a.Attempt, Host: a.Host, PID: a.PID, LaunchedAs: a.LaunchedAs, ExitCode: a.ExitCode,
-			Signal: a.Signal, StderrTail: a.Error, Retries: retriesOf(def, a, acts)}
-		if in, ok := st.(state.Inbox); ok {
-			// Say which Simple Lambda API events were refused, even
-			// those that never moved the activity. Failing to list them
-			// does not fail the status.
-			evs, err := in.Events(ctx, a.ActivityExecID, time.Time{})
-			if _, err := state.Skipped(err); err == nil {
-				for _, e := range evs {
-					if e.Outcome.Result == state.OutcomeRejected {
-						v.Rejected = append(v.Rejected, RejectedEvent{ID: e.ActivityEventID, Transition: e.Transition, Reason: e.Outcome.Reason})
-					}
-				}
-			}
+			Signal: a.Signal, StderrTail: a.Error, Retries: retriesOf(def, a, acts, final)}
+		// Say which Simple Lambda API events were refused, even those
+		// that never moved the activity, for each attempt: events name
+		// the attempt they were sent for.
+		v.Rejected = rejected(ctx, st, a.ActivityExecID)
+		for i := range v.Earlier {
+			v.Earlier[i].Rejected = rejected(ctx, st, v.Earlier[i].ID)
 		}
 		if a.State == state.Running && a.HeartbeatEnabled {
 			last := a.HeartbeatTime
@@ -190,6 +188,26 @@ func Load(ctx context.Context, st state.Store, id string, now time.Time) (*Statu
 			Undecodable: fmt.Sprintf("attribute %s: %s", de.Attr, de.Err)})
 	}
 	return s, nil
+}
+
+// rejected lists the Simple Lambda API events a processor refused for one
+// activity item. Failing to list them does not fail the status.
+func rejected(ctx context.Context, st state.Store, activityExecID string) []RejectedEvent {
+	in, ok := st.(state.Inbox)
+	if !ok {
+		return nil
+	}
+	evs, err := in.Events(ctx, activityExecID, time.Time{})
+	if _, err := state.Skipped(err); err != nil {
+		return nil
+	}
+	var out []RejectedEvent
+	for _, e := range evs {
+		if e.Outcome.Result == state.OutcomeRejected {
+			out = append(out, RejectedEvent{ID: e.ActivityEventID, Transition: e.Transition, Reason: e.Outcome.Reason})
+		}
+	}
+	return out
 }
 
 func clock(t *time.Time) string {

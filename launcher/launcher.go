@@ -38,7 +38,10 @@ type Job struct {
 	Key          state.ActivityKey
 	WorkflowName string
 	ActivityName string
-	Attempt      int // claims so far; with the key, it names this launch
+	// Attempt is the item's attempt as read before the launch: n for a
+	// retry's item, 0 for a first attempt (its claim writes 1). With the
+	// key, it names this launch.
+	Attempt int
 	// Token is the launcher's claim token, the item's owner until the
 	// wrapper claims it.
 	Token   string

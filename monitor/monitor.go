@@ -113,13 +113,14 @@ type sweep struct {
 	workflows map[string]*state.WorkflowExec
 	defs      map[string]*workflow.Definition
 	report    Report
+	reexpired map[string]bool // workflows whose items this sweep marked to expire again
 }
 
 // Sweep makes one pass. Errors on single items are logged and the sweep
 // goes on; the error returned is the first that stopped a whole step.
 func (m *Monitor) Sweep(ctx context.Context) (Report, error) {
 	s := &sweep{Monitor: m, now: m.cfg.Now(), workflows: map[string]*state.WorkflowExec{},
-		defs: map[string]*workflow.Definition{}}
+		defs: map[string]*workflow.Definition{}, reexpired: map[string]bool{}}
 	var errs []error
 	var steps []func(context.Context) error
 	for _, st := range []state.ActivityState{state.Running, state.Queued, state.Preparing, state.Ready, state.Requested} {
@@ -188,7 +189,20 @@ func (s *sweep) judge(ctx context.Context, k state.ActivityKey, listed state.Act
 	}
 	switch {
 	case wf.State.Terminal() && a.State != state.Running:
-		return s.cancel(ctx, a, state.Cancelled, fmt.Sprintf("workflow %s is %s", wf.WorkflowExecID, wf.State), &s.report.Cancelled)
+		n := s.report.Cancelled
+		if err := s.cancel(ctx, a, state.Cancelled, fmt.Sprintf("workflow %s is %s", wf.WorkflowExecID, wf.State), &s.report.Cancelled); err != nil {
+			return err
+		}
+		if s.report.Cancelled > n && !wf.Expires.IsZero() && a.Expires.IsZero() && !s.reexpired[wf.WorkflowExecID] {
+			s.reexpired[wf.WorkflowExecID] = true
+			// Written after the workflow's items were marked to expire
+			// (a retry created while the workflow was being cancelled):
+			// mark them again, so that this one is deleted with them.
+			if err := s.st.Expire(ctx, wf.WorkflowExecID, wf.Expires); err != nil {
+				s.log.Warn("marking a late item to expire failed; it is kept", "activity_exec_id", a.ActivityExecID, "error", err)
+			}
+		}
+		return nil
 	case wf.State == state.WorkflowCancelled && a.State == state.Running:
 		return s.cancel(ctx, a, state.CancelledRunning, fmt.Sprintf("workflow %s was cancelled", wf.WorkflowExecID), &s.report.CancelledRunning)
 	case a.State == state.Running:
@@ -340,7 +354,9 @@ func (s *sweep) repairWorkflow(ctx context.Context, id string) error {
 	}
 	// Dependents wait on an activity by its first attempt's ID; what
 	// counts is its latest attempt (the earlier ones were retried).
-	latest := workflow.Latest(acts)
+	// Another client's workflow has no retries: each item counts.
+	def := s.definition(ctx, id)
+	final := workflow.FinalOf(def, acts)
 	// An activity that ended still blocks a dependent that has not started:
 	// its advance did not finish.
 	unfinished := map[string]bool{}
@@ -350,7 +366,7 @@ func (s *sweep) repairWorkflow(ctx context.Context, id string) error {
 		}
 		for _, up := range d.PendingDependencies {
 			if u := byID[up]; u != nil {
-				if l := latest[u.ActivityName]; l != nil && l.State.Terminal() {
+				if l := final[u.ActivityExecID]; l != nil && l.State.Terminal() {
 					unfinished[l.ActivityExecID] = true
 				}
 			}
@@ -360,7 +376,8 @@ func (s *sweep) repairWorkflow(ctx context.Context, id string) error {
 	// its start, or the advance that resolved its last edge, died before.
 	// Only for workflows with a stored definition: another client's may
 	// keep no pending sets, and its own rules.
-	if def := s.definition(ctx, id); def != nil {
+	if def != nil {
+		latest := workflow.Latest(acts)
 		byName := latest
 		// A failed attempt whose retry was never made: whoever recorded
 		// the failure died before deciding it. The advance decides it.
@@ -395,6 +412,25 @@ func (s *sweep) repairWorkflow(ctx context.Context, id string) error {
 				s.report.Readied++
 				s.log.Info("readied an activity a crash left waiting", "activity_exec_id", a.ActivityExecID)
 			}
+		}
+	}
+	// A retry whose taker died after creating it, before linking the
+	// failed attempt to it (retried_by): link it now.
+	for _, a := range acts {
+		prev := byID[a.RetryOf]
+		if a.RetryOf == "" || prev == nil || prev.RetriedBy != "" || (prev.State != state.Failed && prev.State != state.TimedOut) {
+			continue
+		}
+		_, err := s.st.UpdateActivity(ctx, prev.ActivityKey, state.ActivityChange{
+			From: []state.ActivityState{prev.State}, RetriedBy: a.ActivityExecID,
+		})
+		switch {
+		case errors.Is(err, state.ErrConflict):
+		case err != nil:
+			return err
+		default:
+			s.report.Repaired++
+			s.log.Info("linked a failed attempt to its retry", "activity_exec_id", prev.ActivityExecID, "retried_by", a.ActivityExecID)
 		}
 	}
 	for upID := range unfinished {

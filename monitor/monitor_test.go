@@ -657,3 +657,42 @@ func TestJudgesFromTheClaimsHeartbeat(t *testing.T) {
 		}
 	}
 }
+
+// TestForeignSameNamesAreEachRepaired: another client's workflow may give
+// several activities one activity_name. The repair judges each on its
+// own: a completed one whose advance died readies its dependent, though
+// an item of the same name still runs.
+func TestForeignSameNamesAreEachRepaired(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	w := storetest.NewWorkflow(t, "foreign", storetest.DAG{"a": nil, "b": nil, "c": {"b"}})
+	w.Exec.Definition = ""
+	for i := range w.Activities {
+		w.Activities[i].ActivityName = "task"
+	}
+	storetest.Create(t, st, w)
+	run := func(k state.ActivityKey, owner string) {
+		t.Helper()
+		for _, c := range []state.ActivityChange{
+			{From: []state.ActivityState{state.Requested}, To: state.Ready},
+			{From: []state.ActivityState{state.Ready}, To: state.Running, Claim: &state.Claim{Owner: owner, HeartbeatEnabled: true, HeartbeatTimeout: time.Hour}},
+		} {
+			if _, err := st.UpdateActivity(bg(t), k, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	run(storetest.Key(w, "a"), "oa") // still running
+	run(storetest.Key(w, "b"), "ob")
+	// b completes; its wrapper dies before advancing.
+	if _, err := st.UpdateActivity(bg(t), storetest.Key(w, "b"), state.ActivityChange{
+		From: []state.ActivityState{state.Running}, To: state.Completed, Owner: "ob"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := monitor.New(st, monitor.Config{Workflow: w.Exec.WorkflowExecID}).Sweep(bg(t)); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := st.GetActivity(bg(t), storetest.Key(w, "c")); err != nil || c.State != state.Ready {
+		t.Errorf("c is %v (%v) after the repair, want READY: b completed", c.State, err)
+	}
+}

@@ -187,3 +187,72 @@ func TestFourMonitorsOneRetry(t *testing.T) {
 		t.Fatalf("%d attempts; want the TIMED_OUT one and one READY retry", len(as))
 	}
 }
+
+// TestRetryLinkAfterDeathAfterCreate: the participant that decided a
+// retry died after creating the next attempt, before linking the failed
+// one to it; the monitor writes the link (retried_by), and nothing else.
+func TestRetryLinkAfterDeathAfterCreate(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, retriedPair)
+	f.move(t, "long", state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running, Claim: &state.Claim{Owner: "o"}})
+	f.move(t, "long", state.ActivityChange{From: []state.ActivityState{state.Running}, To: state.Failed, Owner: "o", Exit: &state.Exit{Code: 1}})
+	first := f.get(t, "long")
+	now := state.Truncate(time.Now())
+	next := &state.ActivityExec{
+		ActivityKey:  state.ActivityKey{ActivityExecID: state.RetryIDFor(first.ActivityExecID), WorkflowExecID: f.id},
+		WorkflowName: first.WorkflowName, ActivityName: "long", State: state.Ready, StateTime: now,
+		Attempt: 2, RetryOf: first.ActivityExecID, NotBefore: now.Add(time.Hour),
+	}
+	if err := f.st.CreateActivity(bg(t), next); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := monitor.New(f.st, monitor.Config{}).Sweep(bg(t)); err != nil {
+		t.Fatal(err)
+	}
+	as := f.attemptsOf(t, "long")
+	if len(as) != 2 || as[0].State != state.Failed || as[0].RetriedBy != next.ActivityExecID || as[1].State != state.Ready {
+		t.Fatalf("after the sweep: %d attempts, the first %s retried_by %q; want it FAILED and linked to the READY retry %s",
+			len(as), as[0].State, as[0].RetriedBy, next.ActivityExecID)
+	}
+	if got := f.get(t, "after").State; got != state.Requested {
+		t.Errorf("the dependent is %s, want REQUESTED", got)
+	}
+}
+
+// TestLateRetryInACancelledWorkflowExpires: a retry created while the
+// workflow was being cancelled, after its items were marked to expire, is
+// cancelled by the monitor and deleted with the others.
+func TestLateRetryInACancelledWorkflowExpires(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "retention: 1h\n"+retriedPair)
+	f.move(t, "long", state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running, Claim: &state.Claim{Owner: "o"}})
+	f.move(t, "long", state.ActivityChange{From: []state.ActivityState{state.Running}, To: state.Failed, Owner: "o", Exit: &state.Exit{Code: 1}})
+	first := f.get(t, "long")
+	if _, err := workflow.Cancel(bg(t), f.st, f.id, "test", nil); err != nil {
+		t.Fatal(err)
+	}
+	wf := f.workflow(t)
+	if wf.State != state.WorkflowCancelled || wf.Expires.IsZero() {
+		t.Fatalf("workflow %s expires %v; want CANCELLED and marked to expire", wf.State, wf.Expires)
+	}
+	// The retry's creator read the workflow RUNNING before the cancel.
+	now := state.Truncate(time.Now())
+	next := &state.ActivityExec{
+		ActivityKey:  state.ActivityKey{ActivityExecID: state.RetryIDFor(first.ActivityExecID), WorkflowExecID: f.id},
+		WorkflowName: first.WorkflowName, ActivityName: "long", State: state.Ready, StateTime: now,
+		Attempt: 2, RetryOf: first.ActivityExecID, NotBefore: now,
+	}
+	if err := f.st.CreateActivity(bg(t), next); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := monitor.New(f.st, monitor.Config{}).Sweep(bg(t)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.st.GetActivity(bg(t), next.ActivityKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != state.Cancelled || !got.Expires.Equal(wf.Expires) {
+		t.Errorf("the late retry is %s, expires %v; want CANCELLED, expiring with the workflow at %v", got.State, got.Expires, wf.Expires)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // ErrorTailLines is how many of the last stderr lines a run's error keeps.
@@ -69,8 +70,12 @@ func runOf(ctx context.Context, st state.Store, r state.ScheduleRun) (RunStatus,
 	if _, err = state.Skipped(err); err != nil { // a bad item is reported by the store
 		return v, fmt.Errorf("read the activities of run %s: %w", r.WorkflowExecID, err)
 	}
+	// Each activity's final attempt: an earlier one that failed was
+	// retried, and is not why the run failed.
+	def, _ := workflow.ParseStored(w.Definition)
+	finals := workflow.Finals(def, acts)
 	for _, a := range acts {
-		if a.State == state.Completed || (a.Error == "" && a.ExitCode == nil) {
+		if finals[a.ActivityExecID] != a || a.State == state.Completed || (a.Error == "" && a.ExitCode == nil) {
 			continue
 		}
 		msg := a.ActivityName + " " + string(a.State)

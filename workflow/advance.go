@@ -285,8 +285,9 @@ func settle(ctx context.Context, st state.Store, g graph, log hclog.Logger) (sta
 		}
 	}
 	// An activity is judged by its latest attempt: the earlier ones
-	// failed, or timed out, and were retried.
-	latest := Latest(acts)
+	// failed, or timed out, and were retried. Another client's workflow
+	// has no retries: each of its items is judged, whatever its name.
+	latest := Finals(g.def, acts)
 	if g.def != nil && len(latest) < len(g.def.Activities) {
 		// The listing goes through an index that has not caught up: do
 		// not judge the workflow on part of it.
