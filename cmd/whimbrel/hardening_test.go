@@ -168,7 +168,6 @@ func TestSetupErrors(t *testing.T) {
 			noCredentials = append(noCredentials, e)
 		}
 	}
-	dbPath := filepath.Join(t.TempDir(), "empty.db")
 	for _, tc := range []struct {
 		name string
 		env  []string
@@ -177,8 +176,6 @@ func TestSetupErrors(t *testing.T) {
 	}{
 		{"table missing (dynamodb)", env, []string{"list"},
 			[]string{"table " + prefix + "workflow_exec does not exist: run `whimbrel install` (prefix \"" + prefix + "\", store dynamodb)"}},
-		{"table missing (sqlite)", nil, []string{"status", "--store", "sqlite:" + dbPath, state.NewWorkflowExecID("w")},
-			[]string{"table whimbrel_workflow_exec does not exist: run `whimbrel install` (prefix \"whimbrel_\", store sqlite:" + dbPath + ")"}},
 		{"no region", withRegion(""), []string{"list"}, []string{"no AWS region", "AWS_REGION", "AWS_ENDPOINT_URL_DYNAMODB", "`whimbrel run` needs none"}},
 		{"no credentials", noCredentials, []string{"list"}, []string{"no AWS credentials", "AWS_PROFILE", "AWS_ACCESS_KEY_ID", "`whimbrel run` needs none"}},
 	} {

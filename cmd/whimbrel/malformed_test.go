@@ -185,7 +185,9 @@ func testMalformed(t *testing.T, st state.Store, raw rawStore, env []string, sql
 
 	// A valid workflow the launcher runs to COMPLETED.
 	good := writeFile(t, "good.yaml", "name: good\nactivities:\n  one: {command: [\"true\"]}\n  two: {command: [\"true\"], depends_on: [one]}\n")
-	out, errOut, code := whimbrel(t, env, "start", good)
+	// --detach: on the embedded store start would run it here; this test's
+	// own launcher and monitor must serve it among the bad items.
+	out, errOut, code := whimbrel(t, env, "start", "--detach", good)
 	if code != 0 {
 		t.Fatalf("start: %s", errOut)
 	}
@@ -208,7 +210,7 @@ func testMalformed(t *testing.T, st state.Store, raw rawStore, env []string, sql
 
 	// A valid workflow whose other activities other clients wrote wrong.
 	mixed := writeFile(t, "mixed.yaml", "name: mixed\nactivities:\n  fine: {command: [\"true\"]}\n")
-	out, errOut, code = whimbrel(t, env, "start", mixed)
+	out, errOut, code = whimbrel(t, env, "start", "--detach", mixed)
 	if code != 0 {
 		t.Fatalf("start: %s", errOut)
 	}

@@ -50,7 +50,7 @@ func open(g *Globals, k *kong.Context, f cli.StoreFlags, a access) (*session, er
 	if path, ok := strings.CutPrefix(choice.Store, "sqlite:"); ok && a == reads && path != "" {
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 			stop()
-			return nil, fmt.Errorf("the embedded store %s does not exist: check --store/WHIMBREL_STORE, or run a workflow first (whimbrel run FILE creates it)", path)
+			return nil, &state.ConfigError{Msg: fmt.Sprintf("the embedded store %s does not exist: check --store/WHIMBREL_STORE, or run a workflow first (whimbrel run FILE creates it)", path), Err: err}
 		}
 	}
 	st, err := f.OpenChoice(ctx, log, choice)

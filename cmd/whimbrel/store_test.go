@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/whimbrel/whimbrel/internal/cli"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/sqlite"
@@ -62,7 +63,7 @@ func TestOneStoreForEveryCommand(t *testing.T) {
 	// A store named explicitly wins; a read of a file not there says so
 	// instead of creating it.
 	_, errOut, code = whimbrelIn(t, sub, nil, "list", "--store", "sqlite:nothere.db")
-	if code != 1 || !strings.Contains(errOut, "does not exist") {
+	if code != cli.ExitStore || !strings.Contains(errOut, "does not exist") {
 		t.Errorf("list on a missing store file: exit %d\n%s", code, errOut)
 	}
 	if _, err := os.Stat(filepath.Join(sub, "nothere.db")); err == nil {

@@ -795,7 +795,9 @@ func (st *Store) Expire(ctx context.Context, id string, at time.Time) error {
 func (st *Store) purge(ctx context.Context, now time.Time) (int64, error) {
 	var n int64
 	for _, t := range tables {
-		res, err := st.db.ExecContext(ctx, fmt.Sprintf(`DELETE FROM %s WHERE CAST(json_extract(item, '$.%s.N') AS REAL) < ?`,
+		// A row another client wrote that is not JSON is left alone (and
+		// reported by the reads that meet it), never an error of the purge.
+		res, err := st.db.ExecContext(ctx, fmt.Sprintf(`DELETE FROM %s WHERE CASE WHEN json_valid(item) THEN CAST(json_extract(item, '$.%s.N') AS REAL) < ? ELSE 0 END`,
 			st.name(t.base), attr.ExpiresAt), float64(now.Unix()))
 		if err != nil {
 			return n, fmt.Errorf("purge expired items of %s: %w", t.base, err)

@@ -243,3 +243,55 @@ func TestInstallPurgesExpired(t *testing.T) {
 		t.Errorf("the workflow not yet expired is gone: %v", err)
 	}
 }
+
+// A store whose tables were never installed says so in Whimbrel's words,
+// naming what to run: the daemons do not install the embedded store (the
+// operator CLI does, on every command).
+func TestMissingTableSaysWhatToRun(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "empty.db")
+	st, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	_, err = st.GetWorkflow(context.Background(), state.NewWorkflowExecID("w"))
+	var tm *state.TableMissingError
+	if !errors.As(err, &tm) || !errors.Is(err, state.ErrUnavailable) {
+		t.Fatalf("got %v, want a *state.TableMissingError", err)
+	}
+	want := "table whimbrel_workflow_exec does not exist: run `whimbrel install` (prefix \"whimbrel_\", store sqlite:" + path + ")"
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("got %q, want it to say %q", err, want)
+	}
+}
+
+// A row another client wrote that is not JSON never stops the purge of
+// expired items (which every operator command runs on the embedded
+// store): the row stays, for the reads to report.
+func TestPurgeSkipsRowsThatAreNotJSON(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	st, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ctx := context.Background()
+	if _, err := st.Install(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`INSERT INTO "whimbrel_activity_exec" (activity_exec_id, workflow_exec_id, item) VALUES ('junk::1', 'w::1', 'not json')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Install(ctx, false); err != nil {
+		t.Fatalf("install (which purges) with a row that is not JSON: %v", err)
+	}
+	var n int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM "whimbrel_activity_exec"`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("rows left: %d (%v), want the one that is not JSON kept", n, err)
+	}
+}
