@@ -91,6 +91,9 @@ type WorkflowExec struct {
 	Reason string // reason
 	// Expires is when the execution's items are deleted (zero: never).
 	Expires time.Time // expires_at (epoch seconds)
+	// Params are the execution's parameters, as a JSON object of strings
+	// (empty: none), checked against the definition before it was written.
+	Params string // params
 }
 
 // ActivityKey is the primary key of an activity execution item.
@@ -142,6 +145,14 @@ type ActivityExec struct {
 	// EventCursor is the Simple Lambda API processor's count of the
 	// events decided for this activity, and the last one (see EventStep).
 	EventCursor string // event_cursor
+
+	// Output is what the command wrote to WHIMBREL_OUTPUT: a compact JSON
+	// object, recorded with the outcome (empty: none).
+	Output string // output
+	// Progress is the latest progress the command wrote to
+	// WHIMBREL_PROGRESS, carried by a heartbeat, and when it landed.
+	Progress     string    // progress
+	ProgressTime time.Time // progress_time, progress_time_epoch
 }
 
 // Dependency records that one activity waits on another. Write-once.

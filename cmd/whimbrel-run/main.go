@@ -69,6 +69,7 @@ type CLI struct {
 	RecordTimeout          time.Duration `name:"record-timeout" default:"5m" help:"How long to retry recording the outcome through store errors."`
 	Subreaper              bool          `name:"subreaper" help:"Reap orphaned descendants even when not PID 1 (PR_SET_CHILD_SUBREAPER)."`
 	Nudge                  string        `name:"nudge" env:"WHIMBREL_LAUNCHER_NUDGE" hidden:"" help:"Address of a local launcher to wake when dependents become READY (set by the local launcher)."`
+	DataDir                string        `name:"data-dir" env:"WHIMBREL_DATA_DIR" type:"path" help:"Where to make the directory of the WHIMBREL_INPUTS, WHIMBREL_OUTPUT and WHIMBREL_PROGRESS files (default: the system's temporary directory). It is removed when the outcome is recorded."`
 	API                    string        `name:"api" env:"WHIMBREL_API" enum:"full,simple" default:"full" help:"How to keep the client contract: 'full' writes the activity and advances the workflow itself; 'simple' writes activity events that a Simple Lambda API processor applies."`
 
 	Command []string `arg:"" passthrough:"partial" name:"cmd" help:"The command to run, after --."`
@@ -128,6 +129,7 @@ func (c *CLI) Run(k *kong.Context) error {
 		Subreaper:              c.Subreaper,
 		Nudge:                  c.Nudge,
 		NoAdvance:              c.API == "simple",
+		DataDir:                c.DataDir,
 		Stdin:                  os.Stdin,
 		Stdout:                 os.Stdout,
 		Stderr:                 os.Stderr,

@@ -253,6 +253,7 @@ func EncodeWorkflow(w *state.WorkflowExec) Item {
 	putStr(m, "source", w.Source)
 	putStr(m, "definition", w.Definition)
 	putStr(m, "reason", w.Reason)
+	putStr(m, "params", w.Params)
 	return m
 }
 
@@ -269,6 +270,7 @@ func DecodeWorkflow(table string, m Item) (*state.WorkflowExec, error) {
 		Definition:        d.str("definition", false),
 		Reason:            d.str("reason", false),
 		Expires:           d.expires(),
+		Params:            d.str("params", false),
 	}
 	return w, d.err
 }
@@ -481,6 +483,11 @@ func EncodeActivity(a *state.ActivityExec) Item {
 	putStr(m, "error", a.Error)
 	putStr(m, "reason", a.Reason)
 	putStr(m, "event_cursor", a.EventCursor)
+	putStr(m, "output", a.Output)
+	putStr(m, "progress", a.Progress)
+	if !a.ProgressTime.IsZero() {
+		m["progress_time_epoch"] = Epoch(a.ProgressTime)
+	}
 	return m
 }
 
@@ -511,6 +518,9 @@ func DecodeActivity(table string, m Item) (*state.ActivityExec, error) {
 		Reason:              d.str("reason", false),
 		Expires:             d.expires(),
 		EventCursor:         d.str("event_cursor", false),
+		Output:              d.str("output", false),
+		Progress:            d.str("progress", false),
+		ProgressTime:        d.time("progress_time"),
 	}
 	a.Attempt, _ = d.integer("attempt")
 	a.PID, _ = d.integer("pid")

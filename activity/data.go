@@ -1,0 +1,297 @@
+package activity
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/workflow"
+)
+
+// The data contract between the wrapper and its command: plain files and
+// environment variables, so that a command in any language needs no SDK.
+// The wrapper is the only participant that reads what the command writes;
+// it creates the files in a fresh directory of its own (inside the
+// container, for Docker and ECS), so no volume is needed.
+const (
+	// EnvInputs names a JSON file the wrapper writes before the command
+	// starts: {"params": {...}, "outputs": {"<upstream>": {...}, ...}}.
+	EnvInputs = "WHIMBREL_INPUTS"
+	// EnvOutput names a file the command may write: a JSON object that is
+	// recorded with the outcome when the command exits 0.
+	EnvOutput = "WHIMBREL_OUTPUT"
+	// EnvProgress names a file the command may overwrite at any time with
+	// a short line or a JSON object; the next heartbeat carries it.
+	EnvProgress = "WHIMBREL_PROGRESS"
+)
+
+// maxOutputFile bounds what is read of an output file: more than this
+// cannot compact to state.MaxOutput in any reasonable file.
+const maxOutputFile = 4 << 20
+
+// Inputs is the content of the WHIMBREL_INPUTS file.
+type Inputs struct {
+	Params map[string]string `json:"params"`
+	// Outputs holds the output of every direct upstream activity, by
+	// name; {} for one that recorded none.
+	Outputs map[string]json.RawMessage `json:"outputs"`
+	// PreviousProgress is the last progress of the previous attempt of
+	// this activity, so a retried attempt can resume (Temporal's
+	// heartbeat details). Filled by previousProgress.
+	PreviousProgress json.RawMessage `json:"previous_progress,omitempty"`
+}
+
+// data is what one run hands its command and reads back.
+type data struct {
+	dir                      string
+	inputs, output, progress string
+	argv                     []string
+	env                      []string
+}
+
+// DataError says why the activity's data could not be handed to the
+// command or taken from it: the activity fails with it.
+type DataError struct {
+	Problems []string
+}
+
+func (e *DataError) Error() string { return strings.Join(e.Problems, "; ") }
+
+// prepare writes the inputs file and resolves the templates of the
+// command and env, from the execution as the store holds it: the
+// parameters, the stored definition, and the outputs of the direct
+// upstream activities. A *DataError means the command must not start.
+func (r *run) prepare(ctx context.Context, claimed *state.ActivityExec) (*data, error) {
+	wf := r.wf
+	if wf == nil {
+		var err error
+		if wf, err = r.st.GetWorkflow(ctx, r.cfg.Key.WorkflowExecID); err != nil {
+			return nil, fmt.Errorf("read the workflow: %w", err)
+		}
+	}
+	var problems []string
+	params, err := workflow.StoredParams(wf.Params)
+	if err != nil {
+		problems = append(problems, err.Error())
+		params = map[string]string{}
+	}
+	var act *workflow.Activity
+	var def *workflow.Definition
+	if wf.Definition != "" {
+		d, err := workflow.ParseStored(wf.Definition)
+		if err != nil {
+			// A foreign client's definition: no templates to resolve.
+			r.log.Warn("the stored definition cannot be read; no templates are resolved and no upstream outputs handed over", "error", err)
+		} else if a := d.Activities[claimed.ActivityName]; a != nil {
+			def, act = d, a
+		}
+	}
+	in := Inputs{Params: params, Outputs: map[string]json.RawMessage{}}
+	tdata := workflow.Data{Params: params, Outputs: map[string]json.RawMessage{}}
+	if act != nil {
+		for _, up := range act.DependsOn {
+			k := state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(wf.WorkflowExecID, up), WorkflowExecID: wf.WorkflowExecID}
+			a, err := r.st.GetActivity(ctx, k)
+			if err != nil {
+				return nil, fmt.Errorf("read the output of upstream %s: %w", up, err)
+			}
+			in.Outputs[up] = json.RawMessage("{}")
+			if a.Output != "" && json.Valid([]byte(a.Output)) {
+				in.Outputs[up] = json.RawMessage(a.Output)
+				tdata.Outputs[up] = json.RawMessage(a.Output)
+			}
+		}
+	}
+	in.PreviousProgress = previousProgress(claimed)
+
+	dir, err := os.MkdirTemp(r.cfg.DataDir, "whimbrel-"+claimed.ActivityName+"-")
+	if err != nil {
+		return nil, fmt.Errorf("make the data directory: %w", err)
+	}
+	dt := &data{dir: dir, inputs: filepath.Join(dir, "inputs.json"),
+		output: filepath.Join(dir, "output.json"), progress: filepath.Join(dir, "progress")}
+	b, err := json.Marshal(in)
+	if err == nil {
+		err = os.WriteFile(dt.inputs, b, 0o600)
+	}
+	if err != nil {
+		dt.remove()
+		return nil, fmt.Errorf("write %s: %w", dt.inputs, err)
+	}
+
+	dt.argv = r.cfg.Command
+	env := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	env[EnvInputs], env[EnvOutput], env[EnvProgress] = dt.inputs, dt.output, dt.progress
+	for k, v := range params {
+		env[workflow.ParamEnv(k)] = v
+	}
+	if act != nil {
+		if len(act.Command) > 0 {
+			// The command is the definition's (the launchers pass it as
+			// written); a command from elsewhere, such as an image's CMD,
+			// holds no templates of ours.
+			dt.argv = make([]string, len(r.cfg.Command))
+			for i, arg := range r.cfg.Command {
+				v, err := tdata.Resolve(arg)
+				if err != nil {
+					problems = append(problems, fmt.Sprintf("command[%d]: %v", i, err))
+				}
+				dt.argv[i] = v
+			}
+		}
+		eff := def.Effective(claimed.ActivityName)
+		keys := make([]string, 0, len(eff.Env))
+		for k := range eff.Env {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			v, err := tdata.Resolve(eff.Env[k])
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("env %s: %v", k, err))
+			}
+			env[k] = v
+		}
+	}
+	if len(problems) > 0 {
+		dt.remove()
+		return nil, &DataError{Problems: problems}
+	}
+	for k, v := range env {
+		dt.env = append(dt.env, k+"="+v)
+	}
+	sort.Strings(dt.env)
+	return dt, nil
+}
+
+// previousProgress is the last progress of the attempt before this one,
+// for WHIMBREL_INPUTS' "previous_progress". An attempt is today the only
+// one of its activity (the item's attempt counter counts claims of the
+// same item, which keep the progress attribute): the claimed item
+// carries the progress an earlier claim of it recorded. Retries that
+// write a new item per attempt hand the previous item's progress here.
+func previousProgress(claimed *state.ActivityExec) json.RawMessage {
+	if claimed.Progress == "" {
+		return nil
+	}
+	return progressJSON(claimed.Progress)
+}
+
+// progressJSON is a progress as JSON: an object as it is, a line as a
+// string.
+func progressJSON(p string) json.RawMessage {
+	t := strings.TrimSpace(p)
+	if strings.HasPrefix(t, "{") && json.Valid([]byte(t)) {
+		return json.RawMessage(t)
+	}
+	b, _ := json.Marshal(p)
+	return b
+}
+
+func (d *data) remove() {
+	if d != nil && d.dir != "" {
+		_ = os.RemoveAll(d.dir)
+	}
+}
+
+// readOutput reads the output file: absent or empty is no output; else it
+// must be one JSON object within state.MaxOutput bytes once compacted.
+func (d *data) readOutput() (string, error) {
+	f, err := os.Open(d.output)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", &DataError{Problems: []string{fmt.Sprintf("output file %s (%s): %v", d.output, EnvOutput, err)}}
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxOutputFile+1))
+	if err != nil {
+		return "", &DataError{Problems: []string{fmt.Sprintf("output file %s (%s): %v", d.output, EnvOutput, err)}}
+	}
+	return compactOutput(d.output, b)
+}
+
+// compactOutput checks and compacts an output file's content.
+func compactOutput(file string, b []byte) (string, error) {
+	fail := func(format string, args ...any) (string, error) {
+		return "", &DataError{Problems: []string{fmt.Sprintf("output file %s (%s) ", file, EnvOutput) + fmt.Sprintf(format, args...)}}
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return "", nil
+	}
+	if len(b) > maxOutputFile {
+		return fail("is over %d bytes; an output may be at most %d bytes (32 KiB) of compact JSON: pass big data by reference (write it to S3 or a shared volume, output its key)", maxOutputFile, state.MaxOutput)
+	}
+	if !utf8.Valid(b) {
+		return fail("is not UTF-8 text: write a JSON object")
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return fail("is not JSON (%v): write a JSON object, such as {\"n\": 41}", err)
+	}
+	if buf.Len() == 0 || buf.Bytes()[0] != '{' {
+		return fail("holds JSON that is not an object: write a JSON object, such as {\"n\": 41}")
+	}
+	if buf.Len() > state.MaxOutput {
+		return fail("is %d bytes of compact JSON; an output may be at most %d bytes (32 KiB): pass big data by reference (write it to S3 or a shared volume, output its key)", buf.Len(), state.MaxOutput)
+	}
+	return buf.String(), nil
+}
+
+// readProgress reads the progress file: the latest progress, or "" when
+// there is none (absent, empty, or over state.MaxProgress, which is
+// logged and skipped).
+func (d *data) readProgress() (string, error) {
+	f, err := os.Open(d.progress)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, state.MaxProgress+2))
+	if err != nil {
+		return "", err
+	}
+	p := strings.ToValidUTF8(strings.TrimRight(string(b), "\r\n \t"), "\uFFFD")
+	if len(p) > state.MaxProgress {
+		return "", fmt.Errorf("progress file %s (%s) holds more than %d bytes: write a short line or a small JSON object", d.progress, EnvProgress, state.MaxProgress)
+	}
+	return p, nil
+}
+
+// progress is the heartbeat pump's source of progress: the file's latest
+// content, or "" (a problem is logged once per distinct problem).
+func (r *run) progress() string {
+	if r.data == nil {
+		return ""
+	}
+	p, err := r.data.readProgress()
+	if err != nil {
+		r.mu.Lock()
+		seen := r.progressProblem == err.Error()
+		r.progressProblem = err.Error()
+		r.mu.Unlock()
+		if !seen {
+			r.log.Warn("progress not carried", "error", err)
+		}
+		return ""
+	}
+	return p
+}
