@@ -35,6 +35,8 @@ type Workflow struct {
 	Ended     *time.Time `json:"end_time,omitempty"`
 	Seconds   *float64   `json:"duration_seconds,omitempty"`
 	Expires   *time.Time `json:"expires_at,omitempty"`
+	// Params are the execution's parameters.
+	Params map[string]string `json:"params,omitempty"`
 }
 
 // Activity is what Status shows of an activity.
@@ -59,6 +61,7 @@ type Activity struct {
 	HeartbeatAge *float64 `json:"last_heartbeat_age_seconds,omitempty"`
 	// Rejected lists the Simple Lambda API's events a processor refused.
 	Rejected []RejectedEvent `json:"rejected_events,omitempty"`
+	ActivityData
 }
 
 // RejectedEvent is an activity event a processor did not apply, and why.
@@ -90,7 +93,7 @@ func viewWorkflow(w *state.WorkflowExec, now time.Time) Workflow {
 	}
 	return Workflow{ID: w.WorkflowExecID, Name: w.WorkflowName, State: string(w.State), Reason: w.Reason,
 		RequestID: w.WorkflowRequestID, Source: w.Source, Started: timePtr(w.StartTime), Ended: timePtr(w.EndTime),
-		Seconds: seconds(w.StartTime, end), Expires: timePtr(w.Expires)}
+		Seconds: seconds(w.StartTime, end), Expires: timePtr(w.Expires), Params: viewParams(w.Params)}
 }
 
 // Load reads an execution and lays its activities out as the DAG:
@@ -153,6 +156,7 @@ func Load(ctx context.Context, st state.Store, id string, now time.Time) (*Statu
 				}
 			}
 		}
+		v.ActivityData = viewData(a, now)
 		if a.State == state.Running && a.HeartbeatEnabled {
 			last := a.HeartbeatTime
 			if last.IsZero() {
@@ -196,6 +200,7 @@ func (s *Status) WriteText(w io.Writer) error {
 	if wf.RequestID != "" || wf.Source != "" {
 		fmt.Fprintf(w, "  request %s, from %s\n", orDash(wf.RequestID), orDash(wf.Source))
 	}
+	writeParams(w, wf.Params)
 	fmt.Fprintln(w)
 	// The columns are laid out by hand: the detail lines under a row
 	// (why, stderr) must not widen them.
@@ -258,6 +263,7 @@ func (s *Status) WriteText(w io.Writer) error {
 		for _, e := range a.Rejected {
 			fmt.Fprintf(w, "%srejected event %s (%s): %s\n", indent, e.Transition, e.ID, e.Reason)
 		}
+		a.ActivityData.writeText(w, indent)
 	}
 	return nil
 }

@@ -53,6 +53,8 @@ type Options struct {
 	// Started, if set, is told the execution's ID once it has started
 	// (whimbrel run --web prints the web view's address with it).
 	Started func(workflowExecID string)
+	// Params are the execution's parameters (see workflow.Definition.Bind).
+	Params map[string]string
 }
 
 // Result is how the run ended.
@@ -81,7 +83,7 @@ func Run(ctx context.Context, st state.Store, d *workflow.Definition, opts Optio
 	}
 	defer nl.Close()
 
-	id, _, err := workflow.Start(ctx, st, d, workflow.StartOptions{Source: "whimbrel run"})
+	id, _, err := workflow.Start(ctx, st, d, workflow.StartOptions{Source: "whimbrel run", Params: opts.Params})
 	if err != nil {
 		return nil, err
 	}

@@ -24,6 +24,7 @@ type StartCmd struct {
 	Wait      bool          `name:"wait" help:"Wait until the workflow settles; exit 0 only if it COMPLETED."`
 	Every     time.Duration `name:"wait-interval" default:"1s" help:"How often --wait looks."`
 	Retention string        `name:"retention" help:"Keep the execution's items this long after it settles (30d, 72h; DynamoDB's TTL deletes them then). Overrides the definition's retention."`
+	ParamFlags
 }
 
 // applyRetention overrides the definition's retention with a flag's value.
@@ -51,6 +52,10 @@ func (c *StartCmd) Run(g *Globals, k *kong.Context) error {
 	if err := applyRetention(def, c.Retention); err != nil {
 		return err
 	}
+	params, err := c.bind(def)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	st, err := c.Open(ctx, g.Logger("whimbrel", k.Stderr))
@@ -58,7 +63,7 @@ func (c *StartCmd) Run(g *Globals, k *kong.Context) error {
 		return err
 	}
 	defer st.Close()
-	id, created, err := workflow.Start(ctx, st, def, workflow.StartOptions{RequestID: c.RequestID, Source: "whimbrel start"})
+	id, created, err := workflow.Start(ctx, st, def, workflow.StartOptions{RequestID: c.RequestID, Source: "whimbrel start", Params: params})
 	if err != nil {
 		return err
 	}
