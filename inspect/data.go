@@ -35,7 +35,9 @@ func viewData(a *state.ActivityExec, now time.Time) ActivityData {
 		d.Progress = asJSON(a.Progress)
 		if !a.ProgressTime.IsZero() {
 			d.ProgressTime = timePtr(a.ProgressTime)
-			age := now.Sub(a.ProgressTime).Seconds()
+			// now was taken before the read: a beat landing in between
+			// is no younger than "just now".
+			age := max(now.Sub(a.ProgressTime).Seconds(), 0)
 			d.ProgressAge = &age
 		}
 	}

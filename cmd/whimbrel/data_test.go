@@ -338,8 +338,9 @@ func TestProgressShowsWhileRunning(t *testing.T) {
 			if err := run.Start(); err != nil {
 				t.Fatal(err)
 			}
-			done := make(chan error, 1)
-			go func() { done <- run.Wait() }()
+			done := make(chan struct{})
+			var runErr error
+			go func() { runErr = run.Wait(); close(done) }()
 			t.Cleanup(func() {
 				_ = os.WriteFile(release, nil, 0o600)
 				select {
@@ -373,7 +374,7 @@ func TestProgressShowsWhileRunning(t *testing.T) {
 				}
 				sameJSON(t, "progress", a.Progress, `{"done": 1, "of": 3}`)
 				if a.ProgressAge == nil || *a.ProgressAge < 0 || *a.ProgressAge > 30 || a.ProgressTime == nil {
-					t.Errorf("progress age %v at %v; want a few seconds at most", a.ProgressAge, a.ProgressTime)
+					t.Errorf("progress age %s at %v; want a few seconds at most", fmtAge(a.ProgressAge), a.ProgressTime)
 				}
 				text, _, _ := whimbrel(t, env, append(append([]string{"status"}, storeArgs(dir, env)...), id)...)
 				if !strings.Contains(text, `progress: {"done": 1, "of": 3} (`) || !strings.Contains(text, "ago)") {
@@ -392,9 +393,9 @@ func TestProgressShowsWhileRunning(t *testing.T) {
 				t.Fatal(err)
 			}
 			select {
-			case err := <-done:
-				if err != nil {
-					t.Fatalf("whimbrel run: %v\n%s", err, runOut.String())
+			case <-done:
+				if runErr != nil {
+					t.Fatalf("whimbrel run: %v\n%s", runErr, runOut.String())
 				}
 			case <-time.After(time.Minute):
 				t.Fatal("whimbrel run did not end")
@@ -406,4 +407,11 @@ func TestProgressShowsWhileRunning(t *testing.T) {
 			sameJSON(t, "final progress", a.Progress, `"all done"`)
 		})
 	}
+}
+
+func fmtAge(p *float64) string {
+	if p == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%.3fs", *p)
 }
