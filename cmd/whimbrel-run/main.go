@@ -31,6 +31,9 @@ WHIMBREL_ACTIVITY_NAME and WHIMBREL_WORKFLOW_NAME, which must then match the IDs
 Exit status:
   CMD's own         CMD exited (COMPLETED if 0, else FAILED)
   128+N             CMD was killed by signal N
+  121               the activity FAILED over its data: a template could not be
+                    resolved (CMD was not started), or CMD exited 0 but its
+                    WHIMBREL_OUTPUT is not a JSON object within 32 KiB
   122               the activity could not be claimed; CMD was not started
   123               CMD ran, but its outcome could not be recorded (see the log)
   124               CMD ran longer than --timeout and was stopped
