@@ -26,6 +26,9 @@ type WorkflowRequest struct {
 	// WorkflowExecID is the execution the request started (an addition to
 	// the seed, so a repeated request can answer with it).
 	WorkflowExecID string // workflow_exec_id
+	// Params are the parameters of the execution to start, as a JSON
+	// object (an addition to the seed; see WorkflowExec.Params).
+	Params string // params
 	// Outcome is what a Simple Lambda API processor did with the request.
 	Outcome Outcome
 }
@@ -62,6 +65,10 @@ type ActivityEvent struct {
 	Signal   string // signal
 	Error    string // error
 	Reason   string // reason
+	// Output is the command's output (a JSON object) a COMPLETED event
+	// records; Progress the progress a HEARTBEAT or final event carries.
+	Output   string // output
+	Progress string // progress
 
 	// Outcome is what the processor did with the event.
 	Outcome Outcome

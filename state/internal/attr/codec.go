@@ -288,6 +288,7 @@ func EncodeRequest(r *state.WorkflowRequest) Item {
 		m["manual"] = Bool(true)
 	}
 	putStr(m, "workflow_exec_id", r.WorkflowExecID)
+	putStr(m, "params", r.Params)
 	putOutcome(m, r.Outcome)
 	return m
 }
@@ -301,6 +302,7 @@ func DecodeRequest(table string, m Item) (*state.WorkflowRequest, error) {
 		Source:            d.str("source", false),
 		Manual:            d.boolean("manual"),
 		WorkflowExecID:    d.str("workflow_exec_id", false),
+		Params:            d.str("params", false),
 		Outcome:           d.outcome(),
 	}
 	return r, d.err
@@ -370,6 +372,8 @@ func EncodeEvent(e *state.ActivityEvent) Item {
 	putStr(m, "signal", e.Signal)
 	putStr(m, "error", e.Error)
 	putStr(m, "reason", e.Reason)
+	putStr(m, "output", e.Output)
+	putStr(m, "progress", e.Progress)
 	putOutcome(m, e.Outcome)
 	return m
 }
@@ -399,6 +403,8 @@ func DecodeEvent(table string, m Item) (*state.ActivityEvent, error) {
 		Signal:            d.str("signal", false),
 		Error:             d.str("error", false),
 		Reason:            d.str("reason", false),
+		Output:            d.str("output", false),
+		Progress:          d.str("progress", false),
 		Outcome:           d.outcome(),
 	}
 	e.PID, _ = d.integer("pid")
