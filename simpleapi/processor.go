@@ -23,8 +23,8 @@
 package simpleapi
 
 import (
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
