@@ -98,14 +98,14 @@ func (r *run) prepare(ctx context.Context, claimed *state.ActivityExec) (*data, 
 	in := Inputs{Params: params, Outputs: map[string]json.RawMessage{}}
 	tdata := workflow.Data{Params: params, Outputs: map[string]json.RawMessage{}}
 	if act != nil {
+		ups, err := r.upstreams(ctx, wf.WorkflowExecID, act.DependsOn)
+		if err != nil {
+			return nil, err
+		}
 		for _, up := range act.DependsOn {
-			k := state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(wf.WorkflowExecID, up), WorkflowExecID: wf.WorkflowExecID}
-			a, err := r.st.GetActivity(ctx, k)
-			if err != nil {
-				return nil, fmt.Errorf("read the output of upstream %s: %w", up, err)
-			}
 			in.Outputs[up] = json.RawMessage("{}")
-			if a.Output != "" && json.Valid([]byte(a.Output)) {
+			// A foreign client's output that is not JSON is no output.
+			if a := ups[up]; a != nil && a.Output != "" && json.Valid([]byte(a.Output)) {
 				in.Outputs[up] = json.RawMessage(a.Output)
 				tdata.Outputs[up] = json.RawMessage(a.Output)
 			}
@@ -294,4 +294,32 @@ func (r *run) progress() string {
 		return ""
 	}
 	return p
+}
+
+// fanIn is how many upstreams are read one by one; more are read with
+// the workflow's activities, in one query and batched reads.
+const fanIn = 4
+
+// upstreams reads the direct upstream activities, by name.
+func (r *run) upstreams(ctx context.Context, workflowExecID string, names []string) (map[string]*state.ActivityExec, error) {
+	out := map[string]*state.ActivityExec{}
+	if len(names) > fanIn {
+		acts, err := r.st.Activities(ctx, workflowExecID)
+		if err != nil {
+			return nil, fmt.Errorf("read the outputs of the upstream activities: %w", err)
+		}
+		for _, a := range acts {
+			out[a.ActivityName] = a
+		}
+		return out, nil
+	}
+	for _, up := range names {
+		k := state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(workflowExecID, up), WorkflowExecID: workflowExecID}
+		a, err := r.st.GetActivity(ctx, k)
+		if err != nil {
+			return nil, fmt.Errorf("read the output of upstream %s: %w", up, err)
+		}
+		out[up] = a
+	}
+	return out, nil
 }
