@@ -11,7 +11,10 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 	"unicode/utf8"
+
+	"github.com/cenkalti/backoff/v4"
 
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
@@ -322,4 +325,42 @@ func (r *run) upstreams(ctx context.Context, workflowExecID string, names []stri
 		out[up] = a
 	}
 	return out, nil
+}
+
+// prepareRetrying prepares the data through passing store errors, for at
+// most half the heartbeat timeout (the lease holds that long without a
+// beat) or claimTimeout.
+func (r *run) prepareRetrying(ctx context.Context, claimed *state.ActivityExec) (*data, error) {
+	budget := claimTimeout
+	if r.cfg.Heartbeat {
+		budget = min(budget, r.cfg.HeartbeatTimeout/2)
+	}
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	var dt *data
+	var last error
+	op := func() error {
+		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		defer cancel()
+		d, err := r.prepare(actx, claimed)
+		var de *DataError
+		switch {
+		case err == nil:
+			dt = d
+			return nil
+		case errors.As(err, &de), errors.Is(err, state.ErrNotFound), errors.Is(err, state.ErrInvalidItem):
+			return backoff.Permanent(err)
+		}
+		last = err
+		r.log.Warn("reading the activity's inputs failed; retrying", "error", err)
+		return err
+	}
+	b := backoff.NewExponentialBackOff(backoff.WithInitialInterval(100*time.Millisecond), backoff.WithMaxElapsedTime(0))
+	if err := backoff.Retry(op, backoff.WithContext(b, ctx)); err != nil {
+		if last != nil && ctx.Err() != nil {
+			err = last // more telling than the deadline
+		}
+		return nil, err
+	}
+	return dt, nil
 }

@@ -160,9 +160,7 @@ func (r *run) run(ctx context.Context) int {
 	// supervise); after, it is noted and the recording goes on.
 	defer r.holdSignals()()
 
-	pctx, cancel := context.WithTimeout(ctx, claimTimeout)
-	dt, err := r.prepare(pctx, claimed)
-	cancel()
+	dt, err := r.prepareRetrying(ctx, claimed)
 	if err != nil {
 		var de *DataError
 		if !errors.As(err, &de) {
