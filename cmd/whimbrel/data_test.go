@@ -179,11 +179,15 @@ activities:
   after:
     depends_on: [big]
     command: ["true"]
+  unresolved:
+    depends_on: [fine]
+    command: ["sh", "-c", "echo ran > ran; echo {{ outputs.fine.missing }}"]
 `
 
 // TestRunRefusesBadOutputs: an output over 32 KiB, or not a JSON object,
 // fails its activity (though the command exited 0) with a message naming
-// the limit and the file; what depended on it is cancelled.
+// the limit and the file; what depended on it is cancelled. A template
+// that cannot be resolved at launch fails its activity unstarted.
 func TestRunRefusesBadOutputs(t *testing.T) {
 	t.Parallel()
 	def := writeDefinition(t, badOutputWorkflow)
@@ -207,6 +211,7 @@ func TestRunRefusesBadOutputs(t *testing.T) {
 				{"broken", state.Failed, []string{"output.json (WHIMBREL_OUTPUT)", "is not JSON"}},
 				{"fine", state.Completed, nil},
 				{"after", state.Cancelled, nil},
+				{"unresolved", state.Failed, []string{"command not started", "command[2]: {{ outputs.fine.missing }}: outputs.fine.missing is absent (keys there: n)"}},
 			} {
 				a := activityOf(t, s, tc.activity)
 				if a.State != string(tc.state) {
@@ -216,6 +221,12 @@ func TestRunRefusesBadOutputs(t *testing.T) {
 					if !strings.Contains(a.Reason, want) {
 						t.Errorf("%s's reason %q lacks %q", tc.activity, a.Reason, want)
 					}
+				}
+				if tc.activity == "unresolved" {
+					if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
+						t.Error("the command with an unresolved template ran")
+					}
+					continue
 				}
 				if tc.state == state.Failed && (a.ExitCode == nil || *a.ExitCode != 0 || len(a.Output) != 0) {
 					t.Errorf("%s: exit code %v, output %s; want the command's 0 and no output", tc.activity, a.ExitCode, a.Output)
