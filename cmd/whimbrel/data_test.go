@@ -181,7 +181,7 @@ activities:
     command: ["true"]
   unresolved:
     depends_on: [fine]
-    command: ["sh", "-c", "echo ran > ran; echo {{ outputs.fine.missing }}"]
+    command: ["sh", "-c", "echo ran > MARKER; echo {{ outputs.fine.missing }}"]
 `
 
 // TestRunRefusesBadOutputs: an output over 32 KiB, or not a JSON object,
@@ -190,11 +190,12 @@ activities:
 // that cannot be resolved at launch fails its activity unstarted.
 func TestRunRefusesBadOutputs(t *testing.T) {
 	t.Parallel()
-	def := writeDefinition(t, badOutputWorkflow)
 	for name, env := range stores(t) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
+			marker := filepath.Join(t.TempDir(), "ran")
+			def := writeDefinition(t, strings.Replace(badOutputWorkflow, "MARKER", marker, 1))
 			out, errOut, code := runIn(t, dir, env, def)
 			if code != 1 {
 				t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
@@ -223,7 +224,7 @@ func TestRunRefusesBadOutputs(t *testing.T) {
 					}
 				}
 				if tc.activity == "unresolved" {
-					if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
+					if _, err := os.Stat(marker); err == nil {
 						t.Error("the command with an unresolved template ran")
 					}
 					continue
