@@ -141,7 +141,7 @@ func TestParseParams(t *testing.T) {
 			t.Errorf("the error lacks %q:\n%v", w, err)
 		}
 	}
-	for _, bad := range []string{`[1]`, `null`, `{"a": {"b": 1}, "c": [1], "d": null}`, `{"a": "1"} {}`, `{`} {
+	for _, bad := range []string{`[1]`, `null`, `{"a": {"b": 1}, "c": [1], "d": null}`, `{"a": "1"} {}`, `{"a": "1"} ]`, `{`} {
 		if _, err := workflow.DecodeParams([]byte(bad)); err == nil {
 			t.Errorf("DecodeParams(%s) accepted", bad)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"sort"
@@ -192,7 +193,8 @@ func DecodeParams(b []byte) (map[string]string, error) {
 	if raw == nil {
 		return nil, errors.New("want a JSON object of parameters, not null")
 	}
-	if dec.More() {
+	var more json.RawMessage
+	if err := dec.Decode(&more); !errors.Is(err, io.EOF) {
 		return nil, errors.New("more than one JSON value: want one object")
 	}
 	out := make(map[string]string, len(raw))
