@@ -56,6 +56,7 @@ func Run(t *testing.T, h Harness) {
 		{"Requests", testRequests},
 		{"Events", testEvents},
 		{"Registrations", testRegistrations},
+		{"Data", testData},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
