@@ -35,6 +35,10 @@ func viewData(a *state.ActivityExec, now time.Time) ActivityData {
 		d.Progress = asJSON(a.Progress)
 		if !a.ProgressTime.IsZero() {
 			d.ProgressTime = timePtr(a.ProgressTime)
+		}
+		// The age only while it runs, as the heartbeat's: a settled
+		// activity's status reads the same every time.
+		if !a.ProgressTime.IsZero() && a.State == state.Running {
 			// now was taken before the read: a beat landing in between
 			// is no younger than "just now".
 			age := max(now.Sub(a.ProgressTime).Seconds(), 0)
