@@ -138,10 +138,6 @@ func (r *run) prepare(ctx context.Context, claimed *state.ActivityExec) (*data, 
 			env[k] = v
 		}
 	}
-	env[EnvInputs], env[EnvOutput], env[EnvProgress] = dt.inputs, dt.output, dt.progress
-	for k, v := range params {
-		env[workflow.ParamEnv(k)] = v
-	}
 	if act != nil {
 		if len(act.Command) > 0 {
 			// The command is the definition's (the launchers pass it as
@@ -169,6 +165,11 @@ func (r *run) prepare(ctx context.Context, claimed *state.ActivityExec) (*data, 
 			}
 			env[k] = v
 		}
+	}
+	// The contract's variables win over the definition's env.
+	env[EnvInputs], env[EnvOutput], env[EnvProgress] = dt.inputs, dt.output, dt.progress
+	for k, v := range params {
+		env[workflow.ParamEnv(k)] = v
 	}
 	if len(problems) > 0 {
 		dt.remove()
