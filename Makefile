@@ -51,13 +51,16 @@ RELIABILITY_SIZE ?= 1000
 reliability: dynamodb-local-install
 	WHIMBREL_RELIABILITY_SIZE=$(RELIABILITY_SIZE) scripts/dynamodb-local run -- $(GO) test -count=1 -v -timeout 60m ./reliability/
 
-## fuzz: the fuzz targets (definition parser, items read from tables by each store), FUZZTIME each (default 2m)
+## fuzz: the fuzz targets (definition parser, items read from tables by each store, templates, params, outputs), FUZZTIME each (default 2m)
 FUZZTIME ?= 2m
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./workflow/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./state/internal/attr/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeItem$$' -fuzztime $(FUZZTIME) ./state/dynamodb/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRow$$' -fuzztime $(FUZZTIME) ./state/sqlite/
+	$(GO) test -run '^$$' -fuzz '^FuzzTemplate$$' -fuzztime $(FUZZTIME) ./workflow/
+	$(GO) test -run '^$$' -fuzz '^FuzzParams$$' -fuzztime $(FUZZTIME) ./workflow/
+	$(GO) test -run '^$$' -fuzz '^FuzzOutput$$' -fuzztime $(FUZZTIME) ./activity/
 
 vet:
 	$(GO) vet ./...

@@ -51,6 +51,11 @@ const (
 	ExitCannotExecute = runner.ExitCannotExecute
 	// ExitNotFound: the command was not found.
 	ExitNotFound = runner.ExitNotFound
+	// ExitDataRefused: the activity FAILED over its data: a template of
+	// its command or env could not be resolved (the command was not
+	// started), or the command exited 0 but its WHIMBREL_OUTPUT file is
+	// not a JSON object within the limit.
+	ExitDataRefused = 121
 )
 
 // Defaults of Config.
@@ -101,6 +106,9 @@ type Config struct {
 	// Simple Lambda API's processor, which applies the wrapper's events
 	// (see simpleapi.Client).
 	NoAdvance bool
+	// DataDir is where the directory of the WHIMBREL_INPUTS, _OUTPUT and
+	// _PROGRESS files is made (empty: the system's temporary directory).
+	DataDir string
 
 	// Stdin and Stdout are handed to the command; nil means the wrapper's.
 	Stdin, Stdout *os.File
@@ -139,9 +147,16 @@ type run struct {
 	log   hclog.Logger
 	owner string
 
+	wf   *state.WorkflowExec // as read by the claim
+	data *data               // the command's data files, once made
+
 	mu         sync.Mutex
 	stopReason string // why the wrapper stopped the command, if it did
 	timedOut   bool   // --timeout expired
+
+	output          string // the command's output, to record with the outcome
+	outputRefused   bool   // the output file was refused: the activity fails
+	progressProblem string // the last problem with the progress file, logged once
 }
 
 func (r *run) run(ctx context.Context) int {
@@ -182,8 +197,21 @@ func (r *run) run(ctx context.Context) int {
 		return r.finish(&state.Exit{Code: code, Signal: signalName(sig)}, "", reason, code)
 	}
 
+	dt, err := r.prepareRetrying(ctx, claimed)
+	if err != nil {
+		var de *DataError
+		if !errors.As(err, &de) {
+			err = &DataError{Problems: []string{err.Error()}}
+		}
+		r.log.Error("command not started: its data could not be prepared", "error", err)
+		return r.finish(&state.Exit{Code: ExitDataRefused}, "", "command not started: "+err.Error(), ExitDataRefused)
+	}
+	r.data = dt
+	defer dt.remove()
+
 	p, err := runner.Start(runner.Config{
-		Args:            r.cfg.Command,
+		Args:            dt.argv,
+		Env:             dt.env,
 		Stdin:           r.cfg.Stdin,
 		Stdout:          r.cfg.Stdout,
 		Stderr:          stderrWriter(r.cfg.Stderr),
@@ -217,6 +245,16 @@ func (r *run) run(ctx context.Context) int {
 	if stopReason != "" {
 		reason = stopReason + "; " + reason
 	}
+	if exit.Code == 0 && stopReason == "" {
+		out, err := dt.readOutput()
+		if err != nil {
+			r.log.Error("the command exited 0, but its output is refused: the activity fails", "error", err)
+			r.outputRefused = true
+			reason = err.Error() + "; " + reason
+			code = ExitDataRefused
+		}
+		r.output = out
+	}
 	return r.finish(exit, string(res.StderrTail), reason, code)
 }
 
@@ -234,6 +272,7 @@ func (r *run) claim(ctx context.Context) (*state.ActivityExec, int) {
 		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
 		defer cancel()
 		wf, err := r.st.GetWorkflow(actx, r.cfg.Key.WorkflowExecID)
+		r.wf = wf
 		if err != nil {
 			if errors.Is(err, state.ErrNotFound) || errors.Is(err, state.ErrInvalidItem) {
 				refused = err
@@ -348,6 +387,7 @@ func (r *run) supervise(ctx context.Context, p *runner.Process, since time.Time)
 		pump, err := heartbeat.New(r.st, heartbeat.Config{
 			Key: r.cfg.Key, Owner: r.owner, Interval: r.cfg.HeartbeatInterval,
 			Timeout: r.cfg.HeartbeatTimeout, Since: since, Logger: r.log.Named("heartbeat"),
+			Progress: r.progress,
 		})
 		if err != nil { // the CLI checks the settings first; this is a defect
 			r.stop(p, "heartbeat settings refused: "+err.Error())
@@ -373,6 +413,7 @@ func (r *run) supervise(ctx context.Context, p *runner.Process, since time.Time)
 						pump, _ = heartbeat.New(r.st, heartbeat.Config{
 							Key: r.cfg.Key, Owner: r.owner, Interval: r.cfg.HeartbeatInterval,
 							Timeout: r.cfg.HeartbeatTimeout, Since: time.Now(), Logger: r.log.Named("heartbeat"),
+							Progress: r.progress,
 						})
 					default:
 						r.log.Warn("lease lost; letting the command finish as asked", "reason", lost.Reason)
@@ -503,8 +544,17 @@ func (r *run) finish(exit *state.Exit, stderrTail, reason string, code int) int 
 	stopped := r.stopReason != ""
 	r.mu.Unlock()
 	to := state.Failed
-	if exit.Code == 0 && !stopped {
+	if exit.Code == 0 && !stopped && !r.outputRefused {
 		to = state.Completed
+	}
+	// The last progress the command wrote, which no heartbeat may have
+	// carried yet, rides on the final write.
+	var progress string
+	if r.data != nil {
+		var err error
+		if progress, err = r.data.readProgress(); err != nil {
+			r.log.Warn("progress not recorded", "error", err)
+		}
 	}
 	tail := strings.ToValidUTF8(stderrTail, "\uFFFD")
 
@@ -514,7 +564,7 @@ func (r *run) finish(exit *state.Exit, stderrTail, reason string, code int) int 
 		defer cancel()
 		a, err := r.st.UpdateActivity(ctx, r.cfg.Key, state.ActivityChange{
 			From: []state.ActivityState{state.Running}, To: to, Owner: r.owner,
-			Exit: exit, Error: tail, Reason: reason,
+			Exit: exit, Error: tail, Reason: reason, Output: r.output, Progress: progress,
 		})
 		var ce *state.ConflictError
 		switch {

@@ -29,10 +29,13 @@ const (
 	minAttempt = 100 * time.Millisecond
 )
 
-// Store lists what the pump needs of a state.Store.
+// Store lists what the pump needs of a state.Store. A beat that carries
+// progress is an UpdateActivity with Beat and Progress: the same
+// condition, one write.
 type Store interface {
 	Heartbeat(ctx context.Context, key state.ActivityKey, owner string, at time.Time) error
 	GetActivity(ctx context.Context, key state.ActivityKey) (*state.ActivityExec, error)
+	UpdateActivity(ctx context.Context, key state.ActivityKey, c state.ActivityChange) (*state.ActivityExec, error)
 }
 
 // Config configures a Pump.
@@ -42,8 +45,12 @@ type Config struct {
 	Interval time.Duration // between beats (default DefaultInterval)
 	Timeout  time.Duration // without a landed beat, the lease is lost (default DefaultTimeout)
 	// Since is when the lease was last known good: the claim (default now).
-	Since  time.Time
-	Logger hclog.Logger
+	Since time.Time
+	// Progress, when set, is asked before each beat for the command's
+	// latest progress (at most state.MaxProgress bytes; "" for none). A
+	// progress that differs from the last one delivered rides on the beat.
+	Progress func() string
+	Logger   hclog.Logger
 }
 
 // Pump writes heartbeats until its context ends or the lease is lost.
@@ -52,6 +59,8 @@ type Pump struct {
 	cfg Config
 	log hclog.Logger
 	now func() time.Time
+
+	sent string // the last progress delivered; only Run's goroutine uses it
 }
 
 // Check returns an error unless interval and timeout make a safe lease:
@@ -156,10 +165,26 @@ func (p *Pump) beat(ctx context.Context, last time.Time) (time.Time, error) {
 		}
 		at := p.now()
 		actx, cancel := attempt()
-		err := p.st.Heartbeat(actx, p.cfg.Key, p.cfg.Owner, at)
+		var progress string
+		if p.cfg.Progress != nil {
+			if pr := p.cfg.Progress(); pr != p.sent && len(pr) <= state.MaxProgress {
+				progress = pr
+			}
+		}
+		var err error
+		if progress != "" {
+			_, err = p.st.UpdateActivity(actx, p.cfg.Key, state.ActivityChange{
+				From: []state.ActivityState{state.Running}, Owner: p.cfg.Owner, At: at, Beat: true, Progress: progress,
+			})
+		} else {
+			err = p.st.Heartbeat(actx, p.cfg.Key, p.cfg.Owner, at)
+		}
 		cancel()
 		if err == nil {
 			landed = at
+			if progress != "" {
+				p.sent = progress
+			}
 			return nil
 		}
 		if l := p.lostBy(err); l != nil {

@@ -39,6 +39,8 @@ type Workflow struct {
 	Ended     *time.Time `json:"end_time,omitempty"`
 	Seconds   *float64   `json:"duration_seconds,omitempty"`
 	Expires   *time.Time `json:"expires_at,omitempty"`
+	// Params are the execution's parameters.
+	Params map[string]string `json:"params,omitempty"`
 }
 
 // Activity is what Status shows of an activity.
@@ -69,6 +71,7 @@ type Activity struct {
 	Undecodable string `json:"undecodable,omitempty"`
 	// Retries: see attempts.go.
 	Retries
+	ActivityData
 }
 
 // RejectedEvent is an activity event a processor did not apply, and why.
@@ -100,7 +103,7 @@ func viewWorkflow(w *state.WorkflowExec, now time.Time) Workflow {
 	}
 	return Workflow{ID: w.WorkflowExecID, Name: w.WorkflowName, State: string(w.State), Reason: w.Reason,
 		RequestID: w.WorkflowRequestID, Source: w.Source, Started: timePtr(w.StartTime), Ended: timePtr(w.EndTime),
-		Seconds: seconds(w.StartTime, end), Expires: timePtr(w.Expires)}
+		Seconds: seconds(w.StartTime, end), Expires: timePtr(w.Expires), Params: viewParams(w.Params)}
 }
 
 // Load reads an execution and lays its activities out as the DAG:
@@ -165,6 +168,7 @@ func Load(ctx context.Context, st state.Store, id string, now time.Time) (*Statu
 		for i := range v.Earlier {
 			v.Earlier[i].Rejected = rejected(ctx, st, v.Earlier[i].ID)
 		}
+		v.ActivityData = viewData(a, now)
 		if a.State == state.Running && a.HeartbeatEnabled {
 			last := a.HeartbeatTime
 			if last.IsZero() {
@@ -244,6 +248,7 @@ func (s *Status) WriteTextColors(w io.Writer, c Colors) error {
 	if wf.RequestID != "" || wf.Source != "" {
 		fmt.Fprintf(w, "  request %s, from %s\n", inert.String(orDash(wf.RequestID)), inert.String(orDash(wf.Source)))
 	}
+	writeParams(w, wf.Params)
 	fmt.Fprintln(w)
 	// The columns are laid out by hand: the detail lines under a row
 	// (why, stderr) must not widen them.
@@ -321,6 +326,7 @@ func (s *Status) WriteTextColors(w io.Writer, c Colors) error {
 			fmt.Fprintf(w, "%srejected event %s (%s): %s\n", indent, inert.String(e.Transition), inert.String(e.ID), inert.String(e.Reason))
 		}
 		a.writeRetries(w, indent)
+		a.ActivityData.writeText(w, indent)
 	}
 	return nil
 }

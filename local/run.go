@@ -52,6 +52,8 @@ type Options struct {
 	// Started, if set, is told the execution's ID once it has started
 	// (whimbrel run --web prints the web view's address with it).
 	Started func(workflowExecID string)
+	// Params are the execution's parameters (see workflow.Definition.Bind).
+	Params map[string]string
 }
 
 // Result is how the run ended.
@@ -83,7 +85,7 @@ func Run(ctx context.Context, st state.Store, d *workflow.Definition, opts Optio
 	start := opts.Start
 	if start == nil {
 		start = func(ctx context.Context) (string, error) {
-			id, _, err := workflow.Start(ctx, st, d, workflow.StartOptions{Source: "whimbrel run"})
+			id, _, err := workflow.Start(ctx, st, d, workflow.StartOptions{Source: "whimbrel run", Params: opts.Params})
 			return id, err
 		}
 	}

@@ -60,6 +60,12 @@ func (c *Client) log() hclog.Logger {
 // move waits up to ApplyWait for the outcome.
 func (c *Client) UpdateActivity(ctx context.Context, key state.ActivityKey, ch state.ActivityChange) (*state.ActivityExec, error) {
 	if ch.To == "" {
+		if ch.Beat {
+			// A heartbeat that carries the command's progress.
+			if err := c.beat(ctx, key, ch.Owner, ch.At, ch.Progress); err != nil {
+				return nil, err
+			}
+		}
 		// Recording an exit beside a final state: the processor did so
 		// when it found the final event's activity already final.
 		return c.GetActivity(ctx, key)
@@ -67,7 +73,7 @@ func (c *Client) UpdateActivity(ctx context.Context, key state.ActivityKey, ch s
 	ev := &state.ActivityEvent{
 		ActivityExecID: key.ActivityExecID, WorkflowExecID: key.WorkflowExecID,
 		When: state.Truncate(time.Now()), Source: c.Source, Transition: string(ch.To),
-		Owner: ch.Owner, Error: ch.Error, Reason: ch.Reason,
+		Owner: ch.Owner, Error: ch.Error, Reason: ch.Reason, Output: ch.Output, Progress: ch.Progress,
 	}
 	if cl := ch.Claim; cl != nil {
 		ev.Owner, ev.Host, ev.PID = cl.Owner, cl.Host, cl.PID
@@ -155,11 +161,19 @@ func (c *Client) decided(ctx context.Context, key state.ActivityKey, ev *state.A
 // Heartbeat implements state.Store: it writes a heartbeat event, then reads
 // the activity to learn whether the lease still holds.
 func (c *Client) Heartbeat(ctx context.Context, key state.ActivityKey, owner string, at time.Time) error {
+	return c.beat(ctx, key, owner, at, "")
+}
+
+// beat writes a heartbeat event, with the command's progress if any.
+func (c *Client) beat(ctx context.Context, key state.ActivityKey, owner string, at time.Time, progress string) error {
+	if at.IsZero() {
+		at = time.Now()
+	}
 	at = state.Truncate(at)
 	ev := &state.ActivityEvent{
 		ActivityEventID: state.ActivityEventIDFor(key.ActivityExecID, owner+"/"+state.TransitionHeartbeat+"/"+strconv.FormatInt(at.UnixMilli(), 10)),
 		ActivityExecID:  key.ActivityExecID, WorkflowExecID: key.WorkflowExecID,
-		When: at, Source: c.Source, Transition: state.TransitionHeartbeat, Owner: owner,
+		When: at, Source: c.Source, Transition: state.TransitionHeartbeat, Owner: owner, Progress: progress,
 	}
 	if err := c.PutEvent(ctx, ev); err != nil && !errors.Is(err, state.ErrExists) {
 		return err

@@ -24,6 +24,7 @@ package simpleapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -307,6 +308,9 @@ func (p *Processor) request(ctx context.Context, r *state.WorkflowRequest) error
 	if err != nil {
 		return p.rejectRequest(ctx, r, err.Error())
 	}
+	if err := checkParams(def, cur); err != nil {
+		return p.rejectRequest(ctx, r, err.Error())
+	}
 	// Claim the start: only the first outcome recorded stands.
 	o := state.Outcome{Result: state.OutcomeStarted, Reason: "started " + id, At: state.Truncate(time.Now())}
 	err = p.st.RecordRequest(ctx, r.WorkflowRequestID, r.WorkflowName, id, o)
@@ -342,7 +346,34 @@ func (p *Processor) startOptions(r *state.WorkflowRequest) workflow.StartOptions
 	if r.Source != "" {
 		source += " from " + r.Source
 	}
-	return workflow.StartOptions{RequestID: r.WorkflowRequestID, Source: source, RequestWritten: true}
+	// Parameters that do not read were refused before the start was
+	// claimed (see request): none here.
+	params, _ := workflow.StoredParams(r.Params)
+	return workflow.StartOptions{RequestID: r.WorkflowRequestID, Source: source, RequestWritten: true, Params: params}
+}
+
+// checkParams refuses, before anything is written, a request whose
+// parameters do not read or do not fit the definition's declarations.
+func checkParams(def *workflow.Definition, r *state.WorkflowRequest) error {
+	params, err := workflow.StoredParams(r.Params)
+	if err != nil {
+		return err
+	}
+	_, err = def.Bind(params)
+	return err
+}
+
+// checkOutput refuses an output that is not a JSON object within
+// state.MaxOutput bytes.
+func checkOutput(s string) error {
+	if len(s) > state.MaxOutput {
+		return fmt.Errorf("the output is %d bytes; at most %d (32 KiB) are recorded: pass big data by reference", len(s), state.MaxOutput)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(s), &m); err != nil || m == nil {
+		return fmt.Errorf("the output is not a JSON object")
+	}
+	return nil
 }
 
 // definition parses a registered definition, or says why it cannot be used.
@@ -823,11 +854,17 @@ func (p *Processor) changeFor(ctx context.Context, ev *state.ActivityEvent, a *s
 			// heartbeats are off.
 			return no(reject, "heartbeats are off for this activity (heartbeat_enabled is false): set heartbeat_interval in the workflow definition, or heartbeat_enabled on the RUNNING event")
 		}
-		// Heartbeats arrive in any order: the newest stands.
-		if at.Before(a.HeartbeatTime) {
-			at = a.HeartbeatTime
+		// Heartbeats arrive in any order: the newest stands, and so does
+		// the newest progress.
+		c := &state.ActivityChange{From: []state.ActivityState{state.Running}, Owner: ev.Owner, Beat: true, At: at}
+		if ev.Progress != "" && len(ev.Progress) <= state.MaxProgress && !at.Before(a.ProgressTime) {
+			c.Progress = ev.Progress
 		}
-		return &state.ActivityChange{From: []state.ActivityState{state.Running}, Owner: ev.Owner, Beat: true, At: at}, applied, apply, nil
+		if at.Before(a.HeartbeatTime) {
+			c.At = a.HeartbeatTime
+			c.Progress = ""
+		}
+		return c, applied, apply, nil
 	}
 
 	to := state.ActivityState(ev.Transition)
@@ -862,6 +899,18 @@ func (p *Processor) changeFor(ctx context.Context, ev *state.ActivityEvent, a *s
 		return no(reject, "the activity is already %s: %v", a.State, err)
 	}
 	c := &state.ActivityChange{From: []state.ActivityState{a.State}, To: to, Exit: exit, Error: ev.Error, Reason: reason, At: at}
+	if ev.Output != "" {
+		if to != state.Completed {
+			return no(reject, "an output (WHIMBREL_OUTPUT) is recorded only with COMPLETED, not %s", to)
+		}
+		if err := checkOutput(ev.Output); err != nil {
+			return no(reject, "%v", err)
+		}
+		c.Output = ev.Output
+	}
+	if ev.Progress != "" && len(ev.Progress) <= state.MaxProgress {
+		c.Progress = ev.Progress
+	}
 	switch {
 	case to == state.Running:
 		wf, err := p.st.GetWorkflow(ctx, a.WorkflowExecID)

@@ -26,6 +26,9 @@ type WorkflowRequest struct {
 	// WorkflowExecID is the execution the request started (an addition to
 	// the seed, so a repeated request can answer with it).
 	WorkflowExecID string // workflow_exec_id
+	// Params are the parameters of the execution to start, as a JSON
+	// object (an addition to the seed; see WorkflowExec.Params).
+	Params string // params
 	// Outcome is what a Simple Lambda API processor did with the request.
 	Outcome Outcome
 }
@@ -62,6 +65,10 @@ type ActivityEvent struct {
 	Signal   string // signal
 	Error    string // error
 	Reason   string // reason
+	// Output is the command's output (a JSON object) a COMPLETED event
+	// records; Progress the progress a HEARTBEAT or final event carries.
+	Output   string // output
+	Progress string // progress
 
 	// Outcome is what the processor did with the event.
 	Outcome Outcome
@@ -91,6 +98,9 @@ type WorkflowExec struct {
 	Reason string // reason
 	// Expires is when the execution's items are deleted (zero: never).
 	Expires time.Time // expires_at (epoch seconds)
+	// Params are the execution's parameters, as a JSON object of strings
+	// (empty: none), checked against the definition before it was written.
+	Params string // params
 }
 
 // ActivityKey is the primary key of an activity execution item.
@@ -153,6 +163,14 @@ type ActivityExec struct {
 	// EventCursor is the Simple Lambda API processor's count of the
 	// events decided for this activity, and the last one (see EventStep).
 	EventCursor string // event_cursor
+
+	// Output is what the command wrote to WHIMBREL_OUTPUT: a compact JSON
+	// object, recorded with the outcome (empty: none).
+	Output string // output
+	// Progress is the latest progress the command wrote to
+	// WHIMBREL_PROGRESS, carried by a heartbeat, and when it landed.
+	Progress     string    // progress
+	ProgressTime time.Time // progress_time, progress_time_epoch
 }
 
 // Dependency records that one activity waits on another. Write-once.

@@ -204,7 +204,23 @@ type ActivityChange struct {
 	// RetriedBy links a FAILED or TIMED_OUT attempt to the attempt that
 	// retries it: an attribute only, the state stays.
 	RetriedBy string
+	// Output records what the command wrote to WHIMBREL_OUTPUT (a compact
+	// JSON object), with the outcome in the same write.
+	Output string
+	// Progress records the command's latest progress, at At; with Beat it
+	// rides on a heartbeat.
+	Progress string
 }
+
+// Limits on what a command hands the wrapper, in bytes.
+const (
+	// MaxOutput bounds an activity's output after compaction: it is
+	// recorded on the activity item, which DynamoDB caps at 400 KB, and
+	// read by every downstream activity.
+	MaxOutput = 32 << 10
+	// MaxProgress bounds a progress line: it rides on a heartbeat.
+	MaxProgress = 1 << 10
+)
 
 // Claim is what a wrapper records when it takes an activity.
 type Claim struct {

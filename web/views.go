@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -53,6 +54,9 @@ type activityRow struct {
 	Exit      string
 	Heartbeat *time.Time // the last heartbeat (or start) of a running activity
 	Stderr    string
+	// OutputText and ProgressText are the command's output and latest
+	// progress, as text.
+	OutputText, ProgressText string
 	// ShowReason: the reason says something (why it waits, why it ended
 	// badly), not what its state says already.
 	ShowReason bool
@@ -85,6 +89,14 @@ func newActivityRow(a *inspect.Activity, readAt time.Time) *activityRow {
 		r.Heartbeat = &t
 	}
 	r.Stderr = strings.TrimRight(a.StderrTail, "\n")
+	r.OutputText = string(a.Output)
+	if len(a.Progress) > 0 {
+		r.ProgressText = string(a.Progress)
+		var line string
+		if json.Unmarshal(a.Progress, &line) == nil {
+			r.ProgressText = line
+		}
+	}
 	r.ShowReason = a.Reason != "" && a.State != string(state.Completed) && a.State != string(state.Running)
 	return r
 }

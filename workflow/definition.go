@@ -39,6 +39,8 @@ type Definition struct {
 	Retention  Duration             `yaml:"retention,omitempty" json:"retention,omitempty"`
 	Defaults   Settings             `yaml:"defaults,omitempty" json:"defaults,omitempty"`
 	Activities map[string]*Activity `yaml:"activities" json:"activities"`
+	// Params declares the execution's parameters (see Param).
+	Params map[string]*Param `yaml:"params,omitempty" json:"params,omitempty"`
 }
 
 // Activity is one step of a workflow.
@@ -303,7 +305,7 @@ func Parse(file string, b []byte) (*Definition, error) {
 }
 
 var (
-	topKeys      = []string{"name", "description", "retention", "defaults", "activities"}
+	topKeys      = []string{"name", "description", "retention", "defaults", "activities", "params"}
 	settingKeys  = []string{"env", "heartbeat_interval", "heartbeat_timeout", "timeout", "queued_timeout", "kill_grace", "launch", "retry"}
 	activityKeys = append([]string{"description", "command", "depends_on"}, settingKeys...)
 	launchKeys   = []string{"type", "image", "docker_args", "cluster", "task_definition", "container", "launch_type",
@@ -410,9 +412,13 @@ func checkValue(p *problems, key string, v *yaml.Node, where string) {
 		}
 	case slices.Contains(retryValueKeys, key):
 		checkRetryValue(p, key, v, where)
-	case key == "assign_public_ip":
+	case key == "assign_public_ip", key == "required":
 		if v.Kind != yaml.ScalarNode || v.Tag != "!!bool" {
-			p.add(v.Line, "%s: assign_public_ip must be true or false", where)
+			p.add(v.Line, "%s: %s must be true or false", where, key)
+		}
+	case key == "default":
+		if v.Kind != yaml.ScalarNode || isNull {
+			p.add(v.Line, "%s: default must be text", where)
 		}
 	}
 }
@@ -473,6 +479,18 @@ func checkKeys(p *problems, m *yaml.Node, where string, known []string) {
 			checkKeys(p, v, where+": launch", launchKeys)
 		case "retry":
 			checkKeys(p, v, where+": retry", retryKeys)
+		case "params":
+			if v.Kind != yaml.MappingNode {
+				p.add(v.Line, "params must be a mapping from parameter name to {required, default, description}")
+				continue
+			}
+			for j := 0; j+1 < len(v.Content); j += 2 {
+				name, decl := v.Content[j], resolve(v.Content[j+1])
+				if decl.Kind == yaml.ScalarNode && decl.Tag == "!!null" {
+					continue // declared, optional, no default
+				}
+				checkKeys(p, decl, fmt.Sprintf("param %q", name.Value), paramKeys)
+			}
 		case "activities":
 			if v.Kind != yaml.MappingNode {
 				p.add(v.Line, "activities must be a mapping from activity name to activity")
@@ -548,6 +566,7 @@ func (d *Definition) validate(file string, lines map[string]int) error {
 	if err := d.Defaults.check(); err != nil {
 		p.add(0, "defaults: %v", err)
 	}
+	d.checkParams(p)
 	for _, n := range names {
 		a, line := d.Activities[n], lines[n]
 		if a == nil {
@@ -577,6 +596,7 @@ func (d *Definition) validate(file string, lines map[string]int) error {
 		if err := eff.check(); err != nil {
 			p.add(line, "activity %q: %v", n, err)
 		}
+		d.checkTemplates(p, n, line, eff.Env)
 		qt := time.Duration(eff.QueuedTimeout)
 		if qt == 0 {
 			qt = DefaultQueuedTimeout

@@ -1,8 +1,10 @@
 package workflow_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,6 +57,42 @@ func FuzzParse(f *testing.F) {
 		_ = d.Names()
 		for n := range d.Activities {
 			_ = d.Effective(n)
+		}
+	})
+}
+
+// FuzzTemplate: any text either resolves or is refused with an error,
+// never a panic, and a text without {{ is left as it is.
+func FuzzTemplate(f *testing.F) {
+	for _, s := range []string{"plain", "{{ params.a }}", "{{ outputs.u.k.0.z }}", `{{ "{{" }}`, "{{", "}}", "{{ outputs..x }}", "{{{{ params.a }}}}"} {
+		f.Add(s, `{"k": [{"z": 1}], "s": "v"}`)
+	}
+	f.Fuzz(func(t *testing.T, s, output string) {
+		dt := workflow.Data{Params: map[string]string{"a": "1"}, Outputs: map[string]json.RawMessage{"u": json.RawMessage(output)}}
+		got, err := dt.Resolve(s)
+		if !strings.Contains(s, "{{") && (err != nil || got != s) {
+			t.Fatalf("Resolve(%q) = %q, %v; a text without {{ is its own value", s, got, err)
+		}
+		if _, rerr := workflow.Refs(s); (rerr == nil) != (err == nil) && rerr != nil {
+			t.Fatalf("Refs refused %q (%v) but Resolve did not", s, rerr)
+		}
+	})
+}
+
+// FuzzParams: a params file either decodes to text values that encode and
+// decode back the same, or is refused.
+func FuzzParams(f *testing.F) {
+	for _, s := range []string{`{"a": "1", "b": 2, "c": true}`, `{"a": null}`, `[]`, `{"a": 1e999}`, `{"\u0000": "x"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := workflow.DecodeParams(b)
+		if err != nil {
+			return
+		}
+		back, err := workflow.StoredParams(workflow.EncodeParams(m))
+		if err != nil || workflow.EncodeParams(back) != workflow.EncodeParams(m) {
+			t.Fatalf("%q: stored params do not read back: %v", b, err)
 		}
 	})
 }

@@ -21,6 +21,12 @@ func Rerun(ctx context.Context, st state.Store, id string, fromFailure bool, opt
 	if err != nil {
 		return "", fmt.Errorf("rerun %s: it has no definition Whimbrel can read (it was not started with whimbrel start): %w", id, err)
 	}
+	if opts.Params == nil {
+		// The same parameters as the earlier execution: a rerun repeats it.
+		if opts.Params, err = StoredParams(wf.Params); err != nil {
+			return "", fmt.Errorf("rerun %s: %w", id, err)
+		}
+	}
 	if fromFailure {
 		switch wf.State {
 		case state.WorkflowCompleted:

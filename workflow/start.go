@@ -24,6 +24,10 @@ type StartOptions struct {
 	// execution before it runs, pointing at where they completed: a redrive
 	// (see Rerun).
 	Carry map[string]*state.ActivityExec
+	// Params are the execution's parameters, checked against the
+	// definition's declarations (Definition.Bind) before anything is
+	// written.
+	Params map[string]string
 }
 
 // Start records a new execution of d — the request (manual, as the Full
@@ -36,6 +40,10 @@ type StartOptions struct {
 // The execution ID is derived from the request ID, so a start that dies
 // half-way is finished by repeating it with the same request ID.
 func Start(ctx context.Context, st state.Store, d *Definition, opts StartOptions) (id string, created bool, err error) {
+	params, err := d.Bind(opts.Params)
+	if err != nil {
+		return "", false, fmt.Errorf("start %s: %w", d.Name, err)
+	}
 	now := state.Truncate(time.Now())
 	reqID := opts.RequestID
 	if reqID == "" {
@@ -46,7 +54,8 @@ func Start(ctx context.Context, st state.Store, d *Definition, opts StartOptions
 		Request: &state.WorkflowRequest{WorkflowRequestID: reqID, WorkflowName: d.Name, When: now,
 			Source: opts.Source, Manual: true, WorkflowExecID: id},
 		Exec: state.WorkflowExec{WorkflowExecID: id, WorkflowName: d.Name, State: state.WorkflowRequested,
-			WorkflowRequestID: reqID, StartTime: now, Source: opts.Source, Definition: d.JSON()},
+			WorkflowRequestID: reqID, StartTime: now, Source: opts.Source, Definition: d.JSON(),
+			Params: EncodeParams(params)},
 	}
 	if opts.RequestWritten {
 		w.Request = nil
@@ -120,7 +129,7 @@ func carry(ctx context.Context, st state.Store, d *Definition, id string, done m
 		steps := []state.ActivityChange{
 			{From: []state.ActivityState{state.Requested}, To: state.Ready, Reason: "completed in " + old.WorkflowExecID},
 			{From: []state.ActivityState{state.Ready}, To: state.Running, Claim: &state.Claim{Owner: owner, Host: old.Host}},
-			{From: []state.ActivityState{state.Running}, To: state.Completed, Owner: owner, Exit: &state.Exit{Code: 0},
+			{From: []state.ActivityState{state.Running}, To: state.Completed, Owner: owner, Exit: &state.Exit{Code: 0}, Output: old.Output,
 				LaunchedAs: "carried from " + old.ActivityExecID, Reason: "completed in " + old.WorkflowExecID + " as " + old.ActivityExecID},
 		}
 		for _, c := range steps {

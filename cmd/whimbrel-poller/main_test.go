@@ -38,16 +38,33 @@ func TestMain(m *testing.M) {
 	})
 }
 
+// The activities pass data through the Simple Lambda API too: the
+// request's params, first's progress (on heartbeat events) and output
+// (on its COMPLETED event), which second reads through a template.
 const definition = `name: e2e-simple
+params:
+  base: {default: "1"}
 defaults:
   heartbeat_interval: 1s
   heartbeat_timeout: 5s
 activities:
   first:
-    command: ["sh", "-c", "echo one"]
+    command:
+      - sh
+      - -c
+      - |
+        echo one
+        echo '{"step": 1}' > "$WHIMBREL_PROGRESS"
+        sleep 1.5
+        echo '{"n": 41}' > "$WHIMBREL_OUTPUT"
   second:
     depends_on: [first]
-    command: ["sh", "-c", "sleep 2; echo two"]
+    command:
+      - sh
+      - -c
+      - |
+        sleep 2; echo two
+        echo "{\"sum\": $(( {{ outputs.first.n }} + {{ params.base }} ))}" > "$WHIMBREL_OUTPUT"
 `
 
 func run(t *testing.T, env []string, name string, args ...string) (string, int) {
@@ -125,6 +142,7 @@ func TestRequestInsertedWithTheSDKRunsToCompletion(t *testing.T) {
 				num(now.Hour()), num(now.Minute()), num(now.Second())}},
 			"when_epoch": num(int(now.Unix())),
 			"source":     &types.AttributeValueMemberS{Value: "the SDK, in a test"},
+			"params":     &types.AttributeValueMemberS{Value: `{"base": "2"}`},
 		},
 	}); err != nil {
 		t.Fatal(err)
@@ -168,6 +186,10 @@ func TestRequestInsertedWithTheSDKRunsToCompletion(t *testing.T) {
 		if !applied["RUNNING"] || !applied["COMPLETED"] {
 			t.Errorf("activity %s: events %+v, want its RUNNING and COMPLETED events applied", a.ActivityName, events)
 		}
+	}
+	if first, second := acts[0], acts[1]; first.Output != `{"n":41}` || first.Progress != `{"step": 1}` || second.Output != `{"sum":43}` {
+		t.Errorf("outputs %q, %q and first's progress %q: want {\"n\":41}, {\"sum\":43} (41 + the request's base 2) and {\"step\": 1}",
+			first.Output, second.Output, first.Progress)
 	}
 	req, err := st.GetRequest(ctx, reqID, "e2e-simple")
 	if err != nil || req.Outcome.Result != state.OutcomeStarted || req.WorkflowExecID != id {

@@ -38,6 +38,9 @@ Exit status:
   CMD's own         CMD exited (COMPLETED if 0, else FAILED)
   128+N             CMD was killed by signal N, or signal N came before CMD
                     started (CMD not started; recorded FAILED)
+  121               the activity FAILED over its data: a template could not be
+                    resolved (CMD was not started), or CMD exited 0 but its
+                    WHIMBREL_OUTPUT is not a JSON object within 32 KiB
   122               the activity could not be claimed; CMD was not started
   123               CMD ran, but its outcome could not be recorded (see the log)
   124               CMD ran longer than --timeout and was stopped
@@ -79,6 +82,7 @@ type CLI struct {
 	Guard                  bool          `name:"guard" env:"WHIMBREL_GUARD" default:"true" negatable:"" help:"When not PID 1, run a guard process that stops CMD's process group (SIGTERM, then SIGKILL after --kill-grace) if whimbrel-run is killed outright (kill -9). --no-guard saves that process."`
 	ParentDeathSignal      string        `name:"parent-death-signal" env:"WHIMBREL_PARENT_DEATH_SIGNAL" placeholder:"SIG" help:"Signal whimbrel-run itself gets when its parent dies (as tini -p), e.g. SIGTERM: CMD is then stopped and the outcome recorded."`
 	Nudge                  string        `name:"nudge" env:"WHIMBREL_LAUNCHER_NUDGE" hidden:"" help:"Address of a local launcher to wake when dependents become READY (set by the local launcher)."`
+	DataDir                string        `name:"data-dir" env:"WHIMBREL_DATA_DIR" type:"path" help:"Where to make the directory of the WHIMBREL_INPUTS, WHIMBREL_OUTPUT and WHIMBREL_PROGRESS files (default: the system's temporary directory). It is removed when the outcome is recorded."`
 	API                    string        `name:"api" env:"WHIMBREL_API" enum:"full,simple" default:"full" help:"How to keep the client contract: 'full' writes the activity and advances the workflow itself; 'simple' writes activity events that a Simple Lambda API processor applies."`
 
 	Command []string `arg:"" passthrough:"partial" name:"cmd" help:"The command to run, after --."`
@@ -155,6 +159,7 @@ func (c *CLI) Run(k *kong.Context) error {
 		ParentDeathSignal:      pdeath,
 		Nudge:                  c.Nudge,
 		NoAdvance:              c.API == "simple",
+		DataDir:                c.DataDir,
 		Stdin:                  os.Stdin,
 		Stdout:                 os.Stdout,
 		Stderr:                 os.Stderr,

@@ -33,6 +33,8 @@ type here struct {
 	log    hclog.Logger
 	// started, if set, is told the execution's ID once it has started.
 	started func(workflowExecID string)
+	// params are the execution's parameters, when run starts it here.
+	params map[string]string
 }
 
 // logDir is where the activities' output goes: beside the embedded store

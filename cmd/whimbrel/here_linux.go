@@ -52,6 +52,7 @@ func runHere(ctx context.Context, k *kong.Context, h here, st state.Store, d *wo
 		Logger:    h.log,
 		Start:     start,
 		Started:   h.started,
+		Params:    h.params,
 	})
 	if err != nil {
 		return err

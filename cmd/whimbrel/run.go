@@ -24,6 +24,7 @@ type RunCmd struct {
 	Retention string `name:"retention" help:"Keep the execution's items this long after it settles (30d, 72h). Overrides the definition's retention."`
 	Web       bool   `name:"web" help:"Serve a read-only web view of the run on loopback (--web-addr) and print its address."`
 	WebAddr   string `name:"web-addr" default:"127.0.0.1:0" help:"Where --web listens (port 0: any free port)."`
+	ParamFlags
 }
 
 // Run runs the workflow to its end on this machine.
@@ -36,6 +37,10 @@ func (c *RunCmd) Run(g *Globals, k *kong.Context) error {
 		return err
 	}
 	if err := checkLocal(def); err != nil {
+		return err
+	}
+	params, err := c.bind(def)
+	if err != nil {
 		return err
 	}
 	ctx := context.Background()
@@ -62,5 +67,6 @@ func (c *RunCmd) Run(g *Globals, k *kong.Context) error {
 		}
 		h.started = view.Announce(out)
 	}
+	h.params = params
 	return h.run(ctx, k, st, def, nil)
 }

@@ -61,6 +61,7 @@ type RequestCmd struct {
 	Source    string        `name:"source" default:"whimbrel request" help:"Who or what asks, for the record."`
 	Wait      bool          `name:"wait" help:"Wait until the workflow settles; exit 0 only if it COMPLETED."`
 	Every     time.Duration `name:"wait-interval" default:"1s" help:"How often --wait looks."`
+	ParamFlags
 }
 
 // Run inserts the request and prints the workflow_exec_id it starts.
@@ -96,7 +97,18 @@ func (c *RequestCmd) Run(g *Globals, k *kong.Context) error {
 	if id == "" {
 		id = state.NewWorkflowRequestID(c.Workflow)
 	}
-	r := &state.WorkflowRequest{WorkflowRequestID: id, WorkflowName: reg.WorkflowName, When: state.Truncate(time.Now()), Source: c.Source}
+	// The parameters are checked against the registered definition before
+	// the request is written, as the processor checks them again.
+	var params map[string]string
+	if def, err := workflow.ParseStored(reg.Definition); err == nil {
+		if params, err = c.bind(def); err != nil {
+			return err
+		}
+	} else if len(c.Param) > 0 || c.ParamsFile != "" {
+		return fmt.Errorf("the registered definition of %q cannot be read, so its params cannot be checked: %w", c.Workflow, err)
+	}
+	r := &state.WorkflowRequest{WorkflowRequestID: id, WorkflowName: reg.WorkflowName, When: state.Truncate(time.Now()), Source: c.Source,
+		Params: workflow.EncodeParams(params)}
 	if err := st.PutRequest(ctx, r); err != nil {
 		if errors.Is(err, state.ErrExists) {
 			return fmt.Errorf("%w: give another --request-id, or see `whimbrel status %s`", err, state.WorkflowExecIDForRequest(c.Workflow, id))

@@ -26,6 +26,7 @@ type StartCmd struct {
 	Every     time.Duration `name:"wait-interval" default:"1s" help:"How often --wait looks."`
 	Retention string        `name:"retention" help:"Keep the execution's items this long after it settles (30d, 72h; DynamoDB's TTL deletes them then). Overrides the definition's retention."`
 	Detach    bool          `name:"detach" help:"On the embedded store: only start the workflow, print its workflow_exec_id and say how to start a launcher (default: run it to its end here, as whimbrel run does)."`
+	ParamFlags
 }
 
 // applyRetention overrides the definition's retention with a flag's value.
@@ -65,13 +66,17 @@ func (c *StartCmd) Run(g *Globals, k *kong.Context) error {
 	if err := applyRetention(def, c.Retention); err != nil {
 		return err
 	}
+	params, err := c.bind(def)
+	if err != nil {
+		return err
+	}
 	se, err := open(g, k, c.StoreFlags, writes)
 	if err != nil {
 		return err
 	}
 	defer se.close()
 	start := func(ctx context.Context) (string, error) {
-		id, created, err := workflow.Start(ctx, se.st, def, workflow.StartOptions{RequestID: c.RequestID, Source: "whimbrel start"})
+		id, created, err := workflow.Start(ctx, se.st, def, workflow.StartOptions{RequestID: c.RequestID, Source: "whimbrel start", Params: params})
 		if err == nil && !created {
 			fmt.Fprintf(k.Stderr, "request %s already started %s\n", c.RequestID, id)
 		}
@@ -79,7 +84,7 @@ func (c *StartCmd) Run(g *Globals, k *kong.Context) error {
 	}
 	if se.choice.Embedded() && !c.Detach {
 		// No launcher may watch a file on this machine: run it here.
-		h := here{HereFlags: c.HereFlags, choice: se.choice, prefix: c.Prefix, log: quietLogger(g, k)}
+		h := here{HereFlags: c.HereFlags, choice: se.choice, prefix: c.Prefix, log: quietLogger(g, k), params: params}
 		return h.run(context.Background(), k, se.st, def, start)
 	}
 	id, err := start(se.ctx)

@@ -58,6 +58,7 @@ func Run(t *testing.T, h Harness) {
 		{"Events", testEvents},
 		{"Registrations", testRegistrations},
 		{"CreateActivity", testCreateActivity},
+		{"Data", testData},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

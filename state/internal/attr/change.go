@@ -274,6 +274,21 @@ func ActivityChange(c state.ActivityChange) (Cond, Update, error) {
 		set["heartbeat_time"] = List(at)
 		set["heartbeat_time_epoch"] = Epoch(at)
 	}
+	if c.Output != "" {
+		if len(c.Output) > state.MaxOutput {
+			return Cond{}, Update{}, fmt.Errorf("an output of %d bytes is more than the %d allowed", len(c.Output), state.MaxOutput)
+		}
+		set["output"] = S(c.Output)
+	}
+	if c.Progress != "" {
+		if len(c.Progress) > state.MaxProgress {
+			return Cond{}, Update{}, fmt.Errorf("a progress of %d bytes is more than the %d allowed", len(c.Progress), state.MaxProgress)
+		}
+		set["progress"] = S(c.Progress)
+		// Only the epoch: the progress rides on a heartbeat, which must
+		// stay within one write unit.
+		set["progress_time_epoch"] = Epoch(at)
+	}
 	if ev := c.Event; ev != nil {
 		if ev.Next == "" || ev.Next <= ev.Prev {
 			return Cond{}, Update{}, fmt.Errorf("event cursor %q does not come after %q", ev.Next, ev.Prev)

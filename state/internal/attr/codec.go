@@ -285,6 +285,7 @@ func EncodeWorkflow(w *state.WorkflowExec) Item {
 	putStr(m, "source", w.Source)
 	putStr(m, "definition", w.Definition)
 	putStr(m, "reason", w.Reason)
+	putStr(m, "params", w.Params)
 	return m
 }
 
@@ -301,6 +302,7 @@ func DecodeWorkflow(table string, m Item) (*state.WorkflowExec, error) {
 		Definition:        d.str("definition", false),
 		Reason:            d.str("reason", false),
 		Expires:           d.expires(),
+		Params:            d.str("params", false),
 	}
 	return w, d.err
 }
@@ -318,6 +320,7 @@ func EncodeRequest(r *state.WorkflowRequest) Item {
 		m["manual"] = Bool(true)
 	}
 	putStr(m, "workflow_exec_id", r.WorkflowExecID)
+	putStr(m, "params", r.Params)
 	putOutcome(m, r.Outcome)
 	return m
 }
@@ -331,6 +334,7 @@ func DecodeRequest(table string, m Item) (*state.WorkflowRequest, error) {
 		Source:            d.str("source", false),
 		Manual:            d.boolean("manual"),
 		WorkflowExecID:    d.str("workflow_exec_id", false),
+		Params:            d.str("params", false),
 		Outcome:           d.outcome(),
 	}
 	return r, d.err
@@ -400,6 +404,8 @@ func EncodeEvent(e *state.ActivityEvent) Item {
 	putStr(m, "signal", e.Signal)
 	putStr(m, "error", e.Error)
 	putStr(m, "reason", e.Reason)
+	putStr(m, "output", e.Output)
+	putStr(m, "progress", e.Progress)
 	putOutcome(m, e.Outcome)
 	return m
 }
@@ -429,6 +435,8 @@ func DecodeEvent(table string, m Item) (*state.ActivityEvent, error) {
 		Signal:            d.str("signal", false),
 		Error:             d.str("error", false),
 		Reason:            d.str("reason", false),
+		Output:            d.str("output", false),
+		Progress:          d.str("progress", false),
 		Outcome:           d.outcome(),
 	}
 	e.PID, _ = d.integer("pid")
@@ -522,6 +530,11 @@ func EncodeActivity(a *state.ActivityExec) Item {
 	if !a.NotBefore.IsZero() {
 		m["not_before"] = Epoch(a.NotBefore)
 	}
+	putStr(m, "output", a.Output)
+	putStr(m, "progress", a.Progress)
+	if !a.ProgressTime.IsZero() {
+		m["progress_time_epoch"] = Epoch(a.ProgressTime)
+	}
 	return m
 }
 
@@ -552,6 +565,9 @@ func DecodeActivity(table string, m Item) (*state.ActivityExec, error) {
 		Reason:              d.str("reason", false),
 		Expires:             d.expires(),
 		EventCursor:         d.str("event_cursor", false),
+		Output:              d.str("output", false),
+		Progress:            d.str("progress", false),
+		ProgressTime:        d.time("progress_time"),
 		RetryOf:             d.str("retry_of", false),
 		RetriedBy:           d.str("retried_by", false),
 	}
