@@ -427,3 +427,53 @@ func fmtAge(p *float64) string {
 	}
 	return fmt.Sprintf("%.3fs", *p)
 }
+
+const retriedDataWorkflow = `
+name: data-retried
+activities:
+  first:
+    retry: {max_attempts: 2, interval: 100ms}
+    command:
+      - sh
+      - -c
+      - |
+        if grep -q '"previous_progress":"half way"' "$WHIMBREL_INPUTS"; then
+          echo '{"n": 7}' > "$WHIMBREL_OUTPUT"
+          exit 0
+        fi
+        echo "half way" > "$WHIMBREL_PROGRESS"
+        sleep 1.5
+        exit 1
+    heartbeat_interval: 200ms
+    heartbeat_timeout: 2s
+  second:
+    depends_on: [first]
+    command: ["sh", "-c", "echo '{\"got\": {{ outputs.first.n }}}' > \"$WHIMBREL_OUTPUT\""]
+`
+
+// TestRunRetriedActivityHandsOverData: a retry reads the progress of the
+// attempt it retries through WHIMBREL_INPUTS' previous_progress, and the
+// activity downstream gets the output of the attempt that completed, not
+// of the first one (each attempt is its own item).
+func TestRunRetriedActivityHandsOverData(t *testing.T) {
+	t.Parallel()
+	def := writeDefinition(t, retriedDataWorkflow)
+	for name, env := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			out, errOut, code := runIn(t, dir, env, def)
+			if code != 0 {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+			}
+			id := onlyExecution(t, openStore(t, dir, env), "data-retried")
+			s := statusJSON(t, dir, env, id)
+			first := activityOf(t, s, "first")
+			if first.Attempt != 2 {
+				t.Errorf("first ended on attempt %d, want 2 (the retry saw the first attempt's progress)", first.Attempt)
+			}
+			sameJSON(t, "first's output", first.Output, `{"n": 7}`)
+			sameJSON(t, "second's output", activityOf(t, s, "second").Output, `{"got": 7}`)
+		})
+	}
+}
