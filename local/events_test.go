@@ -72,3 +72,41 @@ func TestLimiter(t *testing.T) {
 		}
 	}
 }
+
+// TestWatcherFollowsAttempts: each attempt of an activity is its own item;
+// the watcher reports each one's changes, with its attempt and not_before,
+// and an earlier attempt's end before its retry even when the store lists
+// the retry first.
+func TestWatcherFollowsAttempts(t *testing.T) {
+	var got []Event
+	w := &watcher{emit: func(e Event) { got = append(got, e) }, id: "w::1", logDir: "/logs", last: map[string]state.ActivityState{}}
+	start := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	wf := &state.WorkflowExec{State: state.WorkflowRunning, StartTime: start}
+	code := 1
+	first := &state.ActivityExec{ActivityKey: state.ActivityKey{ActivityExecID: "a::1"}, ActivityName: "a", State: state.Running, StartTime: start}
+	w.observe(wf, []*state.ActivityExec{first})
+	failed := *first
+	failed.State, failed.Attempt, failed.EndTime, failed.ExitCode, failed.Reason = state.Failed, 1, start.Add(time.Second), &code, "exit status 1"
+	failed.RetriedBy = "a::1-r2"
+	retry := &state.ActivityExec{ActivityKey: state.ActivityKey{ActivityExecID: "a::1-r2"}, ActivityName: "a", State: state.Ready,
+		Attempt: 2, RetryOf: "a::1", NotBefore: start.Add(3 * time.Second)}
+	got = nil
+	w.observe(wf, []*state.ActivityExec{retry, &failed})
+	if len(got) != 2 {
+		t.Fatalf("got %d events, want the end of attempt 1 and the waiting attempt 2: %+v", len(got), got)
+	}
+	if e := got[0]; e.ActivityExecID != "a::1" || e.State != "FAILED" || e.Attempt != 1 || e.ExitCode == nil || *e.ExitCode != 1 {
+		t.Errorf("first event: %+v, want attempt 1 FAILED with exit 1", e)
+	}
+	if e := got[1]; e.ActivityExecID != "a::1-r2" || e.State != "READY" || e.Attempt != 2 || !e.NotBefore.Equal(retry.NotBefore) {
+		t.Errorf("second event: %+v, want attempt 2 READY not before %s", e, retry.NotBefore)
+	}
+	got = nil
+	w.observe(wf, []*state.ActivityExec{retry, &failed})
+	if len(got) != 1 || got[0].Kind != EventTick {
+		t.Errorf("nothing changed, got %+v", got)
+	}
+	if e := w.activity(first, state.Running, start); e.Attempt != 1 {
+		t.Errorf("a first attempt never claimed is attempt 1, got %d", e.Attempt)
+	}
+}
