@@ -76,7 +76,8 @@ func (w *watcher) activity(a *state.ActivityExec, s state.ActivityState, at time
 // observe emits an event for each change since the last observation. An
 // activity seen before it ran and next seen after gets its RUNNING too
 // (at its start time): a poll can miss a short state, a reader must not.
-// Earlier attempts come first, so that an attempt's end is told before
+// The events of one observation are in the order of their times, earlier
+// attempts first at equal times, so that an attempt's end is told before
 // its retry.
 func (w *watcher) observe(wf *state.WorkflowExec, acts []*state.ActivityExec) {
 	now := time.Now()
@@ -85,6 +86,7 @@ func (w *watcher) observe(wf *state.WorkflowExec, acts []*state.ActivityExec) {
 	slices.SortStableFunc(acts, func(a, b *state.ActivityExec) int {
 		return cmp.Compare(workflow.AttemptOf(a), workflow.AttemptOf(b))
 	})
+	var evs []Event
 	for _, a := range acts {
 		prev, seen := w.last[a.ActivityExecID]
 		if seen && prev == a.State {
@@ -93,13 +95,17 @@ func (w *watcher) observe(wf *state.WorkflowExec, acts []*state.ActivityExec) {
 		w.last[a.ActivityExecID] = a.State
 		changed = true
 		if a.State != state.Running && !a.StartTime.IsZero() && (!seen || notYetRun(prev)) {
-			w.emit(w.activity(a, state.Running, a.StartTime))
+			evs = append(evs, w.activity(a, state.Running, a.StartTime))
 		}
 		at := now
 		if a.State.Terminal() && !a.EndTime.IsZero() {
 			at = a.EndTime
 		}
-		w.emit(w.activity(a, a.State, at))
+		evs = append(evs, w.activity(a, a.State, at))
+	}
+	slices.SortStableFunc(evs, func(a, b Event) int { return a.Time.Compare(b.Time) })
+	for _, e := range evs {
+		w.emit(e)
 	}
 	if wf.State != w.lastWF {
 		w.lastWF = wf.State

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -108,5 +109,30 @@ func TestWatcherFollowsAttempts(t *testing.T) {
 	}
 	if e := w.activity(first, state.Running, start); e.Attempt != 1 {
 		t.Errorf("a first attempt never claimed is attempt 1, got %d", e.Attempt)
+	}
+}
+
+// TestWatcherOrdersByTime: what one poll finds is told in the order it
+// happened, whatever the store's order: an activity that ended before its
+// dependent started comes first.
+func TestWatcherOrdersByTime(t *testing.T) {
+	var got []Event
+	w := &watcher{emit: func(e Event) { got = append(got, e) }, id: "w::1", logDir: "/logs", last: map[string]state.ActivityState{}}
+	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	wf := &state.WorkflowExec{State: state.WorkflowRunning, StartTime: t0}
+	up := &state.ActivityExec{ActivityKey: state.ActivityKey{ActivityExecID: "up::3"}, ActivityName: "up", State: state.Ready, Attempt: 3}
+	down := &state.ActivityExec{ActivityKey: state.ActivityKey{ActivityExecID: "down::1"}, ActivityName: "down", State: state.Requested}
+	w.observe(wf, []*state.ActivityExec{down, up})
+	up2, down2 := *up, *down
+	up2.State, up2.StartTime, up2.EndTime = state.Completed, t0.Add(time.Second), t0.Add(2*time.Second)
+	down2.State, down2.StartTime, down2.EndTime = state.Completed, t0.Add(3*time.Second), t0.Add(4*time.Second)
+	got = nil
+	w.observe(wf, []*state.ActivityExec{&down2, &up2})
+	var order []string
+	for _, e := range got {
+		order = append(order, e.Activity+" "+e.State)
+	}
+	if want := "[up RUNNING up COMPLETED down RUNNING down COMPLETED]"; fmt.Sprint(order) != want {
+		t.Errorf("got %v, want %s", order, want)
 	}
 }

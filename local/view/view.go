@@ -135,11 +135,13 @@ func (v *people) above(e local.Event) {
 	v.lines = 0
 }
 
-// attempt says which attempt e is when a retry policy applies, and when a
-// retry waiting out its delay starts.
+// attempt says which attempt e is when a retry policy applies (a first
+// attempt only once it failed: a retry may follow), and when a retry
+// waiting out its delay starts.
 func (v *people) attempt(e local.Event, now time.Time) string {
 	most, n := v.attempts[e.Activity], max(e.Attempt, 1)
-	if most <= 1 && n == 1 {
+	failed := e.State == string(state.Failed) || e.State == string(state.TimedOut)
+	if n == 1 && (most <= 1 || !failed) {
 		return ""
 	}
 	out := fmt.Sprintf("  (attempt %d", n)

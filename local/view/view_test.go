@@ -175,13 +175,13 @@ func playRetried(t *testing.T, o Options) (string, []local.Event) {
 }
 
 // TestPlainLinesAttempts: off a terminal, each attempt's changes with
-// "attempt n of max", when the waiting retry starts, and each earlier
+// "attempt n of max" (a first attempt once it failed), when the waiting retry starts, and each earlier
 // attempt's end; nothing about attempts for an activity without a policy.
 func TestPlainLinesAttempts(t *testing.T) {
 	out, evs := playRetried(t, Options{})
 	starts := evs[5].NotBefore.Local().Format("15:04:05")
 	for _, want := range []string{
-		"a   RUNNING  (attempt 1 of 2)\n",
+		"a   RUNNING\n", // a first attempt says nothing of attempts until it fails
 		"a   FAILED  exit status 1  (attempt 1 of 2)\n",
 		"a   READY  (attempt 2 of 2, starts at " + starts + ")\n",
 		"a   FAILED  exit status 1  (attempt 2 of 2)\n",
