@@ -1,10 +1,13 @@
 package local
 
 import (
+	"cmp"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // EventKind names what an Event reports.
@@ -31,10 +34,14 @@ type Event struct {
 	ActivityExecID string    `json:"activity_exec_id,omitempty"`
 	State          string    `json:"state,omitempty"`
 	Reason         string    `json:"reason,omitempty"`
-	Attempt        int       `json:"attempt,omitempty"`
-	ExitCode       *int      `json:"exit_code,omitempty"`
-	StartTime      time.Time `json:"start_time,omitzero"`
-	EndTime        time.Time `json:"end_time,omitzero"`
+	// Attempt is which run of the activity the item is (1 for the first);
+	// a retry is a new item, with the same Activity and the next Attempt.
+	Attempt int `json:"attempt,omitempty"`
+	// NotBefore is when a retry waiting out its delay may start.
+	NotBefore time.Time `json:"not_before,omitzero"`
+	ExitCode  *int      `json:"exit_code,omitempty"`
+	StartTime time.Time `json:"start_time,omitzero"`
+	EndTime   time.Time `json:"end_time,omitzero"`
 	// StderrTail is the last lines of a failed activity's stderr.
 	StderrTail string `json:"stderr_tail,omitempty"`
 	// LogFile is an activity's output; LogDir is where all of them go.
@@ -44,18 +51,18 @@ type Event struct {
 }
 
 // watcher turns what Run reads from the store into events: one per change
-// of state it sees.
+// of state it sees, of each item (each attempt of an activity is its own).
 type watcher struct {
 	emit   func(Event)
 	id     string
 	logDir string
-	last   map[string]state.ActivityState
+	last   map[string]state.ActivityState // by activity_exec_id
 	lastWF state.WorkflowState
 }
 
 func (w *watcher) activity(a *state.ActivityExec, s state.ActivityState, at time.Time) Event {
 	e := Event{Time: at, Kind: EventActivity, WorkflowExecID: w.id, Activity: a.ActivityName, ActivityExecID: a.ActivityExecID,
-		State: string(s), Attempt: a.Attempt, StartTime: a.StartTime,
+		State: string(s), Attempt: workflow.AttemptOf(a), NotBefore: a.NotBefore, StartTime: a.StartTime,
 		LogFile: filepath.Join(w.logDir, a.ActivityExecID+".log")}
 	if s == a.State {
 		e.Reason, e.ExitCode, e.EndTime = a.Reason, a.ExitCode, a.EndTime
@@ -69,24 +76,36 @@ func (w *watcher) activity(a *state.ActivityExec, s state.ActivityState, at time
 // observe emits an event for each change since the last observation. An
 // activity seen before it ran and next seen after gets its RUNNING too
 // (at its start time): a poll can miss a short state, a reader must not.
+// The events of one observation are in the order of their times, earlier
+// attempts first at equal times, so that an attempt's end is told before
+// its retry.
 func (w *watcher) observe(wf *state.WorkflowExec, acts []*state.ActivityExec) {
 	now := time.Now()
 	changed := false
+	acts = slices.Clone(acts)
+	slices.SortStableFunc(acts, func(a, b *state.ActivityExec) int {
+		return cmp.Compare(workflow.AttemptOf(a), workflow.AttemptOf(b))
+	})
+	var evs []Event
 	for _, a := range acts {
-		prev, seen := w.last[a.ActivityName]
+		prev, seen := w.last[a.ActivityExecID]
 		if seen && prev == a.State {
 			continue
 		}
-		w.last[a.ActivityName] = a.State
+		w.last[a.ActivityExecID] = a.State
 		changed = true
 		if a.State != state.Running && !a.StartTime.IsZero() && (!seen || notYetRun(prev)) {
-			w.emit(w.activity(a, state.Running, a.StartTime))
+			evs = append(evs, w.activity(a, state.Running, a.StartTime))
 		}
 		at := now
 		if a.State.Terminal() && !a.EndTime.IsZero() {
 			at = a.EndTime
 		}
-		w.emit(w.activity(a, a.State, at))
+		evs = append(evs, w.activity(a, a.State, at))
+	}
+	slices.SortStableFunc(evs, func(a, b Event) int { return a.Time.Compare(b.Time) })
+	for _, e := range evs {
+		w.emit(e)
 	}
 	if wf.State != w.lastWF {
 		w.lastWF = wf.State

@@ -44,9 +44,10 @@ func New(d *workflow.Definition, o Options) func(local.Event) {
 			}
 		}
 	}
-	v := &people{Options: o, order: d.Names(), depth: depths(d), acts: map[string]local.Event{}}
+	v := &people{Options: o, order: d.Names(), depth: depths(d), attempts: map[string]int{}, acts: map[string]local.Event{}}
 	for _, n := range v.order {
 		v.nameWidth = max(v.nameWidth, 2*v.depth[n]+len(n))
+		v.attempts[n] = d.Effective(n).Retry.Attempts()
 	}
 	return v.show
 }
@@ -69,9 +70,10 @@ type people struct {
 	order     []string
 	depth     map[string]int
 	nameWidth int
+	attempts  map[string]int // the most runs each activity's retry policy allows
 	id        string
 	logDir    string
-	acts      map[string]local.Event // the latest event of each activity
+	acts      map[string]local.Event // the latest event of each activity's latest attempt
 	wf        local.Event            // the latest workflow event
 	lines     int                    // lines drawn last time, on a terminal
 }
@@ -82,10 +84,20 @@ func (v *people) show(e local.Event) {
 		v.id, v.logDir = e.WorkflowExecID, e.LogDir
 		fmt.Fprintf(v.Out, "workflow %s started; logs in %s\n", inert.String(e.WorkflowExecID), inert.String(e.LogDir))
 	case local.EventActivity:
-		v.acts[e.Activity] = e
-		if !v.TTY {
-			fmt.Fprintf(v.Out, "%s %-*s %s%s\n", e.Time.Local().Format("15:04:05"), v.nameWidth, v.name(e.Activity),
-				v.Colors.State(inert.String(e.State)), detail(e))
+		// The tree shows each activity's latest attempt; an earlier
+		// attempt's end is a line of its own when its retry shows.
+		prev, had := v.acts[e.Activity]
+		latest := !had || e.Attempt >= prev.Attempt
+		if latest {
+			v.acts[e.Activity] = e
+		}
+		switch {
+		case !v.TTY:
+			v.line(e)
+		case !latest:
+			v.above(e)
+		case had && e.Attempt > prev.Attempt && state.ActivityState(prev.State).Terminal():
+			v.above(prev)
 		}
 	case local.EventWorkflow:
 		v.wf = e
@@ -105,6 +117,50 @@ func (v *people) show(e local.Event) {
 	if v.TTY && e.Kind != local.EventStarted && e.Kind != local.EventNote {
 		v.draw(e.Time)
 	}
+}
+
+// line is one line for an activity's change of state.
+func (v *people) line(e local.Event) {
+	fmt.Fprintf(v.Out, "%s %-*s %s%s%s\n", e.Time.Local().Format("15:04:05"), v.nameWidth, v.name(e.Activity),
+		v.Colors.State(inert.String(e.State)), detail(e), v.attempt(e, e.Time))
+}
+
+// above writes an activity's line above the tree, on a terminal: the tree
+// is cleared and drawn anew below it.
+func (v *people) above(e local.Event) {
+	if v.lines > 0 {
+		fmt.Fprintf(v.Out, "\x1b[%dA\x1b[J", v.lines)
+	}
+	v.line(e)
+	v.lines = 0
+}
+
+// attempt says which attempt e is when a retry policy applies (a first
+// attempt only once it failed: a retry may follow), and when a retry
+// waiting out its delay starts.
+func (v *people) attempt(e local.Event, now time.Time) string {
+	most, n := v.attempts[e.Activity], max(e.Attempt, 1)
+	failed := e.State == string(state.Failed) || e.State == string(state.TimedOut)
+	if n == 1 && (most <= 1 || !failed) {
+		return ""
+	}
+	out := fmt.Sprintf("  (attempt %d", n)
+	if most > 1 {
+		out += fmt.Sprintf(" of %d", most)
+	}
+	if notYetRun(e.State) && now.Before(e.NotBefore) {
+		out += ", starts at " + e.NotBefore.Local().Format("15:04:05")
+	}
+	return out + ")"
+}
+
+// notYetRun reports whether an activity in s has not started its command.
+func notYetRun(s string) bool {
+	switch state.ActivityState(s) {
+	case state.Requested, state.Ready, state.Queued:
+		return true
+	}
+	return false
 }
 
 // name is an activity's name indented by its depth in the tree.
@@ -136,6 +192,7 @@ func (v *people) draw(now time.Time) {
 		if e.State == string(state.Failed) || e.State == string(state.TimedOut) {
 			why = detail(e)
 		}
+		why += v.attempt(e, now)
 		// The state's colour goes on after the row is cut to the width.
 		row := v.fit(fmt.Sprintf("  %s %-*s  %-17s %8s%s", mark(e.State), v.nameWidth, v.name(n), inert.String(e.State), elapsed(e, now), why))
 		fmt.Fprintf(v.Out, "\x1b[2K%s\n", paintFirst(row, inert.String(e.State), v.Colors))
@@ -246,6 +303,9 @@ func (v *people) ended(e local.Event) {
 		code := "no exit code"
 		if a.ExitCode != nil {
 			code = fmt.Sprintf("exit code %d", *a.ExitCode)
+		}
+		if most := v.attempts[a.Activity]; most > 1 {
+			code += fmt.Sprintf(", attempt %d of %d", max(a.Attempt, 1), most)
 		}
 		fmt.Fprintf(v.Out, "activity %s %s (%s): %s\n", inert.String(a.Activity), v.Colors.State(a.State), code, inert.String(a.Reason))
 		if tail := strings.TrimRight(a.StderrTail, "\n"); tail != "" {

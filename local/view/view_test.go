@@ -124,3 +124,132 @@ func TestJSONEvents(t *testing.T) {
 		t.Errorf("the JSON does not keep the exact values: %+v", b)
 	}
 }
+
+// retried is a run of a ← b in which a, under a retry policy of 2
+// attempts, fails, waits out its delay, and fails again; b, without a
+// policy, is cancelled.
+func retried(t *testing.T) (*workflow.Definition, []local.Event) {
+	t.Helper()
+	d, err := workflow.Parse("w.yaml", []byte("name: w\nactivities:\n  a: {command: [\"true\"], retry: {max_attempts: 2, interval: 3s}}\n  b: {command: [\"true\"], depends_on: [a]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	code := 1
+	act := func(name, id string, attempt int, st string, at time.Time, start, end time.Time) local.Event {
+		e := local.Event{Time: at, Kind: local.EventActivity, WorkflowExecID: "w::1", Activity: name, ActivityExecID: id, Attempt: attempt,
+			State: st, StartTime: start, EndTime: end, LogFile: "/logs/" + id + ".log"}
+		if st == "FAILED" {
+			e.ExitCode, e.Reason = &code, "exit status 1"
+		}
+		return e
+	}
+	waiting := act("a", "a::2", 2, "READY", t0.Add(2*time.Second), time.Time{}, time.Time{})
+	waiting.NotBefore = t0.Add(5 * time.Second)
+	return d, []local.Event{
+		{Time: t0, Kind: local.EventStarted, WorkflowExecID: "w::1", LogDir: "/logs"},
+		act("a", "a::1", 1, "RUNNING", t0, t0, time.Time{}),
+		act("b", "b::1", 1, "REQUESTED", t0, time.Time{}, time.Time{}),
+		{Time: t0, Kind: local.EventWorkflow, WorkflowExecID: "w::1", State: "RUNNING", StartTime: t0},
+		act("a", "a::1", 1, "FAILED", t0.Add(2*time.Second), t0, t0.Add(2*time.Second)),
+		waiting,
+		{Time: t0.Add(3 * time.Second), Kind: local.EventTick, WorkflowExecID: "w::1"},
+		act("a", "a::2", 2, "RUNNING", t0.Add(5*time.Second), t0.Add(5*time.Second), time.Time{}),
+		act("a", "a::2", 2, "FAILED", t0.Add(6*time.Second), t0.Add(5*time.Second), t0.Add(6*time.Second)),
+		act("b", "b::1", 1, "CANCELLED", t0.Add(6*time.Second), time.Time{}, t0.Add(6*time.Second)),
+		{Time: t0.Add(6 * time.Second), Kind: local.EventWorkflow, WorkflowExecID: "w::1", State: "FAILED", Reason: "a FAILED", StartTime: t0, EndTime: t0.Add(6 * time.Second)},
+		{Time: t0.Add(6 * time.Second), Kind: local.EventEnded, WorkflowExecID: "w::1", State: "FAILED", Reason: "a FAILED", StartTime: t0, EndTime: t0.Add(6 * time.Second)},
+	}
+}
+
+func playRetried(t *testing.T, o Options) (string, []local.Event) {
+	t.Helper()
+	var out bytes.Buffer
+	o.Out = &out
+	d, evs := retried(t)
+	show := New(d, o)
+	for _, e := range evs {
+		show(e)
+	}
+	return out.String(), evs
+}
+
+// TestPlainLinesAttempts: off a terminal, each attempt's changes with
+// "attempt n of max" (a first attempt once it failed), when the waiting retry starts, and each earlier
+// attempt's end; nothing about attempts for an activity without a policy.
+func TestPlainLinesAttempts(t *testing.T) {
+	out, evs := playRetried(t, Options{})
+	starts := evs[5].NotBefore.Local().Format("15:04:05")
+	for _, want := range []string{
+		"a   RUNNING\n", // a first attempt says nothing of attempts until it fails
+		"a   FAILED  exit status 1  (attempt 1 of 2)\n",
+		"a   READY  (attempt 2 of 2, starts at " + starts + ")\n",
+		"a   FAILED  exit status 1  (attempt 2 of 2)\n",
+		"activity a FAILED (exit code 1, attempt 2 of 2): exit status 1",
+		"full log: /logs/a::2.log",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plain output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "\x1b") {
+		t.Errorf("plain output holds escape codes:\n%q", out)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, " b ") && strings.Contains(l, "attempt") {
+			t.Errorf("an activity without a retry policy shows attempts: %q", l)
+		}
+	}
+}
+
+// TestTerminalTreeAttempts: on a terminal, one row per activity (its
+// latest attempt), the waiting retry's start time while it waits, and the
+// earlier attempt's end written above the tree when its retry shows.
+func TestTerminalTreeAttempts(t *testing.T) {
+	out, evs := playRetried(t, Options{TTY: true, Width: 120})
+	starts := evs[5].NotBefore.Local().Format("15:04:05")
+	for _, want := range []string{
+		"\x1b[3A\x1b[J", // the tree (a, b, the workflow) cleared for the line above it
+		"a   FAILED  exit status 1  (attempt 1 of 2)\n",
+		"(attempt 2 of 2, starts at " + starts + ")",
+		"\x1b[3A",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("terminal output lacks %q:\n%q", want, out)
+		}
+	}
+	if strings.Contains(out, "\x1b[4A") {
+		t.Errorf("the tree has a row per attempt, want one per activity:\n%q", out)
+	}
+	// The earlier attempt's end is written once, above the tree.
+	if n := strings.Count(out, "FAILED  exit status 1  (attempt 1 of 2)\n"); n != 1 {
+		t.Errorf("attempt 1's end written %d times, want once:\n%q", n, out)
+	}
+	// The last tree shows the final attempt, no longer waiting.
+	last := out[strings.LastIndex(out, "\x1b[3A"):]
+	if strings.Contains(last, "starts at") || !strings.Contains(last, "(attempt 2 of 2)") {
+		t.Errorf("the last tree: %q", last)
+	}
+}
+
+// TestJSONEventsAttempts: the JSON carries each event's attempt and a
+// waiting retry's not_before.
+func TestJSONEventsAttempts(t *testing.T) {
+	out, evs := playRetried(t, Options{JSON: true})
+	var waiting map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var e map[string]any
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("not one JSON object a line: %v\n%s", err, l)
+		}
+		if e["activity_exec_id"] == "a::2" && e["state"] == "READY" {
+			waiting = e
+		}
+	}
+	if waiting == nil {
+		t.Fatalf("no event for the waiting retry:\n%s", out)
+	}
+	if waiting["attempt"] != float64(2) || waiting["not_before"] != evs[5].NotBefore.Format(time.RFC3339Nano) {
+		t.Errorf("the waiting retry's event: %v", waiting)
+	}
+}
