@@ -31,6 +31,12 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05")
 	},
+	"hms": func(t *time.Time) string {
+		if t == nil {
+			return ""
+		}
+		return t.UTC().Format("15:04:05")
+	},
 	"iso": func(t *time.Time) string {
 		if t == nil {
 			return ""

@@ -56,6 +56,29 @@ type activityRow struct {
 	// ShowReason: the reason says something (why it waits, why it ended
 	// badly), not what its state says already.
 	ShowReason bool
+	// AttemptTxt is the attempt column: "2 of 3" under a retry policy.
+	AttemptTxt string
+	Earlier    []attemptRow // the attempts before this one, first first
+}
+
+// attemptRow is an earlier attempt of an activity, as its row shows it.
+type attemptRow struct {
+	inspect.Attempt
+	look
+	Took   string
+	Where  string
+	Exit   string
+	Stderr string
+}
+
+func attemptText(n, of int) string {
+	switch {
+	case n <= 0:
+		return ""
+	case of > 1:
+		return fmt.Sprintf("%d of %d", n, of)
+	}
+	return fmt.Sprint(n)
 }
 
 func newActivityRow(a *inspect.Activity, readAt time.Time) *activityRow {
@@ -86,6 +109,23 @@ func newActivityRow(a *inspect.Activity, readAt time.Time) *activityRow {
 	}
 	r.Stderr = strings.TrimRight(a.StderrTail, "\n")
 	r.ShowReason = a.Reason != "" && a.State != string(state.Completed) && a.State != string(state.Running)
+	r.AttemptTxt = attemptText(a.Attempt, a.MaxAttempts)
+	for _, e := range a.Earlier {
+		ar := attemptRow{Attempt: e, look: lookOf(e.State), Stderr: strings.TrimRight(e.StderrTail, "\n")}
+		if e.Started != nil && e.Ended != nil {
+			s := e.Ended.Sub(*e.Started).Seconds()
+			ar.Took = took(&s)
+		}
+		if e.Host != "" && e.PID > 0 {
+			ar.Where = fmt.Sprintf("%s pid %d", e.Host, e.PID)
+		} else {
+			ar.Where = e.Host
+		}
+		if e.ExitCode != nil {
+			ar.Exit = fmt.Sprint(*e.ExitCode)
+		}
+		r.Earlier = append(r.Earlier, ar)
+	}
 	return r
 }
 
