@@ -77,6 +77,10 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/workflows", s.apiList)
 	mux.HandleFunc("GET /api/workflows/{id}", s.apiWorkflow)
 	mux.HandleFunc("POST /api/workflows/{id}/{action}", s.act)
+	mux.HandleFunc("GET /schedules", s.schedulesPage)
+	mux.HandleFunc("GET /fragments/schedules", s.schedulesFragment)
+	mux.HandleFunc("GET /schedules/{name}", s.schedulePage)
+	mux.HandleFunc("GET /fragments/schedules/{name}", s.scheduleFragment)
 	mux.HandleFunc("GET /api/schedules", s.apiSchedules)
 	mux.HandleFunc("GET /api/schedules/{name}", s.apiSchedule)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
