@@ -202,6 +202,23 @@ func TestSchedulePages(t *testing.T) {
 	}); again.code != http.StatusNotModified {
 		t.Errorf("GET /fragments%s with its ETag: %d, want 304", named, again.code)
 	}
+	// A scheduled run's page shows its schedule, fire time and params.
+	run := c.do("GET", "/workflows/"+url.PathEscape(first), nil, auth)
+	noScript("the first run's page", run.body)
+	for _, want := range []string{
+		`<dt>schedule</dt><dd><a href="` + named + `">x&#34;&gt;&lt;script&gt;alert(1)&lt;</a></dd>`,
+		`<dt>fire time (UTC)</dt><dd class="time">` + clockOf(t0) + `</dd>`,
+		`<dt>WHIMBREL_PARAM_DAY</dt><dd><code>&lt;b&gt;mon&lt;/b&gt;</code></dd>`,
+	} {
+		if !strings.Contains(run.body, want) {
+			t.Errorf("the first run's page lacks %q", want)
+		}
+	}
+	// One started otherwise has none.
+	other := start(t, st, diamond)
+	if a := c.do("GET", "/workflows/"+url.PathEscape(other), nil, auth); a.code != http.StatusOK || strings.Contains(a.body, `class="facts params"`) {
+		t.Errorf("an execution without params: %d, and it shows a params list", a.code)
+	}
 	if a := c.do("GET", "/schedules/none", nil, auth); a.code != http.StatusNotFound {
 		t.Errorf("GET /schedules/none: %d, want 404", a.code)
 	}

@@ -155,7 +155,8 @@ type workflowView struct {
 	Problem  *problem // the execution could not be read
 	Actions  bool
 	CSRF     string
-	Final    bool // nothing about it can change any more
+	Final    bool       // nothing about it can change any more
+	Params   *runParams // nil: none, or not read
 }
 
 type stateCount struct {
@@ -247,6 +248,13 @@ func (s *Server) workflowView(ctx context.Context, id string, csrf bool) *workfl
 	v.Rows = activityRows(st.s.Activities, st.readAt)
 	v.DAG = layout(v.Rows)
 	v.Final = final(st.s, st.readAt)
+	// The params are a second read, made once per execution; if it fails
+	// the page shows the rest, and tries again on its next refresh.
+	if p, err := s.loadParams(ctx, id); err == nil && !p.empty() {
+		v.Params = p
+	} else if err != nil {
+		v.Final = false
+	}
 	seen := map[string]*stateCount{}
 	for _, r := range v.Rows {
 		if c := seen[r.State]; c != nil {
