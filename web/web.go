@@ -33,10 +33,11 @@ const (
 	DefaultStoreTimeout = 5 * time.Second
 	// DefaultRefresh is how long a read is shared by every open page (and
 	// every API client) asking for the same thing: many viewers cost the
-	// store no more than one.
-	DefaultRefresh = time.Second
+	// store no more than one read per DefaultRefresh.
+	DefaultRefresh = 500 * time.Millisecond
 	// PollInterval is how often an open page asks for changes; with
-	// DefaultRefresh a change shows within about 2.5 s at worst.
+	// DefaultRefresh a change shows within 2 s (plus the read) at worst,
+	// and one open page still costs one read per PollInterval.
 	PollInterval = 1500 * time.Millisecond
 	// MinTokenLength is the shortest token New accepts.
 	MinTokenLength = 16
