@@ -95,7 +95,15 @@ const hostileSchedule = `x"><script>alert(1)<`
 // live fragments need the token, and nothing read from the store is
 // rendered unescaped (a hostile name, a failed run's stderr).
 func TestSchedulePages(t *testing.T) {
-	st := sqliteStore(t).(schedule.Store)
+	for _, tc := range []struct {
+		name string
+		open func(testing.TB) state.Store
+	}{{"sqlite", sqliteStore}, {"dynamodb", dynamoStore}} {
+		t.Run(tc.name, func(t *testing.T) { testSchedulePages(t, tc.open(t).(schedule.Store)) })
+	}
+}
+
+func testSchedulePages(t *testing.T, st schedule.Store) {
 	d, err := workflow.Parse("test.yaml", []byte(diamond))
 	if err != nil {
 		t.Fatal(err)
