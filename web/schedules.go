@@ -165,8 +165,10 @@ func newScheduleRow(v scheduleJSON) scheduleRow {
 	r := scheduleRow{Schedule: sc, NextFire: timeOf(sc.NextFire), LastFire: timeOf(sc.LastFire),
 		Start: timeOf(sc.Start), End: timeOf(sc.End), Set: timeOf(sc.SetTime)}
 	switch {
-	case sc.Cron != "":
+	case sc.Cron != "" && sc.TimeZone != "":
 		r.Trigger = fmt.Sprintf("cron %s (%s)", sc.Cron, sc.TimeZone)
+	case sc.Cron != "":
+		r.Trigger = "cron " + sc.Cron + " (UTC)"
 	case sc.Every > 0:
 		r.Trigger = "every " + sc.Every.String()
 	default:
