@@ -102,6 +102,7 @@ func TestBrowserSchedulesAndAttempts(t *testing.T) {
 		t.Errorf("the page was reloaded to show the new fire (%v)", err)
 	}
 	save(t, "schedule.png", screenshot(t, ctx))
+	phone(t, ctx, "schedule-phone.png")
 
 	// The failed run's page, from the run log, shows the params.
 	if err := chromedp.Do(within(t, ctx, 30*time.Second),
@@ -135,6 +136,30 @@ func TestBrowserSchedulesAndAttempts(t *testing.T) {
 		t.Errorf("fetch's node shows %q (%v), want #2/3", node, err)
 	}
 	save(t, "workflow-retry.png", screenshot(t, ctx))
+	phone(t, ctx, "workflow-retry-phone.png")
+}
+
+// phone checks that the open page is no wider than a phone's screen (only
+// its DAG and tables scroll sideways) and that the error column of the
+// tables stays shown, then goes back to a laptop's screen.
+func phone(t *testing.T, ctx context.Context, shot string) {
+	t.Helper()
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2))); err != nil {
+		t.Fatal(err)
+	}
+	over, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth + 1`))
+	if err != nil || over {
+		t.Errorf("%s: on a phone-sized screen the page is wider than the screen (%v)", shot, err)
+	}
+	hidden, err := chromedp.Run(ctx, chromedp.Evaluate[int](
+		`[...document.querySelectorAll(".runlog td.why, table.attempts td")].filter(td => getComputedStyle(td).display === "none").length`))
+	if err != nil || hidden != 0 {
+		t.Errorf("%s: %d cells of the run log or earlier attempts are hidden on a phone (%v)", shot, hidden, err)
+	}
+	save(t, shot, screenshot(t, ctx))
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
