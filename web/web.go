@@ -1,8 +1,9 @@
 // Package web is Whimbrel's web view (whimbrel web): server-rendered pages
 // of the workflow executions in a store — a listing, and each execution's
-// DAG drawn as a graph with a table of its activities — that update
-// themselves while they are open, and a JSON API with the same data as
-// whimbrel status --json and whimbrel list --json.
+// DAG drawn as a graph with a table of its activities and their attempts —
+// and of its schedules with their run logs, that update themselves while
+// they are open, and a JSON API with the same data as whimbrel status
+// --json, whimbrel list --json and whimbrel schedule list/show --json.
 //
 // It is a wing: it reads through inspect and acts through workflow, as the
 // CLI does, and adds nothing to the core. Every request needs the token
