@@ -46,12 +46,16 @@ func (s *Server) loadSchedules(ctx context.Context) ([]scheduleJSON, error) {
 		out := []scheduleJSON{} // [] rather than null
 		for _, sc := range all {
 			v := scheduleJSON{Schedule: sc}
-			run, ok, err := schedule.LastRun(ctx, ss, sc)
-			if err != nil {
-				return nil, false, fmt.Errorf("schedule %s: %w", sc.Name, err)
-			}
-			if ok {
-				v.LastRun = &run
+			for _, l := range sc.Runs {
+				if l.WorkflowExecID == "" {
+					continue
+				}
+				runs, err := runStatuses(ctx, ss, []state.ScheduleRun{l})
+				if err != nil {
+					return nil, false, fmt.Errorf("schedule %s: %w", sc.Name, err)
+				}
+				v.LastRun = &runs[0]
+				break
 			}
 			sc.Definition = ""
 			out = append(out, v)
@@ -76,7 +80,7 @@ func (s *Server) loadSchedule(ctx context.Context, name string) (scheduleJSON, e
 		if err != nil {
 			return nil, false, fmt.Errorf("read schedule %s: %w", name, err)
 		}
-		runs, err := schedule.Runs(ctx, ss, sc)
+		runs, err := runStatuses(ctx, ss, sc.Runs)
 		if err != nil {
 			return nil, false, fmt.Errorf("schedule %s: %w", name, err)
 		}
@@ -87,6 +91,26 @@ func (s *Server) loadSchedule(ctx context.Context, name string) (scheduleJSON, e
 		return scheduleJSON{}, err
 	}
 	return v.(scheduleJSON), nil
+}
+
+// runStatuses reads what became of each run, as schedule.Runs does; a run
+// whose items cannot be decoded is shown as such, with why, instead of
+// failing the whole page.
+func runStatuses(ctx context.Context, st state.Store, runs []state.ScheduleRun) ([]schedule.RunStatus, error) {
+	out := make([]schedule.RunStatus, 0, len(runs))
+	for _, r := range runs {
+		got, err := schedule.Runs(ctx, st, &state.Schedule{Runs: []state.ScheduleRun{r}})
+		var ie *state.ItemError
+		switch {
+		case errors.As(err, &ie):
+			out = append(out, schedule.RunStatus{ScheduleRun: r, Error: "cannot be read: " + err.Error()})
+		case err != nil:
+			return nil, err
+		default:
+			out = append(out, got...)
+		}
+	}
+	return out, nil
 }
 
 func (s *Server) apiSchedules(w http.ResponseWriter, r *http.Request) {
@@ -136,6 +160,8 @@ func newRunRow(r schedule.RunStatus) runRow {
 		v.look, v.Label = look{"pending", "↷"}, "skipped"
 	case r.Missing:
 		v.look, v.Label = look{"unknown", "∅"}, "expired"
+	case r.State == "":
+		v.look, v.Label = look{"unknown", "?"}, "unreadable"
 	default:
 		v.look, v.Label = lookOf(r.State), r.State
 	}

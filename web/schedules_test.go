@@ -249,3 +249,55 @@ func TestSchedulePagesOnAStoreWithoutSchedules(t *testing.T) {
 }
 
 func clockOf(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") }
+
+// badRunStore cannot decode the execution bad.
+type badRunStore struct {
+	schedule.Store
+	bad string
+}
+
+func (b badRunStore) GetWorkflow(ctx context.Context, id string) (*state.WorkflowExec, error) {
+	if id == b.bad {
+		return nil, &state.ItemError{Table: "whimbrel_workflow_exec", Key: "<i>" + id + "</i>", Attr: "state", Err: "not a string"}
+	}
+	return b.Store.GetWorkflow(ctx, id)
+}
+
+// TestAnUndecodableRunShowsAsSuch: a run whose execution cannot be
+// decoded is named, escaped, on the schedules pages, which still show the
+// rest.
+func TestAnUndecodableRunShowsAsSuch(t *testing.T) {
+	st := sqliteStore(t).(schedule.Store)
+	d, err := workflow.Parse("test.yaml", []byte(diamond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	t0 := time.Now().Add(-150 * time.Second).Truncate(time.Minute)
+	if _, err := schedule.Set(ctx, st, schedule.Spec{Name: "minutely", Definition: d, Every: time.Minute, Start: t0}, t0); err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range []time.Time{t0, t0.Add(time.Minute)} {
+		if _, err := schedule.Tick(ctx, st, at, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sc, err := st.GetSchedule(ctx, "minutely")
+	if err != nil || len(sc.Runs) != 2 {
+		t.Fatalf("the schedule: %+v %v", sc, err)
+	}
+	bad, good := sc.Runs[0].WorkflowExecID, sc.Runs[1].WorkflowExecID
+	_, c := serve(t, Options{Store: badRunStore{Store: st, bad: bad}})
+	auth := bearer(testToken)
+	for _, path := range []string{"/schedules", "/schedules/minutely"} {
+		a := c.do("GET", path, nil, auth)
+		if a.code != http.StatusOK || !strings.Contains(a.body, "unreadable") || !strings.Contains(a.body, "cannot be read: ") || !strings.Contains(a.body, "malformed item") ||
+			!strings.Contains(a.body, "&lt;i&gt;") || strings.Contains(a.body, "<i>") {
+			t.Errorf("GET %s: %d, want 200 naming the undecodable run, escaped:\n%s", path, a.code, a.body)
+		}
+	}
+	if a := c.do("GET", "/schedules/minutely", nil, auth); !strings.Contains(a.body, `data-state="RUNNING"`) || !strings.Contains(a.body, url.PathEscape(good)) {
+		t.Errorf("the run log does not show the readable run %s RUNNING", good)
+	}
+}
