@@ -1,6 +1,8 @@
 package web
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"net/http"
 	"net/url"
@@ -9,14 +11,17 @@ import (
 	"time"
 
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
+	"github.com/whimbrel/whimbrel/schedule"
+	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
+	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // pageCost polls path from pages open pages, as their script does (every
 // PollInterval, with the ETag it holds, the k-th page offset by
 // k*PollInterval/pages), for one minute of a test clock, and returns what
 // the store was asked for during that minute.
-func pageCost(t *testing.T, st *countingStore, path string, pages int) (refreshes, calls, items int) {
+func pageCost(t *testing.T, st counted, path string, pages int) (refreshes, calls, items int) {
 	t.Helper()
 	clk := &clock{now: time.Now()}
 	s, c := serve(t, Options{Store: st, Now: clk.Now})
@@ -51,6 +56,12 @@ func pageCost(t *testing.T, st *countingStore, path string, pages int) (refreshe
 	return s.reads.started() - loads0, calls1 - calls0, items1 - items0
 }
 
+// counted is a store that counts what it is asked.
+type counted interface {
+	state.Store
+	total() (calls, items int)
+}
+
 // TestIdlePageCost measures what an open page that nobody touches costs
 // the store in a minute (BENCHMARKS.md quotes it; run it with
 // go test -run TestIdlePageCost -v ./web/). Reads are shared by every page
@@ -65,6 +76,7 @@ func TestIdlePageCost(t *testing.T) {
 		settled       bool
 		pages         int
 		list          bool
+		schedules     int
 		min, max      int // refreshes in the minute
 		callsPerFresh int
 	}{
@@ -72,6 +84,8 @@ func TestIdlePageCost(t *testing.T) {
 		{name: "running workflow, 5 pages", pages: 5, min: perMinute, max: ceiling, callsPerFresh: 2},
 		{name: "settled workflow, 5 pages", settled: true, pages: 5, min: 0, max: 0},
 		{name: "listing, 1 page", list: true, pages: 1, min: perMinute - 1, max: perMinute + 1, callsPerFresh: 1},
+		// The schedules: one read of them all and one of each last run.
+		{name: "schedules page, 3 schedules, 1 page", schedules: 3, pages: 1, min: perMinute - 1, max: perMinute + 1, callsPerFresh: 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			base := sqliteStore(t)
@@ -84,10 +98,14 @@ func TestIdlePageCost(t *testing.T) {
 			} else {
 				claim(t, base, id, "extract-orders")
 			}
-			st := newCounting(base)
+			var st counted = newCounting(base)
 			path := "/fragments/workflows/" + url.PathEscape(id)
 			if tc.list {
 				path = "/fragments/workflows"
+			}
+			if tc.schedules > 0 {
+				st = scheduled(t, base, tc.schedules)
+				path = "/fragments/schedules"
 			}
 			refreshes, calls, items := pageCost(t, st, path, tc.pages)
 			t.Logf("%s: in one minute, %d reads (%d store calls, %d items)", tc.name, refreshes, calls, items)
@@ -132,4 +150,58 @@ func TestIdlePageCostOnDynamoDB(t *testing.T) {
 	if perRead > 12 {
 		t.Errorf("%.2f read units per read of 8 activities, want about 9.5 (1 workflow, a keys-only query, 8 items)", perRead)
 	}
+}
+
+// countingSchedules counts the schedules' reads too.
+type countingSchedules struct {
+	*countingStore
+	sched state.Schedules
+}
+
+func (c countingSchedules) PutSchedule(ctx context.Context, s *state.Schedule, prev int, token string) error {
+	c.count("PutSchedule")
+	return c.sched.PutSchedule(ctx, s, prev, token)
+}
+
+func (c countingSchedules) GetSchedule(ctx context.Context, name string) (*state.Schedule, error) {
+	c.count("GetSchedule")
+	return c.sched.GetSchedule(ctx, name)
+}
+
+func (c countingSchedules) DeleteSchedule(ctx context.Context, name string, prev int) error {
+	c.count("DeleteSchedule")
+	return c.sched.DeleteSchedule(ctx, name, prev)
+}
+
+func (c countingSchedules) Schedules(ctx context.Context) ([]*state.Schedule, error) {
+	c.count("Schedules")
+	return c.sched.Schedules(ctx)
+}
+
+func (c countingSchedules) DueSchedules(ctx context.Context, now time.Time) ([]string, error) {
+	c.count("DueSchedules")
+	return c.sched.DueSchedules(ctx, now)
+}
+
+// scheduled sets n schedules of etl on base, each fired once (a running
+// last run), and returns base counting what it is asked from now on.
+func scheduled(t *testing.T, base state.Store, n int) countingSchedules {
+	t.Helper()
+	ss := base.(schedule.Store)
+	d, err := workflow.Parse("test.yaml", []byte(etl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	t0 := time.Now().Add(-time.Minute).Truncate(time.Minute)
+	for i := range n {
+		if _, err := schedule.Set(ctx, ss, schedule.Spec{Name: fmt.Sprintf("every-%d", i), Definition: d, Every: time.Hour, Start: t0}, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := schedule.Tick(ctx, ss, t0, nil); err != nil {
+		t.Fatal(err)
+	}
+	return countingSchedules{countingStore: newCounting(base), sched: ss}
 }

@@ -144,7 +144,10 @@ func layout(rows []*activityRow) dag {
 			label = string(rs[:maxName-1]) + "…"
 		}
 		n := dagNode{Row: r, X: x, Y: y, Label: label, TextX: x + 12, NameY: y + 20, StateY: y + 37, DetailY: y + 51, RightX: x + nodeW - 10}
-		if r.Attempt > 0 {
+		switch {
+		case r.Attempt > 0 && r.MaxAttempts > 1:
+			n.AttemptTxt = fmt.Sprintf("#%d/%d", r.Attempt, r.MaxAttempts)
+		case r.Attempt > 0:
 			n.AttemptTxt = fmt.Sprintf("#%d", r.Attempt)
 		}
 		d.Nodes = append(d.Nodes, n)

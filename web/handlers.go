@@ -31,6 +31,12 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05")
 	},
+	"hms": func(t *time.Time) string {
+		if t == nil {
+			return ""
+		}
+		return t.UTC().Format("15:04:05")
+	},
 	"iso": func(t *time.Time) string {
 		if t == nil {
 			return ""
@@ -38,6 +44,7 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 		return t.UTC().Format(time.RFC3339Nano)
 	},
 	"path": url.PathEscape,
+	"fire": fireTime,
 	"indent": func(depth int) string {
 		return strings.Repeat("\u00a0\u00a0", min(max(depth, 0), 20))
 	},
@@ -71,6 +78,10 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/workflows", s.apiList)
 	mux.HandleFunc("GET /api/workflows/{id}", s.apiWorkflow)
 	mux.HandleFunc("POST /api/workflows/{id}/{action}", s.act)
+	mux.HandleFunc("GET /schedules", s.schedulesPage)
+	mux.HandleFunc("GET /fragments/schedules", s.schedulesFragment)
+	mux.HandleFunc("GET /schedules/{name}", s.schedulePage)
+	mux.HandleFunc("GET /fragments/schedules/{name}", s.scheduleFragment)
 	mux.HandleFunc("GET /api/schedules", s.apiSchedules)
 	mux.HandleFunc("GET /api/schedules/{name}", s.apiSchedule)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

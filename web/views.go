@@ -60,6 +60,29 @@ type activityRow struct {
 	// ShowReason: the reason says something (why it waits, why it ended
 	// badly), not what its state says already.
 	ShowReason bool
+	// AttemptTxt is the attempt column: "2 of 3" under a retry policy.
+	AttemptTxt string
+	Earlier    []attemptRow // the attempts before this one, first first
+}
+
+// attemptRow is an earlier attempt of an activity, as its row shows it.
+type attemptRow struct {
+	inspect.Attempt
+	look
+	Took   string
+	Where  string
+	Exit   string
+	Stderr string
+}
+
+func attemptText(n, of int) string {
+	switch {
+	case n <= 0:
+		return ""
+	case of > 1:
+		return fmt.Sprintf("%d of %d", n, of)
+	}
+	return fmt.Sprint(n)
 }
 
 func newActivityRow(a *inspect.Activity, readAt time.Time) *activityRow {
@@ -98,6 +121,23 @@ func newActivityRow(a *inspect.Activity, readAt time.Time) *activityRow {
 		}
 	}
 	r.ShowReason = a.Reason != "" && a.State != string(state.Completed) && a.State != string(state.Running)
+	r.AttemptTxt = attemptText(a.Attempt, a.MaxAttempts)
+	for _, e := range a.Earlier {
+		ar := attemptRow{Attempt: e, look: lookOf(e.State), Stderr: strings.TrimRight(e.StderrTail, "\n")}
+		if e.Started != nil && e.Ended != nil {
+			s := e.Ended.Sub(*e.Started).Seconds()
+			ar.Took = took(&s)
+		}
+		if e.Host != "" && e.PID > 0 {
+			ar.Where = fmt.Sprintf("%s pid %d", e.Host, e.PID)
+		} else {
+			ar.Where = e.Host
+		}
+		if e.ExitCode != nil {
+			ar.Exit = fmt.Sprint(*e.ExitCode)
+		}
+		r.Earlier = append(r.Earlier, ar)
+	}
 	return r
 }
 
@@ -127,7 +167,8 @@ type workflowView struct {
 	Problem  *problem // the execution could not be read
 	Actions  bool
 	CSRF     string
-	Final    bool // nothing about it can change any more
+	Final    bool       // nothing about it can change any more
+	Params   *runParams // nil: none, or not read
 }
 
 type stateCount struct {
@@ -219,6 +260,13 @@ func (s *Server) workflowView(ctx context.Context, id string, csrf bool) *workfl
 	v.Rows = activityRows(st.s.Activities, st.readAt)
 	v.DAG = layout(v.Rows)
 	v.Final = final(st.s, st.readAt)
+	// The params are a second read, made once per execution; if it fails
+	// the page shows the rest, and tries again on its next refresh.
+	if p, err := s.loadParams(ctx, id); err == nil && !p.empty() {
+		v.Params = p
+	} else if err != nil {
+		v.Final = false
+	}
 	seen := map[string]*stateCount{}
 	for _, r := range v.Rows {
 		if c := seen[r.State]; c != nil {

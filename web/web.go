@@ -1,8 +1,9 @@
 // Package web is Whimbrel's web view (whimbrel web): server-rendered pages
 // of the workflow executions in a store — a listing, and each execution's
-// DAG drawn as a graph with a table of its activities — that update
-// themselves while they are open, and a JSON API with the same data as
-// whimbrel status --json and whimbrel list --json.
+// DAG drawn as a graph with a table of its activities and their attempts —
+// and of its schedules with their run logs, that update themselves while
+// they are open, and a JSON API with the same data as whimbrel status
+// --json, whimbrel list --json and whimbrel schedule list/show --json.
 //
 // It is a wing: it reads through inspect and acts through workflow, as the
 // CLI does, and adds nothing to the core. Every request needs the token
@@ -33,10 +34,11 @@ const (
 	DefaultStoreTimeout = 5 * time.Second
 	// DefaultRefresh is how long a read is shared by every open page (and
 	// every API client) asking for the same thing: many viewers cost the
-	// store no more than one.
-	DefaultRefresh = time.Second
+	// store no more than one read per DefaultRefresh.
+	DefaultRefresh = 500 * time.Millisecond
 	// PollInterval is how often an open page asks for changes; with
-	// DefaultRefresh a change shows within about 2.5 s at worst.
+	// DefaultRefresh a change shows within 2 s (plus the read) at worst,
+	// and one open page still costs one read per PollInterval.
 	PollInterval = 1500 * time.Millisecond
 	// MinTokenLength is the shortest token New accepts.
 	MinTokenLength = 16

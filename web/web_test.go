@@ -33,6 +33,12 @@ func TestEveryRouteRefusesWithoutAValidToken(t *testing.T) {
 		{"POST", p + "/rerun"},
 		{"POST", "/api" + p + "/cancel"},
 		{"GET", "/static/style.css"},
+		{"GET", "/schedules"},
+		{"GET", "/schedules/nightly"},
+		{"GET", "/fragments/schedules"},
+		{"GET", "/fragments/schedules/nightly"},
+		{"GET", "/api/schedules"},
+		{"GET", "/api/schedules/nightly"},
 		{"GET", "/no/such/page"},
 	}
 	wrongCookie := func(r *http.Request) { r.AddCookie(&http.Cookie{Name: CookieName, Value: "forged"}) }

@@ -1,0 +1,68 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/whimbrel/whimbrel/schedule"
+	"github.com/whimbrel/whimbrel/workflow"
+)
+
+// runParams is what an execution was started with, read from its stored
+// definition: the params a schedule's --param set (WHIMBREL_PARAM_*, every
+// activity's environment) and, for a scheduled run, its schedule and fire
+// time. Executions started otherwise have none of these.
+type runParams struct {
+	Params   []param
+	Schedule string
+	FireTime string
+}
+
+func (p *runParams) empty() bool { return len(p.Params) == 0 && p.Schedule == "" && p.FireTime == "" }
+
+// paramsOf reads them from a stored definition; one Whimbrel cannot parse
+// has none to show (the page says what is wrong with the execution
+// otherwise).
+func paramsOf(stored string) *runParams {
+	d, err := workflow.ParseStored(stored)
+	if err != nil || d == nil {
+		return &runParams{}
+	}
+	prefix := schedule.ParamEnv("")
+	p := &runParams{Schedule: d.Defaults.Env[schedule.EnvSchedule], FireTime: d.Defaults.Env[schedule.EnvFireTime]}
+	for k, v := range d.Defaults.Env {
+		if name, ok := strings.CutPrefix(k, prefix); ok && name != "" {
+			p.Params = append(p.Params, param{Name: k, Value: v})
+		}
+	}
+	sort.Slice(p.Params, func(i, j int) bool { return p.Params[i].Name < p.Params[j].Name })
+	return p
+}
+
+// loadParams reads an execution's params. Its definition never changes,
+// so the read is made once and kept.
+func (s *Server) loadParams(ctx context.Context, id string) (*runParams, error) {
+	v, _, err := s.reads.get(ctx, "params "+id, func(ctx context.Context) (any, bool, error) {
+		wf, err := s.opts.Store.GetWorkflow(ctx, id)
+		if err != nil {
+			return nil, false, fmt.Errorf("read workflow %s: %w", id, err)
+		}
+		return paramsOf(wf.Definition), true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*runParams), nil
+}
+
+// fireTime shows a fire time as the pages show times.
+func fireTime(s string) string {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return s
+	}
+	return t.UTC().Format("2006-01-02 15:04:05")
+}
