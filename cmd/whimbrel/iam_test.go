@@ -433,6 +433,25 @@ func TestIAMPoliciesByResource(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The scenario fires schedules: every ticker was seen reading the due
+	// index, and each call firing lists was seen from one of them (so the
+	// list, granted whether or not a run reaches it, names real calls).
+	tickers := []string{"whimbrel-monitor", "whimbrel-operator", "whimbrel-processor"}
+	seen := map[string]bool{}
+	for _, role := range tickers {
+		calls := roles[role].needs()
+		if !calls["dynamodb:Query table/whimbrel_schedule/index/due-index"] {
+			t.Errorf("%s never read the due index: the scenario does not have it fire schedules", role)
+		}
+		for k := range calls {
+			seen[k] = true
+		}
+	}
+	for _, k := range firing {
+		if !seen[k] {
+			t.Errorf("firing lists %s, which no binary that fires schedules called", k)
+		}
+	}
 	for role, r := range roles {
 		needed := r.needs()
 		granted := grants(t, role)
