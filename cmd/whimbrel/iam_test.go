@@ -209,15 +209,37 @@ var settling = []string{
 	"dynamodb:Query table/whimbrel_activity_event/index/activity-index",
 }
 
+// firing is what firing the due schedules (schedule.Tick) calls: the due
+// index and each schedule's cursor; an --after schedule's count of its
+// upstream's completions; a catch-up skip's look for the run of the first
+// fire time it skips; and starting each run (its request, execution,
+// activities and dependencies, a definition too big for one transaction
+// checked chunk after chunk). Every monitor sweep fires, so does
+// whimbrel schedule tick (the operator) and whimbrel-lambda on its
+// EventBridge event (under the processor's role); which of them fires a
+// given time, and which paths it takes, varies from run to run.
+var firing = []string{
+	"dynamodb:Query table/whimbrel_schedule/index/due-index",
+	"dynamodb:GetItem table/whimbrel_schedule",
+	"dynamodb:PutItem table/whimbrel_schedule",
+	"dynamodb:Query table/whimbrel_workflow_exec/index/name-index",
+	"dynamodb:GetItem table/whimbrel_workflow_request",
+	"dynamodb:PutItem table/whimbrel_workflow_request",
+	"dynamodb:PutItem table/whimbrel_workflow_exec",
+	"dynamodb:ConditionCheckItem table/whimbrel_workflow_exec",
+	"dynamodb:PutItem table/whimbrel_activity_exec",
+	"dynamodb:PutItem table/whimbrel_activity_exec_dependency",
+}
+
 // mayCall lists what a binary calls on paths the scenario of
 // TestIAMPoliciesByResource does not always reach; a policy must grant
 // them, and may grant nothing else the binary was not seen to call.
 var mayCall = map[string][]string{
 	"whimbrel-run":       settling,
 	"whimbrel-launcher":  settling,
-	"whimbrel-monitor":   settling,
-	"whimbrel-operator":  settling,
-	"whimbrel-processor": settling,
+	"whimbrel-monitor":   slices.Concat(settling, firing),
+	"whimbrel-operator":  slices.Concat(settling, firing),
+	"whimbrel-processor": slices.Concat(settling, firing),
 }
 
 // daemon runs a binary beside whimbrel until the test ends.
@@ -258,9 +280,11 @@ func withEndpoint(env []string, endpoint string) []string {
 }
 
 // TestIAMPoliciesByResource runs each binary's work through a recording
-// proxy (the operator's commands; a launcher, its wrappers and a monitor
-// running workflows that complete, fail, time out and are cancelled; a
-// processor applying the Simple Lambda API's requests and events), and
+// proxy (the operator's commands, schedules included; a launcher, its
+// wrappers and a monitor running workflows that complete, fail, time out
+// and are cancelled, the monitor firing schedules; a processor applying the
+// Simple Lambda API's requests and events, and firing schedules as
+// whimbrel-lambda does on its EventBridge event), and
 // checks each policy in examples/iam grants exactly the DynamoDB actions
 // each binary called on exactly the tables, indexes and streams it
 // touched: nothing missing, nothing extra.
@@ -360,6 +384,34 @@ func TestIAMPoliciesByResource(t *testing.T) {
 	for _, id := range []string{okID, badID, stuckID, nolaunchID, longID, simpleID, bigID, bigSimpleID} {
 		waitUntil(t, "workflow "+id+" settles", func() bool { return settled(id) })
 	}
+	// Schedules: the operator sets, reads, pauses, resumes, ticks and
+	// deletes them; every monitor sweep fires what is due, and so does the
+	// processor's tick (whimbrel-lambda on its EventBridge event runs the
+	// same schedule.Tick as whimbrel schedule tick, under the processor's
+	// role: the processor's proxy stands in for it, as the poller stands in
+	// for its stream batches). "chain" counts iam-ok's completions.
+	op("schedule", "set", "pulse", ok, "--every", "1s", "--catchup", "latest")
+	op("schedule", "set", "chain", bad, "--after", "iam-ok")
+	for _, name := range []string{"pulse", "chain"} {
+		waitUntil(t, "schedule "+name+" fires", func() bool {
+			out, _, code := whimbrelIn(t, t.TempDir(), base, "schedule", "show", "--json", name)
+			var v struct {
+				Log []json.RawMessage `json:"run_log"`
+			}
+			return code == 0 && json.Unmarshal([]byte(out), &v) == nil && len(v.Log) > 0
+		})
+	}
+	op("schedule", "list")
+	op("schedule", "show", "pulse")
+	op("schedule", "pause", "pulse")
+	op("schedule", "resume", "pulse")
+	op("schedule", "tick")
+	if out, errOut, code := whimbrelIn(t, t.TempDir(), envs["whimbrel-processor"], "schedule", "tick"); code != 0 {
+		t.Fatalf("the processor's schedule tick: exit %d\n%s\n%s", code, out, errOut)
+	}
+	op("schedule", "delete", "pulse")
+	op("schedule", "delete", "chain")
+
 	op("status", okID)
 	op("list")
 	op("stats")
@@ -379,6 +431,25 @@ func TestIAMPoliciesByResource(t *testing.T) {
 		b, _ := json.MarshalIndent(dump, "", "  ")
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			t.Fatal(err)
+		}
+	}
+	// The scenario fires schedules: every ticker was seen reading the due
+	// index, and each call firing lists was seen from one of them (so the
+	// list, granted whether or not a run reaches it, names real calls).
+	tickers := []string{"whimbrel-monitor", "whimbrel-operator", "whimbrel-processor"}
+	seen := map[string]bool{}
+	for _, role := range tickers {
+		calls := roles[role].needs()
+		if !calls["dynamodb:Query table/whimbrel_schedule/index/due-index"] {
+			t.Errorf("%s never read the due index: the scenario does not have it fire schedules", role)
+		}
+		for k := range calls {
+			seen[k] = true
+		}
+	}
+	for _, k := range firing {
+		if !seen[k] {
+			t.Errorf("firing lists %s, which no binary that fires schedules called", k)
 		}
 	}
 	for role, r := range roles {
