@@ -79,6 +79,92 @@ func TestSIGTERMBeforeTheCommandStarts(t *testing.T) {
 	}
 }
 
+// TestSIGTERMWhileOpeningTheStore sends SIGTERM while the wrapper is still
+// opening the store (its AWS config file is a FIFO that nobody writes to
+// yet, so loading the config blocks): the signal is caught from the start
+// of main, so the wrapper neither dies of it nor forgets it; the command
+// is not started, the activity is recorded FAILED by SIGTERM, exit 143.
+func TestSIGTERMWhileOpeningTheStore(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, storetest.DAG{"a": nil})
+	f.queue(t, "a")
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "aws-config")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ran := filepath.Join(dir, "ran")
+	w := start(t, f.env(t, "a", "AWS_CONFIG_FILE="+fifo), "--", "touch", ran)
+	time.Sleep(time.Second) // the wrapper is up, blocked reading its config
+	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	// Let the config load finish (the writer's open waits for the reader).
+	wrote := make(chan error, 1)
+	go func() {
+		c, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err == nil {
+			_, err = c.WriteString("[default]\n")
+			if cerr := c.Close(); err == nil {
+				err = cerr
+			}
+		}
+		wrote <- err
+	}()
+	code := w.wait(t, time.Minute)
+	select {
+	case err := <-wrote:
+		if err != nil {
+			t.Fatalf("writing the config: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the wrapper never read its config (exit %d)\n%s", code, w.stderr.String())
+	}
+	if code != 143 {
+		t.Fatalf("exit %d, want 143\n%s", code, w.stderr.String())
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Errorf("the command ran after a SIGTERM that came before it started")
+	}
+	a := f.get(t, "a")
+	if a.State != state.Failed || a.ExitCode == nil || *a.ExitCode != 143 || a.Signal != "SIGTERM" ||
+		!strings.Contains(a.Reason, "before the command started") {
+		t.Errorf("a: state %s exit %v signal %q reason %q; want FAILED 143 SIGTERM before the command started",
+			a.State, a.ExitCode, a.Signal, a.Reason)
+	}
+}
+
+// TestSIGTERMEndsTheClaimRetries: with the store unreachable the claim is
+// retried, but a SIGTERM ends the retries at once: the wrapper tries to
+// record the signal for a bounded time (within Docker's stop timeout) and
+// exits 143, instead of retrying the claim for its full minute.
+func TestSIGTERMEndsTheClaimRetries(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, storetest.DAG{"a": nil})
+	f.queue(t, "a")
+	proxy := dynamotest.NewProxy(t)
+	proxy.Cut() // connections refused
+	ran := filepath.Join(t.TempDir(), "ran")
+	w := start(t, f.env(t, "a", "AWS_ENDPOINT_URL_DYNAMODB="+proxy.Endpoint), "--", "touch", ran)
+	time.Sleep(2 * time.Second) // the claim is being retried
+	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	code := w.wait(t, time.Minute)
+	took := time.Since(sent)
+	if code != 143 || took > 20*time.Second {
+		t.Fatalf("exit %d %s after SIGTERM, want 143 within 20 s\n%s", code, took.Round(time.Millisecond), w.stderr.String())
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Errorf("the command ran")
+	}
+	if !strings.Contains(w.stderr.String(), "stopped by a signal while claiming") {
+		t.Errorf("the log does not say why it stopped:\n%s", w.stderr.String())
+	}
+}
+
 // TestKill9StopsTheCommand kills whimbrel-run outright, as it runs under a
 // local launcher or a shell (not PID 1): its command and the command's
 // child must stop too.
