@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
+	"github.com/whimbrel/whimbrel/internal/fault"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/storetest"
 )
@@ -162,6 +163,56 @@ func TestSIGTERMEndsTheClaimRetries(t *testing.T) {
 	}
 	if !strings.Contains(w.stderr.String(), "stopped by a signal while claiming") {
 		t.Errorf("the log does not say why it stopped:\n%s", w.stderr.String())
+	}
+}
+
+// TestWrapperDiesRightAfterTheCommandStarts: the wrapper dies (a fault
+// point, as kill -9 would) the moment the command has started, before it
+// does anything else: the guard, started before the command, stops the
+// command's process group all the same.
+func TestWrapperDiesRightAfterTheCommandStarts(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, storetest.DAG{"a": nil})
+	f.queue(t, "a")
+	dir := t.TempDir()
+	child, grandchild := filepath.Join(dir, "child"), filepath.Join(dir, "grandchild")
+	w := start(t, f.env(t, "a", fault.Env+"="+fault.AfterCommandStart), "--kill-grace", "2s", "--",
+		"sh", "-c", `sleep 300 & echo $! > `+grandchild+`.tmp; mv `+grandchild+`.tmp `+grandchild+
+			`; echo $$ > `+child+`.tmp; mv `+child+`.tmp `+child+`; wait`)
+	// The wait ends once the wrapper's stdout and stderr close, which the
+	// command holds too: an orphaned command makes it time out.
+	if code := w.wait(t, 30*time.Second); code != fault.ExitCode {
+		t.Fatalf("exit %d, want the fault point's %d\n%s", code, fault.ExitCode, w.stderr.String())
+	}
+	// The command may have been stopped before it wrote its pids: give it
+	// a moment, then check what it wrote.
+	var pids []int
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) && len(pids) < 2 {
+		pids = pids[:0]
+		for _, file := range []string{child, grandchild} {
+			if _, err := os.Stat(file); err == nil {
+				pids = append(pids, readPID(t, file))
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Cleanup(func() {
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	deadline = time.Now().Add(10 * time.Second)
+	for _, pid := range pids {
+		for alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if alive(pid) {
+			t.Errorf("process %d outlived its wrapper, which died right after starting it\n%s", pid, w.stderr.String())
+		}
+	}
+	if !strings.Contains(w.stderr.String(), "guard") && len(pids) == 2 {
+		t.Errorf("the guard said nothing:\n%s", w.stderr.String())
 	}
 }
 
