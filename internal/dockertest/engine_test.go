@@ -4,6 +4,9 @@ package dockertest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,19 +41,17 @@ func TestEngineScriptKeepsStateInTheBuildDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(tree, "d.sock")
-	// Short: containerd's sockets go under it.
-	execRoot, err := os.MkdirTemp("", "eng")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(execRoot) })
+	home := filepath.Join(tree, ".build", "docker")
+	// The exec root is the tree's own, named by its data root's home.
+	sum := sha256.Sum256([]byte(home))
+	execRoot := fmt.Sprintf("/tmp/whimbrel-dockerd-%d-%s.exec", os.Getuid(), hex.EncodeToString(sum[:])[:8])
 	var env []string
 	for _, kv := range os.Environ() {
 		if k, _, _ := strings.Cut(kv, "="); k != "DOCKER_ENGINE_HOME" && k != "DOCKER_ENGINE_EXEC" && k != "DOCKER_HOST" && k != "XDG_CACHE_HOME" {
 			env = append(env, kv)
 		}
 	}
-	env = append(env, "DOCKER_ENGINE_SOCK="+sock, "DOCKER_ENGINE_EXEC="+execRoot, "XDG_CACHE_HOME="+filepath.Join(tree, "cache"))
+	env = append(env, "DOCKER_ENGINE_SOCK="+sock, "XDG_CACHE_HOME="+filepath.Join(tree, "cache"))
 	engine := func(arg string) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -61,7 +62,6 @@ func TestEngineScriptKeepsStateInTheBuildDir(t *testing.T) {
 			t.Fatalf("docker-engine %s: %v\n%s", arg, err, out)
 		}
 	}
-	home := filepath.Join(tree, ".build", "docker")
 	t.Cleanup(func() {
 		// Whatever the test left: the engine stopped, nothing mounted.
 		cmd := exec.Command(bin, "stop")
@@ -70,6 +70,9 @@ func TestEngineScriptKeepsStateInTheBuildDir(t *testing.T) {
 		_ = unix.Unmount(filepath.Join(home, "data", "mnt"), unix.MNT_DETACH)
 	})
 	engine("start")
+	if _, err := os.Stat(execRoot); err != nil {
+		t.Errorf("the exec root: %v", err)
+	}
 	root, err := exec.Command("docker", "-H", "unix://"+sock, "info", "--format", "{{.DockerRootDir}}").Output()
 	if err != nil {
 		t.Fatal(err)
