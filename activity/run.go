@@ -63,8 +63,13 @@ const (
 	DefaultKillGrace     = 30 * time.Second // ECS's default stop timeout
 	DefaultRecordTimeout = 5 * time.Minute
 	// claimTimeout bounds the claim through passing store errors; nothing
-	// has started yet, so giving up is cheap.
+	// has started yet, so giving up is cheap. A termination signal ends
+	// the retries at once.
 	claimTimeout = time.Minute
+	// signalRecordTimeout bounds the recording of a signal that came
+	// before the command started, well within Docker's stop timeout (the
+	// Docker backend's is the kill grace plus 10 s; Docker's default 10 s).
+	signalRecordTimeout = 8 * time.Second
 	// attemptTimeout bounds one call to the store, so a connection that
 	// hangs is given up on and tried again.
 	attemptTimeout = 10 * time.Second
@@ -109,6 +114,12 @@ type Config struct {
 	// DataDir is where the directory of the WHIMBREL_INPUTS, _OUTPUT and
 	// _PROGRESS files is made (empty: the system's temporary directory).
 	DataDir string
+
+	// Signals, when set, carries the termination signals, caught by the
+	// caller with CatchSignals from its very start (before it opens the
+	// store), so that none arriving before Run is lost; Run stops
+	// catching them when it returns. nil: Run catches them itself.
+	Signals chan os.Signal
 
 	// Stdin and Stdout are handed to the command; nil means the wrapper's.
 	Stdin, Stdout *os.File
@@ -174,11 +185,16 @@ func (r *run) run(ctx context.Context) int {
 	// landed claim and the command, leaving the activity RUNNING with
 	// nothing running. The same channel then feeds the runner's
 	// forwarder, so one caught after the check below reaches the command.
-	sigs := make(chan os.Signal, 32)
-	notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
-	claimed, code := r.claim(ctx)
+	sigs := r.cfg.Signals
+	if sigs == nil {
+		sigs = CatchSignals()
+	}
+	claimed, code, early := r.claim(ctx, sigs)
 	if claimed == nil {
 		signal.Stop(sigs)
+		if early != 0 {
+			return r.stoppedBeforeClaim(early)
+		}
 		return code
 	}
 	r.log.Info("claimed", "owner", r.owner, "attempt", claimed.Attempt)
@@ -186,7 +202,10 @@ func (r *run) run(ctx context.Context) int {
 	// recorded: while the command runs it is relayed (and handled in
 	// supervise); after, it is noted and the recording goes on.
 	defer r.holdSignals()()
-	if sig := pendingSignal(sigs); sig != 0 {
+	if early == 0 {
+		early = pendingSignal(sigs)
+	}
+	if sig := early; sig != 0 {
 		signal.Stop(sigs)
 		code := 128 + int(sig)
 		reason := fmt.Sprintf("%s received before the command started; it was not started", signalName(sig))
@@ -258,12 +277,45 @@ func (r *run) run(ctx context.Context) int {
 	return r.finish(exit, string(res.StderrTail), reason, code)
 }
 
+// CatchSignals starts catching the termination signals that the wrapper
+// handles (those not ignored when it started) and returns their channel,
+// for Config.Signals.
+func CatchSignals() chan os.Signal {
+	sigs := make(chan os.Signal, 32)
+	notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
+	return sigs
+}
+
 // claim checks that the workflow runs and moves the activity to RUNNING in
 // one conditional write. It returns the claimed item, or nil and the exit
-// status.
-func (r *run) claim(ctx context.Context) (*state.ActivityExec, int) {
+// status; and the termination signal that came while it was claiming, if
+// one did. A signal ends the retries at once (the attempt in flight
+// finishes, so that its outcome is known): the wrapper is being stopped,
+// and Docker's stop timeout is shorter than claimTimeout.
+func (r *run) claim(ctx context.Context, sigs chan os.Signal) (*state.ActivityExec, int, syscall.Signal) {
 	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
 	defer cancel()
+	// retries ends with a signal; the attempts run on ctx alone.
+	retries, stopRetries := context.WithCancel(ctx)
+	defer stopRetries()
+	var early syscall.Signal
+	watched, watching := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case sig := <-sigs:
+			if s, ok := sig.(syscall.Signal); ok {
+				early = s
+			}
+			stopRetries()
+		case <-watching:
+		}
+	}()
+	stopWatching := func() syscall.Signal {
+		close(watching)
+		<-watched
+		return early
+	}
 	var claimed *state.ActivityExec
 	var refused, last error
 	uncertain := false // an attempt whose answer was lost may have landed
@@ -320,29 +372,85 @@ func (r *run) claim(ctx context.Context) (*state.ActivityExec, int) {
 		return err
 	}
 	b := backoff.NewExponentialBackOff(backoff.WithInitialInterval(100*time.Millisecond), backoff.WithMaxElapsedTime(0))
-	err := backoff.Retry(op, backoff.WithContext(b, ctx))
+	err := backoff.Retry(op, backoff.WithContext(b, retries))
+	sig := stopWatching()
 	if refused != nil || err != nil {
+		if sig != 0 && refused == nil {
+			// Stopped while the store did not answer: the activity is
+			// recorded as failed by the signal (stoppedBeforeClaim).
+			if uncertain {
+				r.abandonWithin(signalRecordTimeout, fmt.Sprintf("claimed, but not started: %s received while the claim was retried", signalName(sig)))
+			}
+			r.log.Warn("not starting the command: stopped by a signal while claiming", "signal", signalName(sig), "error", last)
+			return nil, 0, sig
+		}
 		if uncertain {
 			r.abandon(fmt.Sprintf("claimed, but not started: %v", errors.Join(refused, err)))
 		}
 		if refused != nil {
 			r.log.Error("not starting the command: the activity cannot be claimed", "error", refused)
-			return nil, ExitClaimRefused
+			return nil, ExitClaimRefused, 0
 		}
 		if last != nil {
 			err = last // more telling than the deadline that ended the retries
 		}
 		r.log.Error("not starting the command: the store could not be used", "error", err)
-		return nil, ExitWrapperError
+		return nil, ExitWrapperError, 0
 	}
-	return claimed, 0
+	return claimed, 0, sig
+}
+
+// stoppedBeforeClaim records an activity whose wrapper was stopped by sig
+// before its claim landed: FAILED by the signal, if it is still waiting
+// for a wrapper, written on a fresh context bounded well within a stop
+// timeout. It returns 128+sig.
+func (r *run) stoppedBeforeClaim(sig syscall.Signal) int {
+	code := 128 + int(sig)
+	reason := fmt.Sprintf("%s received before the command started (while claiming); it was not started", signalName(sig))
+	ctx, cancel := context.WithTimeout(context.Background(), signalRecordTimeout)
+	defer cancel()
+	var failed *state.ActivityExec
+	b := backoff.NewExponentialBackOff(backoff.WithInitialInterval(100*time.Millisecond), backoff.WithMaxElapsedTime(0))
+	err := backoff.Retry(func() error {
+		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		defer cancel()
+		var err error
+		failed, err = r.st.UpdateActivity(actx, r.cfg.Key, state.ActivityChange{
+			From: []state.ActivityState{state.Queued, state.Ready, state.Preparing}, To: state.Failed,
+			Exit: &state.Exit{Code: code, Signal: signalName(sig)}, Reason: reason,
+		})
+		if errors.Is(err, state.ErrConflict) || errors.Is(err, state.ErrNotFound) || errors.Is(err, state.ErrInvalidItem) {
+			return backoff.Permanent(err)
+		}
+		return err
+	}, backoff.WithContext(b, ctx))
+	switch {
+	case errors.Is(err, state.ErrConflict):
+		r.log.Warn("not recorded: the activity is no longer waiting for a wrapper", "signal", signalName(sig), "error", err)
+		return code
+	case err != nil:
+		r.log.Error("stopped by a signal before the claim landed; NOT RECORDED", "signal", signalName(sig), "reason", reason, "error", err)
+		return code
+	}
+	r.log.Warn("recorded", "state", failed.State, "reason", reason)
+	if !r.cfg.NoAdvance {
+		if _, err := workflow.Advance(ctx, r.st, failed, r.log.Named("advance")); err != nil {
+			r.log.Warn("advancing the workflow failed; the monitor will finish it", "error", err)
+		}
+	}
+	return code
 }
 
 // abandon records why on an activity this wrapper may have claimed but will
 // not run, and advances the workflow, so nothing is left RUNNING with
 // nobody running it.
 func (r *run) abandon(why string) {
-	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.RecordTimeout)
+	r.abandonWithin(r.cfg.RecordTimeout, why)
+}
+
+// abandonWithin is abandon, bounded by d.
+func (r *run) abandonWithin(d time.Duration, why string) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	a, err := r.st.GetActivity(ctx, r.cfg.Key)
 	if err != nil || a.Owner != r.owner {

@@ -530,7 +530,23 @@ func (l *Launcher) launch(ctx context.Context, backend Backend, j Job, log hclog
 	var as string
 	var last error
 	attempts := 0
+	unknown := false // an attempt was cut off: it may have started the activity
 	err := backoff.RetryNotify(func() error {
+		if unknown {
+			// Before repeating a launch that may have happened, look: a
+			// wrapper that claimed the activity proves the launch, and a
+			// repeat could start a second container or task (Docker's
+			// --rm frees the name once the first has exited).
+			done, err := l.claimedSince(ctx, j)
+			if err != nil {
+				last = err
+				return backoff.Permanent(err)
+			}
+			if done != "" {
+				as = done
+				return nil
+			}
+		}
 		attempts++
 		callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
 		defer cancel()
@@ -541,6 +557,7 @@ func (l *Launcher) launch(ctx context.Context, backend Backend, j Job, log hclog
 		case err == nil:
 			return nil
 		case errors.Is(callCtx.Err(), context.DeadlineExceeded):
+			unknown = true
 			last = fmt.Errorf("no answer within %s (the launch may have happened: it is tried again under the same launch token %s): %w",
 				callTimeout, token(j), err)
 			return last
@@ -564,6 +581,38 @@ func (l *Launcher) launch(ctx context.Context, backend Backend, j Job, log hclog
 		return "", fmt.Errorf("gave up after %s and %d attempts: %w", time.Since(start).Round(time.Second), attempts, last)
 	}
 	return "", err
+}
+
+// claimedSince reads the activity before a launch whose outcome is unknown
+// is repeated. It returns what is known of the launch when a wrapper has
+// claimed the activity since (the launch happened: it must not be
+// repeated), "" when the activity is still QUEUED under this launch's
+// token (nothing claimed it yet: the repeat goes ahead, deduplicated by
+// the backend while the first container or task lives), and an error when
+// the activity has moved on without a claim (cancelled, or failed by
+// Exited): there is nothing left to launch.
+func (l *Launcher) claimedSince(ctx context.Context, j Job) (string, error) {
+	var a *state.ActivityExec
+	err := l.record(ctx, func(rctx context.Context) error {
+		var err error
+		a, err = l.st.GetActivity(rctx, j.Key)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("reading the activity before repeating a launch whose answer was lost: %w", err)
+	}
+	switch {
+	case a.State == state.Queued && a.Owner == j.Token:
+		return "", nil
+	case a.Owner != "" && a.Owner != j.Token:
+		// A wrapper's claim replaced the launcher's token.
+		where := "its wrapper claimed it"
+		if a.Host != "" {
+			where = fmt.Sprintf("its wrapper claimed it on host %s, pid %d", a.Host, a.PID)
+		}
+		return fmt.Sprintf("unknown: the launch call (launch token %s) was cut off before its answer, and %s", token(j), where), nil
+	}
+	return "", fmt.Errorf("the launch call was cut off before its answer, and the activity is now %s without a wrapper's claim: not launching it again", a.State)
 }
 
 // record runs one recording write on a fresh context with its own

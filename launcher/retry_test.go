@@ -3,6 +3,7 @@ package launcher_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -69,4 +70,54 @@ func (c *countingReads) GetActivity(ctx context.Context, k state.ActivityKey) (*
 		c.n.Add(1)
 	}
 	return c.Store.GetActivity(ctx, k)
+}
+
+// claimingThenSilent is a backend whose first call starts the activity (a
+// wrapper claims it) but never answers; later calls are counted: each
+// would start the activity a second time.
+type claimingThenSilent struct {
+	st      state.Store
+	calls   atomic.Int64
+	claimer string
+}
+
+func (b *claimingThenSilent) Launch(ctx context.Context, j launcher.Job) (string, error) {
+	if b.calls.Add(1) > 1 {
+		return "second:" + j.ActivityName, nil
+	}
+	_, err := b.st.UpdateActivity(ctx, j.Key, state.ActivityChange{
+		From: []state.ActivityState{state.Queued}, To: state.Running,
+		Claim: &state.Claim{Owner: b.claimer, Host: "c0ffee", PID: 1},
+	})
+	if err != nil {
+		return "", err
+	}
+	<-ctx.Done() // the answer is lost
+	return "", ctx.Err()
+}
+
+// TestUnknownLaunchClaimedIsNotRepeated: a launch call cut off before its
+// answer is repeated only while nothing has claimed the activity; once a
+// wrapper has claimed it, the launch happened, so the launcher records it
+// as done (with what it knows) instead of starting it again.
+func TestUnknownLaunchClaimedIsNotRepeated(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	id, _ := start(t, st, "name: w\nactivities:\n  a: {command: [\"true\"]}\n")
+	b := &claimingThenSilent{st: st, claimer: "wrapper-token"}
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: b},
+		CallTimeout: 300 * time.Millisecond, RetryInterval: 10 * time.Millisecond})
+	n, err := l.Once(bg(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := b.calls.Load(); c != 1 {
+		t.Errorf("the backend was called %d times, want once: the wrapper had claimed the activity", c)
+	}
+	a := activity(t, st, id, "a")
+	if n != 1 || a.State != state.Running || a.Owner != "wrapper-token" ||
+		!strings.Contains(a.LaunchedAs, "cut off") || !strings.Contains(a.LaunchedAs, "c0ffee") {
+		t.Errorf("launched %d; a: %s owner %q launched as %q; want 1, RUNNING under the wrapper, the launch recorded with the claim's host",
+			n, a.State, a.Owner, a.LaunchedAs)
+	}
 }

@@ -23,11 +23,19 @@ import (
 // process instead: this same executable, re-run through /proc/self/exe with
 // guardEnv set, which the package's init turns into guardMain before the
 // program's own main runs. The guard holds the read end of a pipe whose only
-// write end is the wrapper's (close-on-exec, so the command has none). When
-// the wrapper closes normally it first writes a byte: the guard exits
-// quietly. When the wrapper dies, the kernel closes the write end and the
-// guard reads end of file: it sends SIGTERM to the command's process group,
-// then SIGKILL after the kill grace.
+// write end is the wrapper's (close-on-exec, so the command has none).
+//
+// The guard is started before the command, and learns the command's process
+// group through the pipe (a line "PGID\n") as soon as the fork returns, so
+// that the wrapper's death right after the command starts still finds a
+// guard up. When the wrapper closes normally it then writes a byte: the
+// guard exits quietly. When the wrapper dies, the kernel closes the write
+// end and the guard reads end of file: it sends SIGTERM to the command's
+// process group, then SIGKILL after the kill grace. End of file before the
+// process group came means the command never started (or the wrapper died
+// between the fork and the write: the one window left, a few microseconds
+// in which the command execs and the wrapper writes 8 bytes); the guard
+// exits quietly.
 const guardEnv = "WHIMBREL_RUNNER_GUARD"
 
 // guardPoll is how often the guard checks whether the group is gone during
@@ -40,22 +48,43 @@ func init() {
 	}
 }
 
-// guardMain runs the guard for "PGID GRACE"; stdin is the pipe.
+// guardMain runs the guard for "GRACE"; stdin is the pipe, which brings
+// the process group first.
 func guardMain(arg string) int {
 	// The guard shares the wrapper's process group, so keyboard and job
 	// control signals meant for the wrapper must not end it.
 	signal.Ignore(unix.SIGINT, unix.SIGQUIT, unix.SIGHUP, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU)
-	var pgid int
-	var grace time.Duration
-	if f := strings.Fields(arg); len(f) == 2 {
-		pgid, _ = strconv.Atoi(f[0])
-		grace, _ = time.ParseDuration(f[1])
-	}
-	if pgid <= 1 || grace <= 0 {
+	grace, _ := time.ParseDuration(arg)
+	if grace <= 0 {
 		fmt.Fprintf(os.Stderr, "whimbrel runner guard: bad %s=%q\n", guardEnv, arg)
 		return 2
 	}
+	// The process group, one byte at a time: nothing after the newline
+	// may be consumed here.
+	var line []byte
 	var b [1]byte
+	for {
+		n, err := os.Stdin.Read(b[:])
+		if n > 0 && b[0] == '\n' {
+			break
+		}
+		if n > 0 {
+			line = append(line, b[0])
+			if len(line) > 20 {
+				fmt.Fprintf(os.Stderr, "whimbrel runner guard: bad process group %q\n", line)
+				return 2
+			}
+			continue
+		}
+		if err != nil {
+			return 0 // the command never started
+		}
+	}
+	pgid, err := strconv.Atoi(strings.TrimSpace(string(line)))
+	if err != nil || pgid <= 1 {
+		fmt.Fprintf(os.Stderr, "whimbrel runner guard: bad process group %q\n", line)
+		return 2
+	}
 	for {
 		n, err := os.Stdin.Read(b[:])
 		if n > 0 {
@@ -88,14 +117,15 @@ type guard struct {
 	pid int
 }
 
-// startGuard starts a guard for process group pgid.
-func startGuard(pgid int, grace time.Duration) (*guard, error) {
+// startGuard starts a guard, before the command; watch then names the
+// command's process group.
+func startGuard(grace time.Duration) (*guard, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("create guard pipe: %w", err)
 	}
 	defer r.Close()
-	env := append(os.Environ(), fmt.Sprintf("%s=%d %s", guardEnv, pgid, grace))
+	env := append(os.Environ(), fmt.Sprintf("%s=%s", guardEnv, grace))
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
 		w.Close()
@@ -117,6 +147,14 @@ func startGuard(pgid int, grace time.Duration) (*guard, error) {
 	g := &guard{w: w, pid: proc.Pid}
 	_ = proc.Release()
 	return g, nil
+}
+
+// watch names the process group the guard stops if the wrapper dies.
+func (g *guard) watch(pgid int) error {
+	if _, err := fmt.Fprintf(g.w, "%d\n", pgid); err != nil {
+		return fmt.Errorf("tell the guard the process group: %w", err)
+	}
+	return nil
 }
 
 // release lets the guard exit without acting.

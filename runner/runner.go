@@ -26,6 +26,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
+
+	"github.com/whimbrel/whimbrel/internal/fault"
 )
 
 // Defaults for the zero values of Config.
@@ -269,6 +271,20 @@ func Start(cfg Config) (*Process, error) {
 		}
 	}
 
+	// The guard comes up before the command, so that no moment after the
+	// command's start finds the wrapper unguarded (but for the fork to the
+	// write of the process group, see guard.go).
+	var g *guard
+	if cfg.Guard && os.Getpid() != 1 {
+		var err error
+		if g, err = startGuard(p.grace); err != nil {
+			// Only the protection against the wrapper's own sudden death
+			// is missing: the command is started all the same.
+			p.log.Warn("the command will not be stopped if this wrapper is killed", "error", err)
+			g = nil
+		}
+	}
+
 	// os.StartProcess rather than exec.Cmd: every stdio is an *os.File, and
 	// the runner does its own waiting, so exec.Cmd would add nothing but
 	// bookkeeping that expects its own Wait to be called.
@@ -279,6 +295,11 @@ func Start(cfg Config) (*Process, error) {
 		Sys:   sys,
 	})
 	if err != nil {
+		if g != nil {
+			g.w.Close() // end of file before a process group: the guard exits
+			var ws unix.WaitStatus
+			_ = retryEINTR(func() error { _, err := unix.Wait4(g.pid, &ws, 0, nil); return err })
+		}
 		p.tty = nil
 		if p.stderr != nil {
 			p.stderr.Close()
@@ -294,26 +315,26 @@ func Start(cfg Config) (*Process, error) {
 	_ = proc.Release()
 	p.log.Debug("started child", "pid", p.pid, "path", path, "reaping", reaping, "foreground", sys.Foreground)
 
-	if cfg.Guard && os.Getpid() != 1 {
-		g, err := startGuard(p.pid, p.grace)
-		if err != nil {
-			// The child runs; only the protection against the wrapper's
-			// own sudden death is missing.
+	if g != nil {
+		// Right after the fork: until this write lands, a wrapper killed
+		// outright leaves the command unguarded.
+		if err := g.watch(p.pid); err != nil {
 			p.log.Warn("the command will not be stopped if this wrapper is killed", "error", err)
-		} else {
-			p.guard = g
-			if !reaping {
-				// In reaping mode the reaper collects the guard with
-				// every other child.
-				p.bg.Add(1)
-				go func() {
-					defer p.bg.Done()
-					var ws unix.WaitStatus
-					_ = retryEINTR(func() error { _, err := unix.Wait4(g.pid, &ws, 0, nil); return err })
-				}()
-			}
+		}
+		p.guard = g
+		if !reaping {
+			// In reaping mode the reaper collects the guard with every
+			// other child.
+			p.bg.Add(1)
+			go func() {
+				defer p.bg.Done()
+				var ws unix.WaitStatus
+				_ = retryEINTR(func() error { _, err := unix.Wait4(g.pid, &ws, 0, nil); return err })
+			}()
 		}
 	}
+	// Tests die here: the command has started, nothing else has.
+	fault.Point(fault.AfterCommandStart)
 
 	go p.pump()
 	if reaping {

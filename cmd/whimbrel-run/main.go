@@ -86,10 +86,16 @@ type CLI struct {
 	API                    string        `name:"api" env:"WHIMBREL_API" enum:"full,simple" default:"full" help:"How to keep the client contract: 'full' writes the activity and advances the workflow itself; 'simple' writes activity events that a Simple Lambda API processor applies."`
 
 	Command []string `arg:"" passthrough:"partial" name:"cmd" help:"The command to run, after --."`
+
+	// signals are the termination signals, caught from the start of main.
+	signals chan os.Signal `kong:"-"`
 }
 
 func main() {
-	var c CLI
+	// Caught before anything else (parsing, opening the store): as PID 1,
+	// a SIGTERM that came before would end the wrapper with nothing logged
+	// or recorded. activity.Run handles what is caught.
+	c := CLI{signals: activity.CatchSignals()}
 	cli.Main(cli.Program{Name: "whimbrel-run", Description: description,
 		UsageExit: activity.ExitWrapperError, FailureExit: activity.ExitWrapperError}, &c)
 }
@@ -160,6 +166,7 @@ func (c *CLI) Run(k *kong.Context) error {
 		Nudge:                  c.Nudge,
 		NoAdvance:              c.API == "simple",
 		DataDir:                c.DataDir,
+		Signals:                c.signals,
 		Stdin:                  os.Stdin,
 		Stdout:                 os.Stdout,
 		Stderr:                 os.Stderr,

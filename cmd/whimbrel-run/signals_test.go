@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
+	"github.com/whimbrel/whimbrel/internal/fault"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/storetest"
 )
@@ -76,6 +77,142 @@ func TestSIGTERMBeforeTheCommandStarts(t *testing.T) {
 		!strings.Contains(a.Reason, "before the command started") {
 		t.Errorf("a: state %s exit %v signal %q reason %q; want FAILED 143 SIGTERM before the command started",
 			a.State, a.ExitCode, a.Signal, a.Reason)
+	}
+}
+
+// TestSIGTERMWhileOpeningTheStore sends SIGTERM while the wrapper is still
+// opening the store (its AWS config file is a FIFO that nobody writes to
+// yet, so loading the config blocks): the signal is caught from the start
+// of main, so the wrapper neither dies of it nor forgets it; the command
+// is not started, the activity is recorded FAILED by SIGTERM, exit 143.
+func TestSIGTERMWhileOpeningTheStore(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, storetest.DAG{"a": nil})
+	f.queue(t, "a")
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "aws-config")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ran := filepath.Join(dir, "ran")
+	w := start(t, f.env(t, "a", "AWS_CONFIG_FILE="+fifo), "--", "touch", ran)
+	time.Sleep(time.Second) // the wrapper is up, blocked reading its config
+	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	// Let the config load finish (the writer's open waits for the reader).
+	wrote := make(chan error, 1)
+	go func() {
+		c, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err == nil {
+			_, err = c.WriteString("[default]\n")
+			if cerr := c.Close(); err == nil {
+				err = cerr
+			}
+		}
+		wrote <- err
+	}()
+	code := w.wait(t, time.Minute)
+	select {
+	case err := <-wrote:
+		if err != nil {
+			t.Fatalf("writing the config: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the wrapper never read its config (exit %d)\n%s", code, w.stderr.String())
+	}
+	if code != 143 {
+		t.Fatalf("exit %d, want 143\n%s", code, w.stderr.String())
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Errorf("the command ran after a SIGTERM that came before it started")
+	}
+	a := f.get(t, "a")
+	if a.State != state.Failed || a.ExitCode == nil || *a.ExitCode != 143 || a.Signal != "SIGTERM" ||
+		!strings.Contains(a.Reason, "before the command started") {
+		t.Errorf("a: state %s exit %v signal %q reason %q; want FAILED 143 SIGTERM before the command started",
+			a.State, a.ExitCode, a.Signal, a.Reason)
+	}
+}
+
+// TestSIGTERMEndsTheClaimRetries: with the store unreachable the claim is
+// retried, but a SIGTERM ends the retries at once: the wrapper tries to
+// record the signal for a bounded time (within Docker's stop timeout) and
+// exits 143, instead of retrying the claim for its full minute.
+func TestSIGTERMEndsTheClaimRetries(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, storetest.DAG{"a": nil})
+	f.queue(t, "a")
+	proxy := dynamotest.NewProxy(t)
+	proxy.Cut() // connections refused
+	ran := filepath.Join(t.TempDir(), "ran")
+	w := start(t, f.env(t, "a", "AWS_ENDPOINT_URL_DYNAMODB="+proxy.Endpoint), "--", "touch", ran)
+	time.Sleep(2 * time.Second) // the claim is being retried
+	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	code := w.wait(t, time.Minute)
+	took := time.Since(sent)
+	if code != 143 || took > 20*time.Second {
+		t.Fatalf("exit %d %s after SIGTERM, want 143 within 20 s\n%s", code, took.Round(time.Millisecond), w.stderr.String())
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Errorf("the command ran")
+	}
+	if !strings.Contains(w.stderr.String(), "stopped by a signal while claiming") {
+		t.Errorf("the log does not say why it stopped:\n%s", w.stderr.String())
+	}
+}
+
+// TestWrapperDiesRightAfterTheCommandStarts: the wrapper dies (a fault
+// point, as kill -9 would) the moment the command has started, before it
+// does anything else: the guard, started before the command, stops the
+// command's process group all the same.
+func TestWrapperDiesRightAfterTheCommandStarts(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, storetest.DAG{"a": nil})
+	f.queue(t, "a")
+	dir := t.TempDir()
+	child, grandchild := filepath.Join(dir, "child"), filepath.Join(dir, "grandchild")
+	w := start(t, f.env(t, "a", fault.Env+"="+fault.AfterCommandStart), "--kill-grace", "2s", "--",
+		"sh", "-c", `sleep 300 & echo $! > `+grandchild+`.tmp; mv `+grandchild+`.tmp `+grandchild+
+			`; echo $$ > `+child+`.tmp; mv `+child+`.tmp `+child+`; wait`)
+	// The wait ends once the wrapper's stdout and stderr close, which the
+	// command holds too: an orphaned command makes it time out.
+	if code := w.wait(t, 30*time.Second); code != fault.ExitCode {
+		t.Fatalf("exit %d, want the fault point's %d\n%s", code, fault.ExitCode, w.stderr.String())
+	}
+	// The command may have been stopped before it wrote its pids: give it
+	// a moment, then check what it wrote.
+	var pids []int
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) && len(pids) < 2 {
+		pids = pids[:0]
+		for _, file := range []string{child, grandchild} {
+			if _, err := os.Stat(file); err == nil {
+				pids = append(pids, readPID(t, file))
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Cleanup(func() {
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	deadline = time.Now().Add(10 * time.Second)
+	for _, pid := range pids {
+		for alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if alive(pid) {
+			t.Errorf("process %d outlived its wrapper, which died right after starting it\n%s", pid, w.stderr.String())
+		}
+	}
+	if !strings.Contains(w.stderr.String(), "guard") && len(pids) == 2 {
+		t.Errorf("the guard said nothing:\n%s", w.stderr.String())
 	}
 }
 

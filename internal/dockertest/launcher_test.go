@@ -416,34 +416,111 @@ func TestDockerBackendReapsOrphans(t *testing.T) {
 	}
 }
 
-// A repeated launch of the same activity (a launcher restarted mid-launch)
-// never starts a second container: while the first lives, Docker refuses
-// the name and the backend answers with the container that holds it (the
-// launch is idempotent); after, the wrapper refuses the claim and the
-// command never runs.
+// lostAnswerDocker is the Docker backend whose first docker run's answer
+// is lost: it starts the container, then, as a call cut off by its
+// deadline, reports nothing but the deadline, and only once the container
+// has run, exited and been removed (--rm), so that its name is free again.
+// Later calls are plain docker runs.
+type lostAnswerDocker struct {
+	launcher.Docker
+	calls atomic.Int64
+	mu    sync.Mutex
+	first string // the first container's ID
+	job   launcher.Job
+	err   error
+}
+
+func (b *lostAnswerDocker) Launch(ctx context.Context, j launcher.Job) (string, error) {
+	if b.calls.Add(1) > 1 {
+		return b.Docker.Launch(ctx, j)
+	}
+	id, err := b.Docker.Launch(ctx, j)
+	b.mu.Lock()
+	b.first, b.job, b.err = strings.TrimPrefix(id, "container:"), j, err
+	b.mu.Unlock()
+	if err != nil {
+		return "", err
+	}
+	for ctx.Err() == nil {
+		out, err := exec.CommandContext(ctx, "docker", "ps", "--all", "--quiet", "--no-trunc", "--filter", "id="+strings.TrimPrefix(id, "container:")).Output()
+		if err == nil && strings.TrimSpace(string(out)) == "" {
+			break // gone: the name is free
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	<-ctx.Done() // the answer never comes
+	return "", ctx.Err()
+}
+
+// A repeated launch of the same activity never starts a second container.
+// While the first container lives, Docker refuses the name and the backend
+// answers with the container that holds it. Once it is gone (--rm), the
+// name is free and the backend alone would start a second container (whose
+// wrapper would be refused the claim): the launcher, before repeating a
+// launch whose answer was lost, reads the activity, finds its wrapper's
+// claim, and records the launch instead of repeating it.
 func TestDockerBackendRepeatedLaunch(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, true)
 	wf := e.start(t, "again", "", `  r: {command: [sh, -c, 'echo run >> /state/runs; sleep 2']}`+"\n")
-	backend := e.runLauncher(t, wf)
-	first := containerOf(t, e.waitActivity(t, wf, "r", time.Minute, running))
-	backend.mu.Lock()
-	job := backend.jobs[0]
-	backend.mu.Unlock()
+	ectx, stopEvents := context.WithCancel(context.Background())
+	defer stopEvents()
+	watch := exec.CommandContext(ectx, "docker", "events", "--filter", "event=start",
+		"--filter", "label=whimbrel.workflow_exec_id="+wf, "--format", "{{.ID}}")
+	var events syncBuffer
+	watch.Stdout = &events
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stopEvents(); _ = watch.Wait() }()
+	time.Sleep(500 * time.Millisecond) // subscribed before the first launch
+
+	backend := &lostAnswerDocker{Docker: launcher.Docker{Timeout: time.Nanosecond}}
+	l := launcher.New(e.st, launcher.Config{
+		Backends:    map[string]launcher.Backend{workflow.LaunchDocker: backend},
+		Interval:    200 * time.Millisecond,
+		StoreEnv:    e.storeEnv,
+		Workflow:    wf,
+		CallTimeout: 20 * time.Second, // the first container runs and is removed within it
+	})
+	lctx, stopLauncher := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(lctx) }()
+	defer func() { stopLauncher(); <-done }()
+
+	// While the first container lives, a repeat is answered with it.
+	var first string
+	var job launcher.Job
+	var err error
+	waitFor(t, time.Minute, "the first docker run", func() bool {
+		backend.mu.Lock()
+		defer backend.mu.Unlock()
+		first, job, err = backend.first, backend.job, backend.err
+		return first != "" || err != nil
+	})
+	e.waitActivity(t, wf, "r", time.Minute, func(a *state.ActivityExec) bool { return a.State == state.Running })
+	if err != nil || first == "" {
+		t.Fatalf("the first docker run: %q, %v", first, err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if id, err := backend.Docker.Launch(ctx, job); err != nil || id != "container:"+first {
 		t.Errorf("a second launch while the first container runs: %q, %v; want the first container, container:%s", id, err, first)
 	}
-	e.waitSettled(t, wf, time.Minute)
-	waitFor(t, 30*time.Second, "the first container to be removed (--rm)", func() bool {
-		out, err := docker(t, "ps", "--all", "--quiet", "--filter", "id="+first)
-		return err == nil && out == ""
-	})
-	if _, err := backend.Docker.Launch(ctx, job); err != nil {
-		t.Fatalf("a launch after the first container is gone: %v", err)
+
+	// The first call is cut off after its container is gone: the launcher
+	// records the launch from the wrapper's claim and does not repeat it.
+	a := e.waitActivity(t, wf, "r", time.Minute, func(a *state.ActivityExec) bool { return a.LaunchedAs != "" })
+	time.Sleep(3 * time.Second) // a repeated container, had there been one, would have started by now
+	if !strings.Contains(a.LaunchedAs, "cut off") || !strings.Contains(a.LaunchedAs, "its wrapper claimed it") {
+		t.Errorf("r launched as %q, want the lost answer noted with the wrapper's claim", a.LaunchedAs)
 	}
-	time.Sleep(3 * time.Second) // the repeated container's wrapper is refused the claim
+	if n := backend.calls.Load(); n != 1 {
+		t.Errorf("docker run was called %d times by the launcher, want once", n)
+	}
+	if started := strings.Fields(events.String()); len(started) != 1 {
+		t.Errorf("%d containers started (%v), want 1", len(started), started)
+	}
 	if runs := e.lines(t, "runs"); len(runs) != 1 {
 		t.Errorf("the command ran %d times, want once", len(runs))
 	}

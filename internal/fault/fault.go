@@ -16,4 +16,7 @@ const (
 	// AfterFinish: the wrapper recorded the activity's end but has not
 	// advanced the workflow.
 	AfterFinish = "after-finish"
+	// AfterCommandStart: the runner started the command (and handed its
+	// process group to the guard) and has done nothing else.
+	AfterCommandStart = "after-command-start"
 )
