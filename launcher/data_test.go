@@ -27,7 +27,7 @@ keep="PATH HOME"
 while [ $# -gt 0 ]; do
   case "$1" in
     --detach|--rm) shift ;;
-    --name|--label) shift 2 ;;
+    --name|--label|--stop-timeout) shift 2 ;;
     --env) keep="$keep $2"; shift 2 ;;
     *) break ;;
   esac

@@ -45,10 +45,15 @@ func String(s string) string {
 
 // Lines splits s into lines and makes each inert: a stderr tail keeps its
 // shape, but no line can move the cursor or carry an escape sequence.
+// A tab is kept: stack traces indent with it, and it moves nothing.
 func Lines(s string) []string {
 	lines := strings.Split(s, "\n")
 	for i, l := range lines {
-		lines[i] = String(l)
+		parts := strings.Split(l, "\t")
+		for j, p := range parts {
+			parts[j] = String(p)
+		}
+		lines[i] = strings.Join(parts, "\t")
 	}
 	return lines
 }
