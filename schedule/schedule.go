@@ -52,9 +52,12 @@ const (
 	// for upstream executions, so that one written late to the index is
 	// still counted.
 	AfterLag = 5 * time.Minute
-	// recentCounted is how many counted executions a schedule remembers,
-	// so that looking at them again costs no write.
-	recentCounted = 100
+	// maxCounted bounds how many counted executions a schedule remembers
+	// (those its next look may see again), so that seeing them again
+	// costs no write. Beyond it (more completions than that within
+	// AfterLag), the token items still count each once, at the cost of a
+	// refused write.
+	maxCounted = 1000
 )
 
 // Spec is what `whimbrel schedule set` gives.
@@ -317,6 +320,7 @@ func Resume(ctx context.Context, st Store, name string, now time.Time) error {
 	_, err := update(ctx, st, name, func(s *state.Schedule) error {
 		if s.Paused && s.After != "" && s.Catchup == CatchupNone {
 			s.AfterSince = state.Truncate(now)
+			s.Unsettled = nil
 		}
 		s.Paused = false
 		s.NextFire = nextFire(s)

@@ -75,14 +75,21 @@ type Schedule struct {
 	// Pending lists the fire times of token runs due but not yet started,
 	// oldest first.
 	Pending []time.Time `json:"pending,omitempty"` // pending
-	// AfterSince is where a token trigger's next look at the upstream
-	// executions starts: every execution started before it was settled.
+	// AfterSince is a token trigger's watermark: the latest start time of
+	// an upstream execution it has seen. Its next look at the upstream
+	// executions starts AfterLag before it; every execution started
+	// before that is settled and looked at, or is in Unsettled.
 	AfterSince time.Time `json:"after_since,omitzero"` // after_since
-	// Counted remembers the upstream executions counted most recently, so
-	// that a tick seeing them again skips them without a write (the token
-	// items, written with each count, are what makes counting exactly
-	// once).
+	// Counted remembers the upstream executions counted that the next
+	// look may see again, so that a tick skips them without a write (the
+	// token items, written with each count, are what makes counting
+	// exactly once).
 	Counted []string `json:"counted,omitempty"` // counted (a JSON list), oldest first
+	// Unsettled lists the upstream executions started before the next
+	// look's start that had not settled when the watermark passed them:
+	// a tick reads each by ID, so that one long run does not hold the
+	// watermark back.
+	Unsettled []string `json:"unsettled,omitempty"` // unsettled (a JSON list)
 
 	// Runs is the run log: the most recent fires and skips, newest first.
 	Runs []ScheduleRun `json:"run_log,omitempty"` // run_log

@@ -48,7 +48,7 @@ func aSchedule(name string) *state.Schedule {
 		Name: name, WorkflowName: "etl", Definition: `{"name":"etl"}`, Cron: "0 2 * * *", TimeZone: "Europe/Berlin",
 		Catchup: "all", MaxCatchup: 50, Start: now.Add(-time.Hour), End: now.Add(24 * time.Hour), SetTime: now,
 		NextFire: now.Add(time.Hour), LastFire: now.Add(-time.Minute), Params: map[string]string{"day": "mon"},
-		Pending: []time.Time{now.Truncate(time.Second)}, Counted: []string{"up::2", "up::1"},
+		Pending: []time.Time{now.Truncate(time.Second)}, Counted: []string{"up::2", "up::1"}, Unsettled: []string{"up::0"},
 		Runs: []state.ScheduleRun{{Fire: now, RequestID: name + "@x", WorkflowExecID: "etl::1", At: now, Note: "n"}},
 	}
 }

@@ -75,6 +75,10 @@ func EncodeSchedule(s *state.Schedule) Item {
 		b, _ := json.Marshal(s.Counted) // strings always marshal
 		m["counted"] = S(b)
 	}
+	if len(s.Unsettled) > 0 {
+		b, _ := json.Marshal(s.Unsettled) // strings always marshal
+		m["unsettled"] = S(b)
+	}
 	if len(s.Params) > 0 {
 		b, _ := json.Marshal(s.Params) // a map of strings always marshals
 		m["params"] = S(b)
@@ -126,6 +130,11 @@ func DecodeSchedule(table string, m Item) (*state.Schedule, error) {
 	if c := d.str("counted", false); c != "" {
 		if err := json.Unmarshal([]byte(c), &s.Counted); err != nil {
 			d.fail("counted", "not a JSON list of strings: %v", err)
+		}
+	}
+	if u := d.str("unsettled", false); u != "" {
+		if err := json.Unmarshal([]byte(u), &s.Unsettled); err != nil {
+			d.fail("unsettled", "not a JSON list of strings: %v", err)
 		}
 	}
 	if p := d.str("pending", false); p != "" {
