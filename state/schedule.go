@@ -23,7 +23,8 @@ type Schedules interface {
 	// GetSchedule reads a schedule (strongly consistent); ErrNotFound if
 	// there is none.
 	GetSchedule(ctx context.Context, name string) (*Schedule, error)
-	// DeleteSchedule deletes a schedule if its version is prev.
+	// DeleteSchedule deletes a schedule if its version is prev, and then
+	// the token items it counted.
 	DeleteSchedule(ctx context.Context, name string, prev int) error
 	// Schedules lists every schedule, by name.
 	Schedules(ctx context.Context) ([]*Schedule, error)
@@ -34,6 +35,15 @@ type Schedules interface {
 	// the item before acting on it.
 	DueSchedules(ctx context.Context, now time.Time) ([]string, error)
 }
+
+// TokenRetention is how long the item that records a counted upstream
+// execution is kept: it expires by expires_at, as an execution's items
+// do, so that the schedule table (which `schedule list` scans) holds
+// about a day of tokens. A token trigger looks again only at executions
+// started within AfterLag of the latest it saw, and remembers those it
+// counted, so the item guards a count long after it could be needed;
+// deleting a schedule deletes its tokens too.
+const TokenRetention = 24 * time.Hour
 
 // ScheduleShards is how many index partitions the due schedules are spread
 // over, so that no one partition takes every scheduler's reads and every

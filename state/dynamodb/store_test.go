@@ -305,11 +305,12 @@ func TestInstall(t *testing.T) {
 		}
 	}
 
-	// TTL by expires_at on the tables of executions.
-	if count(did, "enable TTL on expires_at") != 6 {
-		t.Errorf("install enabled TTL %d times, want 6: %v", count(did, "enable TTL on expires_at"), did)
+	// TTL by expires_at on the tables of executions, and on the
+	// schedules' (their token items).
+	if count(did, "enable TTL on expires_at") != 7 {
+		t.Errorf("install enabled TTL %d times, want 7: %v", count(did, "enable TTL on expires_at"), did)
 	}
-	for _, base := range []string{"workflow_exec", "activity_exec", "activity_exec_dependency", "workflow_request", "activity_event", "stream_position"} {
+	for _, base := range []string{"workflow_exec", "activity_exec", "activity_exec_dependency", "workflow_request", "activity_event", "stream_position", "schedule"} {
 		ttl, err := client.DescribeTimeToLive(ctx, &awsdynamodb.DescribeTimeToLiveInput{TableName: aws.String(prefix + base)})
 		if err != nil || ttl.TimeToLiveDescription.TimeToLiveStatus != types.TimeToLiveStatusEnabled ||
 			aws.ToString(ttl.TimeToLiveDescription.AttributeName) != "expires_at" {

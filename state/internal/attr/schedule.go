@@ -3,6 +3,7 @@ package attr
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -155,10 +156,15 @@ func DecodeSchedule(table string, m Item) (*state.Schedule, error) {
 	return s, d.err
 }
 
+// TokenPrefix begins the entry of every token item.
+const TokenPrefix = tokenPrefix
+
 // EncodeToken writes the item that records a counted upstream execution.
+// It expires state.TokenRetention after at.
 func EncodeToken(schedule, workflowExecID string, at time.Time) Item {
 	m := Item{"schedule_name": S(schedule), "entry": S(TokenEntry(workflowExecID)),
-		"workflow_exec_id": S(workflowExecID)}
+		"workflow_exec_id": S(workflowExecID),
+		ExpiresAt:          N(strconv.FormatInt(at.Add(state.TokenRetention).Unix(), 10))}
 	putTime(m, "counted_time", at, false)
 	return m
 }
