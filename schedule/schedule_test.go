@@ -521,3 +521,62 @@ func TestLongCatchupInOneTick(t *testing.T) {
 	}
 	same(t, "runs", runsOf(t, st, "etl"), expected("s", t0, t0.Add(299*time.Second), time.Second))
 }
+
+// TestSetAgainKeepsTheCursor: setting an existing schedule again (here to
+// change a parameter) without --start loses no fire time and no token:
+// the missed fire times are the catch-up rule's, and an upstream
+// completion since the last tick still counts. A new trigger says in the
+// run log which due fire times of the old one it does not start.
+func TestSetAgainKeepsTheCursor(t *testing.T) {
+	onBoth(t, func(t *testing.T, st schedule.Store) {
+		t0 := ts("2026-11-21T00:00:00Z")
+		spec := schedule.Spec{Name: "hourly", Definition: def(t, "etl"), Cron: "@hourly", Start: t0}
+		if _, err := schedule.Set(ctx(t), st, spec, t0); err != nil {
+			t.Fatal(err)
+		}
+		tick(t, st, t0.Add(time.Minute)) // 00:00
+		spec.Start, spec.Params = time.Time{}, map[string]string{"day": "sat"}
+		if _, err := schedule.Set(ctx(t), st, spec, t0.Add(3*time.Hour+30*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		tick(t, st, t0.Add(3*time.Hour+30*time.Minute))
+		same(t, "runs after setting again", runsOf(t, st, "etl"), expected("hourly", t0, t0.Add(3*time.Hour), time.Hour))
+
+		// A new trigger fires from now; the old one's due fire times are
+		// named in the run log.
+		spec.Cron = "30 * * * *"
+		if _, err := schedule.Set(ctx(t), st, spec, t0.Add(6*time.Hour+15*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		s := get(t, st, "hourly")
+		if len(s.Runs) == 0 || !strings.Contains(s.Runs[0].Note, "set again: 3 due fire time(s) of the previous trigger from 2026-11-21T04:00:00Z to 2026-11-21T06:00:00Z not started") {
+			t.Errorf("the run log does not name the dropped fire times: %+v", s.Runs)
+		}
+		tick(t, st, t0.Add(6*time.Hour+31*time.Minute))
+		want := append(expected("hourly", t0, t0.Add(3*time.Hour), time.Hour), "hourly@2026-11-21T06:30:00Z")
+		slices.Sort(want)
+		same(t, "runs after a new trigger", runsOf(t, st, "etl"), want)
+
+		// A token trigger: a completion between its last tick and the set
+		// still counts.
+		up := def(t, "up")
+		complete(t, st, up, state.WorkflowCompleted)
+		after := schedule.Spec{Name: "tokens", Definition: def(t, "down"), After: "up", Threshold: 1}
+		if _, err := schedule.Set(ctx(t), st, after, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+		tick(t, st, time.Now())
+		complete(t, st, up, state.WorkflowCompleted)
+		time.Sleep(5 * time.Millisecond)
+		after.Params = map[string]string{"day": "sun"}
+		if _, err := schedule.Set(ctx(t), st, after, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		tick(t, st, time.Now())
+		tick(t, st, time.Now())
+		if s := get(t, st, "tokens"); s.Tokens != 1 || s.Fired != 1 {
+			t.Errorf("tokens %d, fired %d; want the completion before the set counted: 1, 1", s.Tokens, s.Fired)
+		}
+	})
+}
