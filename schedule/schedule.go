@@ -76,6 +76,19 @@ type Spec struct {
 	Params     map[string]string
 }
 
+// Warnings says what a schedule's settings may do that its owner may not
+// expect. Under CatchupNone a time trigger starts a fire time only if a
+// scheduler ticks within Grace of it: with schedulers ticking less often
+// (a monitor's --interval, an EventBridge rule's rate), most fires are
+// skipped, each logged in the run log.
+func Warnings(s *state.Schedule) []string {
+	if s.After != "" || s.Catchup != CatchupNone {
+		return nil
+	}
+	return []string{fmt.Sprintf("--catchup none starts a fire time only if a scheduler ticks within %s of it, and skips it otherwise: "+
+		"tick at least every %s (whimbrel-monitor --interval, the EventBridge rule's rate), or use --catchup latest", Grace, Grace/2)}
+}
+
 // ParamEnv is the environment variable an activity reads a --param from:
 // --param day=mon sets WHIMBREL_PARAM_DAY=mon for every activity.
 func ParamEnv(key string) string { return "WHIMBREL_PARAM_" + strings.ToUpper(key) }

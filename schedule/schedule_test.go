@@ -233,6 +233,9 @@ func TestCatchup(t *testing.T) {
 					if !strings.Contains(note, fmt.Sprintf("skipped %d missed", tc.skipped)) {
 						t.Errorf("the run log does not say what was skipped: %+v", s.Runs)
 					}
+					if grace := "the latest was seen 30m0s late, more than the 2m0s grace"; strings.Contains(note, grace) != (tc.catchup == "none") {
+						t.Errorf("the run log says %q; want it to say %q just under catch-up none", note, grace)
+					}
 				}
 				if !s.NextFire.Equal(t0.Add(6 * time.Hour)) {
 					t.Errorf("next fire %v, want 06:00", s.NextFire)

@@ -157,8 +157,9 @@ func stepClock(ctx context.Context, st Store, s *state.Schedule, now time.Time, 
 		run = run[len(run)-keep:]
 	}
 	skipped := n - len(run)
+	var late time.Duration // under CatchupNone, how late the latest due fire time was seen
 	if s.Catchup == CatchupNone && now.Sub(run[0]) > Grace {
-		skipped, run = n, nil
+		skipped, run, late = n, nil, now.Sub(run[0])
 	}
 	prev := s.Version
 	if skipped > 0 {
@@ -183,6 +184,10 @@ func stepClock(ctx context.Context, st Store, s *state.Schedule, now time.Time, 
 			skipped, firstDue.Format(time.RFC3339), last.Format(time.RFC3339), s.Catchup)
 		if s.Catchup == CatchupAll {
 			note += fmt.Sprintf(", at most %d", s.MaxCatchup)
+		}
+		if late > 0 {
+			note += fmt.Sprintf("; the latest was seen %s late, more than the %s grace: schedulers must tick at least every %s",
+				late.Truncate(time.Second), Grace, Grace/2)
 		}
 		logRun(s, state.ScheduleRun{Fire: last, At: state.Truncate(now), Note: note + ")"})
 		if err := st.PutSchedule(ctx, s, prev, ""); err != nil {
