@@ -365,6 +365,9 @@ func stepAfter(ctx context.Context, st Store, s *state.Schedule, now time.Time, 
 		next := *s
 		next.Tokens++
 		next.Counted = append(slices.Clone(s.Counted), id)
+		if len(next.Counted) > maxCounted { // a backlog: the item stays small, the token items guard the rest
+			next.Counted = next.Counted[len(next.Counted)-maxCounted:]
+		}
 		next.Unsettled = slices.DeleteFunc(slices.Clone(s.Unsettled), func(u string) bool { return u == id })
 		if next.Tokens%s.Threshold == 0 {
 			next.Pending = append(slices.Clone(s.Pending), tokenFireTime(s, w.EndTime, now))
