@@ -213,10 +213,16 @@ var settling = []string{
 // TestIAMPoliciesByResource does not always reach; a policy must grant
 // them, and may grant nothing else the binary was not seen to call.
 var mayCall = map[string][]string{
-	"whimbrel-run":       settling,
-	"whimbrel-launcher":  settling,
-	"whimbrel-monitor":   settling,
-	"whimbrel-operator":  settling,
+	"whimbrel-run":      settling,
+	"whimbrel-launcher": settling,
+	"whimbrel-monitor":  settling,
+	// The schedule commands: set, list, show, pause, resume, tick, and
+	// delete (the schedule, then a query of its token items to delete
+	// them).
+	"whimbrel-operator": append(slices.Clone(settling),
+		"dynamodb:GetItem table/whimbrel_schedule", "dynamodb:PutItem table/whimbrel_schedule",
+		"dynamodb:DeleteItem table/whimbrel_schedule", "dynamodb:Query table/whimbrel_schedule",
+		"dynamodb:Scan table/whimbrel_schedule", "dynamodb:Query table/whimbrel_schedule/index/due-index"),
 	"whimbrel-processor": settling,
 }
 

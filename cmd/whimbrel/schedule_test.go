@@ -104,7 +104,7 @@ func TestSchedulersAsProcesses(t *testing.T) {
 		start := time.Now().Add(3 * time.Second).Truncate(time.Second)
 		const n = 5
 		end := start.Add((n - 1) * 2 * time.Second)
-		if out, errOut, code := whimbrel(t, env, "schedule", "set", "pulse", "../../examples/etl.yaml", "--every", "2s",
+		if out, errOut, code := whimbrel(t, env, "schedule", "set", "pulse", example(t, "etl.yaml"), "--every", "2s",
 			"--start", start.Format(time.RFC3339), "--end", end.Format(time.RFC3339)); code != 0 {
 			t.Fatalf("schedule set: %s%s", out, errOut)
 		}
@@ -159,7 +159,7 @@ func TestTickKilledAtRandomPoints(t *testing.T) {
 		const n = 120
 		start := time.Now().Add(-10 * time.Minute).Truncate(time.Second)
 		end := start.Add((n - 1) * time.Second)
-		if out, errOut, code := whimbrel(t, env, "schedule", "set", "burst", "../../examples/etl.yaml", "--every", "1s",
+		if out, errOut, code := whimbrel(t, env, "schedule", "set", "burst", example(t, "etl.yaml"), "--every", "1s",
 			"--start", start.Format(time.RFC3339), "--end", end.Format(time.RFC3339), "--max-catchup", "1000"); code != 0 {
 			t.Fatalf("schedule set: %s%s", out, errOut)
 		}
@@ -229,17 +229,17 @@ func killTicks(t *testing.T, env []string, done func() bool) int {
 func TestTokenTicksKilledAtRandomPoints(t *testing.T) {
 	t.Parallel()
 	scheduleStores(t, func(t *testing.T, env []string, st schedule.Store) {
-		if out, errOut, code := whimbrel(t, env, "register", "../../examples/etl.yaml"); code != 0 {
+		if out, errOut, code := whimbrel(t, env, "register", example(t, "etl.yaml")); code != 0 {
 			t.Fatalf("register: %s%s", out, errOut)
 		}
-		if out, errOut, code := whimbrel(t, env, "schedule", "set", "chain", "../../examples/nightly-report.yaml",
+		if out, errOut, code := whimbrel(t, env, "schedule", "set", "chain", example(t, "nightly-report.yaml"),
 			"--after", "nightly-etl", "--threshold", "3"); code != 0 {
 			t.Fatalf("schedule set: %s%s", out, errOut)
 		}
 		time.Sleep(10 * time.Millisecond)
 		const n = 60
 		start := time.Now().Add(-time.Hour).Truncate(time.Second)
-		if out, errOut, code := whimbrel(t, env, "schedule", "set", "burst", "../../examples/etl.yaml", "--every", "1s",
+		if out, errOut, code := whimbrel(t, env, "schedule", "set", "burst", example(t, "etl.yaml"), "--every", "1s",
 			"--start", start.Format(time.RFC3339), "--end", start.Add((n-1)*time.Second).Format(time.RFC3339), "--max-catchup", "1000"); code != 0 {
 			t.Fatalf("schedule set: %s%s", out, errOut)
 		}
@@ -313,7 +313,7 @@ func TestScheduleCommandsRefuseBadInput(t *testing.T) {
 		{[]string{"--cron", "@daily", "--catchup", "some"}, "--catchup"},
 		{[]string{"--cron", "@daily", "--max-catchup", "0"}, "--max-catchup 0"},
 	} {
-		args := append([]string{"schedule", "set", "bad", "../../examples/etl.yaml"}, tc.args...)
+		args := append([]string{"schedule", "set", "bad", example(t, "etl.yaml")}, tc.args...)
 		_, errOut, code := whimbrel(t, env, args...)
 		if code == 0 || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: exit %d, want an error naming %q:\n%s", tc.args, code, tc.want, errOut)
@@ -335,10 +335,7 @@ func TestScheduleSetWarnsOfCatchupNone(t *testing.T) {
 	if _, errOut, code := whimbrel(t, env, "install"); code != 0 {
 		t.Fatalf("install: %s", errOut)
 	}
-	file, err := filepath.Abs("../../examples/etl.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	file := example(t, "etl.yaml")
 	for _, catchup := range []string{"none", "latest"} {
 		_, errOut, code := whimbrel(t, env, "schedule", "set", "s-"+catchup, file, "--cron", "@hourly", "--catchup", catchup)
 		if code != 0 {

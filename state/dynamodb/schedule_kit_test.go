@@ -59,7 +59,7 @@ func TestScheduleKit(t *testing.T) {
 			"arn:aws:dynamodb:*:*:table/whimbrel_workflow_exec":    {"dynamodb:PutItem", "dynamodb:ConditionCheckItem"},
 			"arn:aws:dynamodb:*:*:table/whimbrel_activity_exec":    {"dynamodb:PutItem"},
 		},
-		"whimbrel-operator": {"arn:aws:dynamodb:*:*:table/whimbrel_schedule": {"dynamodb:DeleteItem", "dynamodb:PutItem", "dynamodb:Scan"}},
+		"whimbrel-operator": {"arn:aws:dynamodb:*:*:table/whimbrel_schedule": {"dynamodb:DeleteItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:Scan"}},
 	}
 	for name, byResource := range needs {
 		b, err := os.ReadFile("../../examples/iam/" + name + ".json")
