@@ -161,6 +161,10 @@ func Set(ctx context.Context, st Store, spec Spec, now time.Time) (*state.Schedu
 	}
 }
 
+// setAgainNote begins the run log line of logDropped, which records no
+// move of the cursor.
+const setAgainNote = "set again:"
+
 // logDropped says in the run log which due fire times of a time trigger
 // being replaced the new one will not start (they are neither started nor
 // skipped by a catch-up rule otherwise): those before the new trigger's
@@ -194,7 +198,7 @@ func logDropped(old, s *state.Schedule, now time.Time) {
 		return
 	}
 	logRun(s, state.ScheduleRun{Fire: last, At: state.Truncate(now), Note: fmt.Sprintf(
-		"set again: %d due fire time(s) of the previous trigger from %s to %s not started",
+		setAgainNote+" %d due fire time(s) of the previous trigger from %s to %s not started",
 		n, first.Format(time.RFC3339), last.Format(time.RFC3339))})
 }
 

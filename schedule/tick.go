@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -236,6 +237,8 @@ func skippedOver(runs []state.ScheduleRun, f time.Time) bool {
 	for i := range runs {
 		r := &runs[i]
 		switch {
+		case strings.HasPrefix(r.Note, setAgainNote):
+			// not a move of the cursor
 		case r.Note == passedNote:
 			if r.Fire.Equal(f) {
 				return false // logged already
