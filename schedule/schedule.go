@@ -52,9 +52,12 @@ const (
 	// for upstream executions, so that one written late to the index is
 	// still counted.
 	AfterLag = 5 * time.Minute
-	// recentCounted is how many counted executions a schedule remembers,
-	// so that looking at them again costs no write.
-	recentCounted = 100
+	// maxCounted bounds how many counted executions a schedule remembers
+	// (those its next look may see again), so that seeing them again
+	// costs no write. Beyond it (more completions than that within
+	// AfterLag), the token items still count each once, at the cost of a
+	// refused write.
+	maxCounted = 1000
 )
 
 // Spec is what `whimbrel schedule set` gives.
@@ -73,6 +76,19 @@ type Spec struct {
 	Params     map[string]string
 }
 
+// Warnings says what a schedule's settings may do that its owner may not
+// expect. Under CatchupNone a time trigger starts a fire time only if a
+// scheduler ticks within Grace of it: with schedulers ticking less often
+// (a monitor's --interval, an EventBridge rule's rate), most fires are
+// skipped, each logged in the run log.
+func Warnings(s *state.Schedule) []string {
+	if s.After != "" || s.Catchup != CatchupNone {
+		return nil
+	}
+	return []string{fmt.Sprintf("--catchup none starts a fire time only if a scheduler ticks within %s of it, and skips it otherwise: "+
+		"tick at least every %s (whimbrel-monitor --interval, the EventBridge rule's rate), or use --catchup latest", Grace, Grace/2)}
+}
+
 // ParamEnv is the environment variable an activity reads a --param from:
 // --param day=mon sets WHIMBREL_PARAM_DAY=mon for every activity.
 func ParamEnv(key string) string { return "WHIMBREL_PARAM_" + strings.ToUpper(key) }
@@ -89,8 +105,13 @@ func RequestID(name string, t time.Time) string {
 }
 
 // Set creates or replaces a schedule. A replaced schedule keeps its cursor,
-// tokens and run log. Bad input returns an error naming it, and nothing
-// is written.
+// tokens, pause and run log. With the same trigger and no explicit start,
+// it keeps its start too, and a token trigger its watermark: the fire
+// times it missed are the catch-up rule's, and completions since the last
+// tick still count. With a new trigger, fires start from the new start
+// (default now), and the run log says which due fire times of the old
+// trigger were not started. Bad input returns an error naming it, and
+// nothing is written.
 func Set(ctx context.Context, st Store, spec Spec, now time.Time) (*state.Schedule, error) {
 	s, err := build(ctx, st, spec, now)
 	if err != nil {
@@ -101,15 +122,32 @@ func Set(ctx context.Context, st Store, spec Spec, now time.Time) (*state.Schedu
 		prev := 0
 		switch {
 		case errors.Is(err, state.ErrNotFound):
+			if s.After != "" {
+				s.AfterSince = s.Start
+			}
 		case err != nil:
 			return nil, fmt.Errorf("set schedule %s: %w", s.Name, err)
 		default:
 			prev = old.Version
 			s.LastFire, s.Tokens, s.Fired, s.Pending, s.Runs = old.LastFire, old.Tokens, old.Fired, old.Pending, old.Runs
 			s.Paused = old.Paused
-		}
-		if s.After != "" {
-			s.AfterSince = s.Start
+			s.Counted, s.Unsettled, s.AfterSince = nil, nil, time.Time{}
+			same := old.Cron == s.Cron && old.Every == s.Every && old.After == s.After && old.TimeZone == s.TimeZone
+			if same && spec.Start.IsZero() {
+				s.Start = old.Start
+			}
+			switch {
+			case s.After != "" && old.After == s.After:
+				// The same upstream: keep the watermark (never before the
+				// start) and the memory of what was counted.
+				s.AfterSince, s.Counted, s.Unsettled = old.AfterSince, old.Counted, old.Unsettled
+				if s.AfterSince.Before(s.Start) {
+					s.AfterSince = s.Start
+				}
+			case s.After != "":
+				s.AfterSince = s.Start
+			}
+			logDropped(old, s, now)
 		}
 		s.NextFire = nextFire(s)
 		err = st.PutSchedule(ctx, s, prev, "")
@@ -121,6 +159,47 @@ func Set(ctx context.Context, st Store, spec Spec, now time.Time) (*state.Schedu
 		}
 		return s, nil
 	}
+}
+
+// setAgainNote begins the run log line of logDropped, which records no
+// move of the cursor.
+const setAgainNote = "set again:"
+
+// logDropped says in the run log which due fire times of a time trigger
+// being replaced the new one will not start (they are neither started nor
+// skipped by a catch-up rule otherwise): those before the new trigger's
+// first due fire time, or all of them when the trigger changed.
+func logDropped(old, s *state.Schedule, now time.Time) {
+	if old.After != "" || old.Paused {
+		return // a token trigger's runs are its tokens; a paused one fires nothing until resumed
+	}
+	oc, err := clockOf(old)
+	if err != nil {
+		return
+	}
+	var until time.Time
+	if s.After == "" && old.Cron == s.Cron && old.Every == s.Every && old.TimeZone == s.TimeZone {
+		c, err := clockOf(s)
+		if err != nil {
+			return
+		}
+		until = c.first(s.LastFire) // the same trigger: what it still fires is not dropped
+	}
+	n := 0
+	var first, last time.Time
+	for f := oc.first(old.LastFire); !f.IsZero() && !f.After(now) && (until.IsZero() || f.Before(until)) && n < 100_000; f = oc.next(f) {
+		if n == 0 {
+			first = f
+		}
+		last = f
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	logRun(s, state.ScheduleRun{Fire: last, At: state.Truncate(now), Note: fmt.Sprintf(
+		setAgainNote+" %d due fire time(s) of the previous trigger from %s to %s not started",
+		n, first.Format(time.RFC3339), last.Format(time.RFC3339))})
 }
 
 // build checks a spec and turns it into a schedule item.
@@ -317,6 +396,7 @@ func Resume(ctx context.Context, st Store, name string, now time.Time) error {
 	_, err := update(ctx, st, name, func(s *state.Schedule) error {
 		if s.Paused && s.After != "" && s.Catchup == CatchupNone {
 			s.AfterSince = state.Truncate(now)
+			s.Unsettled = nil
 		}
 		s.Paused = false
 		s.NextFire = nextFire(s)

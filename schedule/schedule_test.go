@@ -2,7 +2,6 @@ package schedule_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -234,6 +233,9 @@ func TestCatchup(t *testing.T) {
 					if !strings.Contains(note, fmt.Sprintf("skipped %d missed", tc.skipped)) {
 						t.Errorf("the run log does not say what was skipped: %+v", s.Runs)
 					}
+					if grace := "the latest was seen 30m0s late, more than the 2m0s grace"; strings.Contains(note, grace) != (tc.catchup == "none") {
+						t.Errorf("the run log says %q; want it to say %q just under catch-up none", note, grace)
+					}
 				}
 				if !s.NextFire.Equal(t0.Add(6 * time.Hour)) {
 					t.Errorf("next fire %v, want 06:00", s.NextFire)
@@ -330,10 +332,23 @@ func complete(t *testing.T, st schedule.Store, d *workflow.Definition, to state.
 	return id
 }
 
+// forgetful is a scheduler that has lost a token trigger's memory: every
+// read of a schedule comes without what it counted and its watermark.
+type forgetful struct{ schedule.Store }
+
+func (f forgetful) GetSchedule(ctx context.Context, name string) (*state.Schedule, error) {
+	s, err := f.Store.GetSchedule(ctx, name)
+	if s != nil {
+		s.Counted, s.Unsettled, s.AfterSince = nil, nil, time.Time{}
+	}
+	return s, err
+}
+
 // TestAfterThreshold: with threshold 2, five completions of the upstream
 // workflow start two runs, whoever observes them and however often: four
-// schedulers tick concurrently, a settle is replayed, the schedule's
-// memory of what it counted is lost, and a failed upstream counts nothing.
+// schedulers that forget what was counted tick concurrently, each seeing
+// every completion again, the schedule's memory of what it counted is
+// lost, and a failed upstream counts nothing.
 func TestAfterThreshold(t *testing.T) {
 	onBoth(t, func(t *testing.T, st schedule.Store) {
 		up := def(t, "up")
@@ -344,25 +359,25 @@ func TestAfterThreshold(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(5 * time.Millisecond)
-		var ids []string
 		for i := 0; i < 5; i++ {
-			ids = append(ids, complete(t, st, up, state.WorkflowCompleted))
+			complete(t, st, up, state.WorkflowCompleted)
 			if i == 2 {
 				complete(t, st, up, state.WorkflowFailed)
 			}
 		}
-		// A replayed settle: the same move again changes nothing.
-		if _, err := st.UpdateWorkflow(ctx(t), ids[0], state.WorkflowChange{From: []state.WorkflowState{state.WorkflowRunning},
-			To: state.WorkflowCompleted}); !errors.Is(err, state.ErrConflict) {
-			t.Errorf("replaying a settle: %v, want a conflict", err)
-		}
+		// Replayed observations: four schedulers tick at once, twice,
+		// each reading the schedule without its memory of what was
+		// counted, so each sees every completion as new and tries to
+		// count it; only the token items can make each count once.
 		var wg sync.WaitGroup
 		for i := 0; i < 4; i++ {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if _, err := schedule.Tick(ctx(t), st, time.Now(), nil); err != nil {
-					t.Errorf("tick: %v", err)
+				for range 2 {
+					if _, err := schedule.Tick(ctx(t), forgetful{st}, time.Now(), nil); err != nil {
+						t.Errorf("tick: %v", err)
+					}
 				}
 			}()
 		}
@@ -520,4 +535,63 @@ func TestLongCatchupInOneTick(t *testing.T) {
 		t.Errorf("one tick started %d, want 300", r.Started)
 	}
 	same(t, "runs", runsOf(t, st, "etl"), expected("s", t0, t0.Add(299*time.Second), time.Second))
+}
+
+// TestSetAgainKeepsTheCursor: setting an existing schedule again (here to
+// change a parameter) without --start loses no fire time and no token:
+// the missed fire times are the catch-up rule's, and an upstream
+// completion since the last tick still counts. A new trigger says in the
+// run log which due fire times of the old one it does not start.
+func TestSetAgainKeepsTheCursor(t *testing.T) {
+	onBoth(t, func(t *testing.T, st schedule.Store) {
+		t0 := ts("2026-11-21T00:00:00Z")
+		spec := schedule.Spec{Name: "hourly", Definition: def(t, "etl"), Cron: "@hourly", Start: t0}
+		if _, err := schedule.Set(ctx(t), st, spec, t0); err != nil {
+			t.Fatal(err)
+		}
+		tick(t, st, t0.Add(time.Minute)) // 00:00
+		spec.Start, spec.Params = time.Time{}, map[string]string{"day": "sat"}
+		if _, err := schedule.Set(ctx(t), st, spec, t0.Add(3*time.Hour+30*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		tick(t, st, t0.Add(3*time.Hour+30*time.Minute))
+		same(t, "runs after setting again", runsOf(t, st, "etl"), expected("hourly", t0, t0.Add(3*time.Hour), time.Hour))
+
+		// A new trigger fires from now; the old one's due fire times are
+		// named in the run log.
+		spec.Cron = "30 * * * *"
+		if _, err := schedule.Set(ctx(t), st, spec, t0.Add(6*time.Hour+15*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		s := get(t, st, "hourly")
+		if len(s.Runs) == 0 || !strings.Contains(s.Runs[0].Note, "set again: 3 due fire time(s) of the previous trigger from 2026-11-21T04:00:00Z to 2026-11-21T06:00:00Z not started") {
+			t.Errorf("the run log does not name the dropped fire times: %+v", s.Runs)
+		}
+		tick(t, st, t0.Add(6*time.Hour+31*time.Minute))
+		want := append(expected("hourly", t0, t0.Add(3*time.Hour), time.Hour), "hourly@2026-11-21T06:30:00Z")
+		slices.Sort(want)
+		same(t, "runs after a new trigger", runsOf(t, st, "etl"), want)
+
+		// A token trigger: a completion between its last tick and the set
+		// still counts.
+		up := def(t, "up")
+		complete(t, st, up, state.WorkflowCompleted)
+		after := schedule.Spec{Name: "tokens", Definition: def(t, "down"), After: "up", Threshold: 1}
+		if _, err := schedule.Set(ctx(t), st, after, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+		tick(t, st, time.Now())
+		complete(t, st, up, state.WorkflowCompleted)
+		time.Sleep(5 * time.Millisecond)
+		after.Params = map[string]string{"day": "sun"}
+		if _, err := schedule.Set(ctx(t), st, after, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		tick(t, st, time.Now())
+		tick(t, st, time.Now())
+		if s := get(t, st, "tokens"); s.Tokens != 1 || s.Fired != 1 {
+			t.Errorf("tokens %d, fired %d; want the completion before the set counted: 1, 1", s.Tokens, s.Fired)
+		}
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -157,8 +158,9 @@ func stepClock(ctx context.Context, st Store, s *state.Schedule, now time.Time, 
 		run = run[len(run)-keep:]
 	}
 	skipped := n - len(run)
+	var late time.Duration // under CatchupNone, how late the latest due fire time was seen
 	if s.Catchup == CatchupNone && now.Sub(run[0]) > Grace {
-		skipped, run = n, nil
+		skipped, run, late = n, nil, now.Sub(run[0])
 	}
 	prev := s.Version
 	if skipped > 0 {
@@ -183,6 +185,10 @@ func stepClock(ctx context.Context, st Store, s *state.Schedule, now time.Time, 
 			skipped, firstDue.Format(time.RFC3339), last.Format(time.RFC3339), s.Catchup)
 		if s.Catchup == CatchupAll {
 			note += fmt.Sprintf(", at most %d", s.MaxCatchup)
+		}
+		if late > 0 {
+			note += fmt.Sprintf("; the latest was seen %s late, more than the %s grace: schedulers must tick at least every %s",
+				late.Truncate(time.Second), Grace, Grace/2)
 		}
 		logRun(s, state.ScheduleRun{Fire: last, At: state.Truncate(now), Note: note + ")"})
 		if err := st.PutSchedule(ctx, s, prev, ""); err != nil {
@@ -231,6 +237,8 @@ func skippedOver(runs []state.ScheduleRun, f time.Time) bool {
 	for i := range runs {
 		r := &runs[i]
 		switch {
+		case strings.HasPrefix(r.Note, setAgainNote):
+			// not a move of the cursor
 		case r.Note == passedNote:
 			if r.Fire.Equal(f) {
 				return false // logged already
@@ -316,13 +324,29 @@ func stepAfter(ctx context.Context, st Store, s *state.Schedule, now time.Time, 
 		}
 		return false, nil
 	}
-	since := s.AfterSince.Add(-AfterLag)
-	if since.Before(s.Start) {
-		since = s.Start
-	}
+	since := lookFrom(s, s.AfterSince)
 	ws, err := st.Workflows(ctx, state.WorkflowQuery{Name: s.After, Since: since})
 	if _, err = state.Skipped(err); err != nil { // a bad item is reported by the store, never counted
 		return false, err
+	}
+	seen := make(map[string]bool, len(ws))
+	for _, w := range ws {
+		seen[w.WorkflowExecID] = true
+	}
+	// The unsettled executions the look no longer reaches: one read each.
+	for _, id := range s.Unsettled {
+		if seen[id] {
+			continue
+		}
+		w, err := st.GetWorkflow(ctx, id)
+		if errors.Is(err, state.ErrNotFound) {
+			continue // deleted or expired: forgotten below
+		}
+		if err != nil {
+			return false, err
+		}
+		seen[id] = true
+		ws = append(ws, w)
 	}
 	sort.Slice(ws, func(i, j int) bool {
 		if !ws[i].StartTime.Equal(ws[j].StartTime) {
@@ -330,39 +354,31 @@ func stepAfter(ctx context.Context, st Store, s *state.Schedule, now time.Time, 
 		}
 		return ws[i].WorkflowExecID < ws[j].WorkflowExecID
 	})
-	// The watermark: every execution started before it has settled.
-	mark := s.AfterSince
-	var unsettled time.Time
-	for _, w := range ws {
-		if !w.State.Terminal() && (unsettled.IsZero() || w.StartTime.Before(unsettled)) {
-			unsettled = w.StartTime
-		}
-		if w.StartTime.After(mark) {
-			mark = w.StartTime
-		}
-	}
-	if !unsettled.IsZero() && unsettled.Before(mark) {
-		mark = unsettled
+	inRange := func(w *state.WorkflowExec) bool {
+		return !w.StartTime.Before(s.Start) && (s.End.IsZero() || !w.StartTime.After(s.End))
 	}
 	counted := false
+	var known []string // counted before, though s.Counted forgot it
 	for _, w := range ws {
-		if w.State != state.WorkflowCompleted || w.StartTime.Before(s.Start) ||
-			(!s.End.IsZero() && w.StartTime.After(s.End)) || slices.Contains(s.Counted, w.WorkflowExecID) {
+		id := w.WorkflowExecID
+		if w.State != state.WorkflowCompleted || !inRange(w) || slices.Contains(s.Counted, id) {
 			continue
 		}
 		prev := s.Version
 		next := *s
 		next.Tokens++
-		next.Counted = append(slices.Clone(s.Counted), w.WorkflowExecID)
-		if len(next.Counted) > recentCounted {
-			next.Counted = next.Counted[len(next.Counted)-recentCounted:]
+		next.Counted = append(slices.Clone(s.Counted), id)
+		if len(next.Counted) > maxCounted { // a backlog: the item stays small, the token items guard the rest
+			next.Counted = next.Counted[len(next.Counted)-maxCounted:]
 		}
+		next.Unsettled = slices.DeleteFunc(slices.Clone(s.Unsettled), func(u string) bool { return u == id })
 		if next.Tokens%s.Threshold == 0 {
 			next.Pending = append(slices.Clone(s.Pending), tokenFireTime(s, w.EndTime, now))
 		}
-		err := st.PutSchedule(ctx, &next, prev, w.WorkflowExecID)
+		err := st.PutSchedule(ctx, &next, prev, id)
 		if errors.Is(err, state.ErrExists) {
-			continue // counted before, by this or another scheduler
+			known = append(known, id) // counted before, by this or another scheduler
+			continue
 		}
 		if err != nil {
 			return false, err
@@ -373,12 +389,52 @@ func stepAfter(ctx context.Context, st Store, s *state.Schedule, now time.Time, 
 	if counted {
 		return false, nil // read again: runs may be due
 	}
-	if mark.After(s.AfterSince) {
-		prev := s.Version
-		s.AfterSince = mark
-		return true, st.PutSchedule(ctx, s, prev, "")
+	// Move the watermark to the latest start seen, and remember what the
+	// next look needs: the executions it may see again that were counted,
+	// and the unsettled ones it no longer reaches. So a tick costs a query
+	// of the last AfterLag of starts and a read per unsettled execution,
+	// whatever ran before.
+	mark := s.AfterSince
+	for _, w := range ws {
+		if w.StartTime.After(mark) {
+			mark = w.StartTime
+		}
 	}
-	return true, nil
+	from := lookFrom(s, mark)
+	var keep, unsettled []string
+	for _, w := range ws {
+		id := w.WorkflowExecID
+		switch {
+		case !inRange(w):
+		case !w.State.Terminal():
+			if w.StartTime.Before(from) {
+				unsettled = append(unsettled, id)
+			}
+		case w.State == state.WorkflowCompleted && !w.StartTime.Before(from) &&
+			(slices.Contains(s.Counted, id) || slices.Contains(known, id)):
+			keep = append(keep, id)
+		}
+	}
+	if len(keep) > maxCounted {
+		keep = keep[len(keep)-maxCounted:] // the token items still guard the rest
+	}
+	if mark.Equal(s.AfterSince) && slices.Equal(keep, s.Counted) && slices.Equal(unsettled, s.Unsettled) {
+		return true, nil
+	}
+	prev := s.Version
+	s.AfterSince, s.Counted, s.Unsettled = mark, keep, unsettled
+	return true, st.PutSchedule(ctx, s, prev, "")
+}
+
+// lookFrom is where a token trigger with watermark mark looks for upstream
+// executions: AfterLag before it, so that one written late to the index
+// is still seen, and not before the schedule's start.
+func lookFrom(s *state.Schedule, mark time.Time) time.Time {
+	since := mark.Add(-AfterLag)
+	if since.Before(s.Start) {
+		since = s.Start
+	}
+	return since
 }
 
 // tokenFireTime is the fire time of a token run: the upstream completion

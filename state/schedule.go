@@ -23,7 +23,8 @@ type Schedules interface {
 	// GetSchedule reads a schedule (strongly consistent); ErrNotFound if
 	// there is none.
 	GetSchedule(ctx context.Context, name string) (*Schedule, error)
-	// DeleteSchedule deletes a schedule if its version is prev.
+	// DeleteSchedule deletes a schedule if its version is prev, and then
+	// the token items it counted.
 	DeleteSchedule(ctx context.Context, name string, prev int) error
 	// Schedules lists every schedule, by name.
 	Schedules(ctx context.Context) ([]*Schedule, error)
@@ -34,6 +35,15 @@ type Schedules interface {
 	// the item before acting on it.
 	DueSchedules(ctx context.Context, now time.Time) ([]string, error)
 }
+
+// TokenRetention is how long the item that records a counted upstream
+// execution is kept: it expires by expires_at, as an execution's items
+// do, so that the schedule table (which `schedule list` scans) holds
+// about a day of tokens. A token trigger looks again only at executions
+// started within AfterLag of the latest it saw, and remembers those it
+// counted, so the item guards a count long after it could be needed;
+// deleting a schedule deletes its tokens too.
+const TokenRetention = 24 * time.Hour
 
 // ScheduleShards is how many index partitions the due schedules are spread
 // over, so that no one partition takes every scheduler's reads and every
@@ -75,14 +85,21 @@ type Schedule struct {
 	// Pending lists the fire times of token runs due but not yet started,
 	// oldest first.
 	Pending []time.Time `json:"pending,omitempty"` // pending
-	// AfterSince is where a token trigger's next look at the upstream
-	// executions starts: every execution started before it was settled.
+	// AfterSince is a token trigger's watermark: the latest start time of
+	// an upstream execution it has seen. Its next look at the upstream
+	// executions starts AfterLag before it; every execution started
+	// before that is settled and looked at, or is in Unsettled.
 	AfterSince time.Time `json:"after_since,omitzero"` // after_since
-	// Counted remembers the upstream executions counted most recently, so
-	// that a tick seeing them again skips them without a write (the token
-	// items, written with each count, are what makes counting exactly
-	// once).
+	// Counted remembers the upstream executions counted that the next
+	// look may see again, so that a tick skips them without a write (the
+	// token items, written with each count, are what makes counting
+	// exactly once).
 	Counted []string `json:"counted,omitempty"` // counted (a JSON list), oldest first
+	// Unsettled lists the upstream executions started before the next
+	// look's start that had not settled when the watermark passed them:
+	// a tick reads each by ID, so that one long run does not hold the
+	// watermark back.
+	Unsettled []string `json:"unsettled,omitempty"` // unsettled (a JSON list)
 
 	// Runs is the run log: the most recent fires and skips, newest first.
 	Runs []ScheduleRun `json:"run_log,omitempty"` // run_log

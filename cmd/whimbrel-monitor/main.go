@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os/signal"
 	"syscall"
 	"time"
@@ -69,18 +70,20 @@ func (c *CLI) Run(k *kong.Context) error {
 	m := monitor.New(st, monitor.Config{Interval: c.Interval, Skew: c.Skew, QueuedTimeout: c.QueuedTimeout, Logger: log})
 	sched, _ := st.(schedule.Store)
 	if c.Once {
+		var tickErr error
 		if sched != nil {
 			if _, err := schedule.Tick(ctx, sched, time.Now(), log.Named("schedule")); errors.Is(err, state.ErrUnavailable) {
 				return err // the sweep would wait for the store the same
 			} else if err != nil {
 				log.Error("firing schedules failed", "error", err)
+				tickErr = fmt.Errorf("firing schedules: %w", err) // sweep all the same, then fail
 			}
 		}
 		r, err := m.Sweep(ctx)
 		log.Info("sweep done", "timed_out", r.TimedOut, "failed_launches", r.FailedLaunches, "cancelled", r.Cancelled,
 			"cancelled_running", r.CancelledRunning, "repaired", r.Repaired, "readied", r.Readied, "cancelled_downstream", r.CancelledDown,
 			"settled", r.Settled, "failed_starts", r.FailedStarts, "undecodable", r.Undecodable)
-		return err
+		return errors.Join(err, tickErr)
 	}
 	log.Info("sweeping", "interval", c.Interval, "skew", c.Skew, "default_queued_timeout", c.QueuedTimeout)
 	ticked := make(chan struct{})

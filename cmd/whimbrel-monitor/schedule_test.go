@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/whimbrel/whimbrel/schedule"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
+	"github.com/whimbrel/whimbrel/state/storetest"
 	"github.com/whimbrel/whimbrel/workflow"
 )
 
@@ -75,5 +77,40 @@ func TestMonitorFiresSchedules(t *testing.T) {
 	}
 	if got := runs(t, st); len(got) < 3 {
 		t.Errorf("a running monitor fired %d runs in 3 s of a 1 s schedule, want at least 2 more", len(got)-1)
+	}
+}
+
+// TestOnceFailsWhenFiringFails: --once sweeps even when firing a schedule
+// fails (here one whose stored definition is not a workflow), and then
+// exits non-zero, naming the schedule.
+func TestOnceFailsWhenFiringFails(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	ctx := context.Background()
+	now := state.Truncate(time.Now())
+	bad := &state.Schedule{Name: "broken", WorkflowName: "scheduled", Definition: `{"name":`, Every: time.Hour, TimeZone: "UTC",
+		Catchup: "all", MaxCatchup: 50, Start: now.Add(-time.Minute), SetTime: now, NextFire: now.Add(-time.Minute)}
+	if err := st.PutSchedule(ctx, bad, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	w := storetest.NewWorkflow(t, "wf", storetest.DAG{"a": nil})
+	storetest.Create(t, st, w)
+	k := storetest.Key(w, "a")
+	past := time.Now().Add(-10 * time.Minute)
+	for _, c := range []state.ActivityChange{
+		{From: []state.ActivityState{state.Requested}, To: state.Queued, At: past},
+		{From: []state.ActivityState{state.Queued}, To: state.Running, At: past,
+			Claim: &state.Claim{Owner: "gone", HeartbeatEnabled: true, HeartbeatTimeout: time.Minute}},
+	} {
+		if _, err := st.UpdateActivity(ctx, k, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, code := run(t, dynamotest.Env(t, st.Prefix()), "--once")
+	if code == 0 || !strings.Contains(out, "broken") {
+		t.Errorf("--once with a schedule that cannot fire: exit %d, want non-zero naming it\n%s", code, out)
+	}
+	if a, err := st.GetActivity(ctx, k); err != nil || a.State != state.TimedOut {
+		t.Errorf("the sweep did not run after the failed tick: activity %+v %v", a, err)
 	}
 }

@@ -86,6 +86,9 @@ func (c *ScheduleSetCmd) Run(g *Globals, k *kong.Context) error {
 			return err
 		}
 		fmt.Fprintf(k.Stdout, "schedule %s set: %s\n", s.Name, describeNext(s))
+		for _, w := range schedule.Warnings(s) {
+			fmt.Fprintf(k.Stderr, "warning: schedule %s: %s\n", s.Name, w)
+		}
 		return nil
 	})
 }

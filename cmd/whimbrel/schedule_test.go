@@ -327,3 +327,22 @@ func TestScheduleCommandsRefuseBadInput(t *testing.T) {
 	}
 }
 
+// TestScheduleSetWarnsOfCatchupNone: --catchup none skips every fire a
+// scheduler does not see within the grace; `schedule set` says so.
+func TestScheduleSetWarnsOfCatchupNone(t *testing.T) {
+	t.Parallel()
+	env := []string{"WHIMBREL_STORE=sqlite:" + filepath.Join(t.TempDir(), "state.db")}
+	if _, errOut, code := whimbrel(t, env, "install"); code != 0 {
+		t.Fatalf("install: %s", errOut)
+	}
+	file := example(t, "etl.yaml")
+	for _, catchup := range []string{"none", "latest"} {
+		_, errOut, code := whimbrel(t, env, "schedule", "set", "s-"+catchup, file, "--cron", "@hourly", "--catchup", catchup)
+		if code != 0 {
+			t.Fatalf("set --catchup %s: exit %d\n%s", catchup, code, errOut)
+		}
+		if warned := strings.Contains(errOut, "warning: schedule s-"+catchup+": --catchup none starts a fire time only if a scheduler ticks within 2m0s"); warned != (catchup == "none") {
+			t.Errorf("set --catchup %s: warned %v, want %v:\n%s", catchup, warned, catchup == "none", errOut)
+		}
+	}
+}

@@ -31,7 +31,7 @@ var _ state.Schedules = (*Store)(nil)
 
 // scheduleTable is the schedule table's definition, which Install creates
 // with the others.
-var scheduleTable = tableDef{base: TableSchedule,
+var scheduleTable = tableDef{base: TableSchedule, ttl: true,
 	description: "schedules, and the upstream executions their token triggers counted",
 	hash:        s("schedule_name"), rng: ps("entry"),
 	indexes: []index{
@@ -132,9 +132,9 @@ func (st *Store) GetSchedule(ctx context.Context, name string) (*state.Schedule,
 	return attr.DecodeSchedule(st.prefix+TableSchedule, m)
 }
 
-// DeleteSchedule implements state.Schedules. The tokens it counted stay:
-// they are small, and a schedule set again under the name counts only
-// executions started after it was set.
+// DeleteSchedule implements state.Schedules: the schedule, conditionally,
+// then the token items it counted. A deleter that dies in between leaves
+// tokens that expire by TTL (state.TokenRetention).
 func (st *Store) DeleteSchedule(ctx context.Context, name string, prev int) error {
 	out, err := st.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
 		TransactItems: []types.TransactWriteItem{{Delete: &types.Delete{
@@ -158,6 +158,41 @@ func (st *Store) DeleteSchedule(ctx context.Context, name string, prev int) erro
 		return fmt.Errorf("delete schedule %s: %w", name, err)
 	}
 	st.report("DeleteSchedule", out.ConsumedCapacity...)
+	return st.deleteTokens(ctx, name)
+}
+
+// deleteTokens deletes the token items of a schedule, 100 to a
+// transaction.
+func (st *Store) deleteTokens(ctx context.Context, name string) error {
+	var keys []item
+	in := &dynamodb.QueryInput{
+		TableName:                 st.table(TableSchedule),
+		ConsistentRead:            aws.Bool(true),
+		KeyConditionExpression:    aws.String("schedule_name = :n AND begins_with(#e, :t)"),
+		ExpressionAttributeNames:  map[string]string{"#e": "entry"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":n": avS(name), ":t": avS(attr.TokenPrefix)},
+		ProjectionExpression:      aws.String("schedule_name, #e"),
+	}
+	err := st.query(ctx, "ScheduleTokens", in, 0, func(m item) error {
+		keys = append(keys, m)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("delete the tokens of schedule %s: %w", name, err)
+	}
+	for len(keys) > 0 {
+		n := min(len(keys), 100)
+		var del []types.TransactWriteItem
+		for _, k := range keys[:n] {
+			del = append(del, types.TransactWriteItem{Delete: &types.Delete{TableName: st.table(TableSchedule), Key: k}})
+		}
+		out, err := st.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: del, ReturnConsumedCapacity: st.returnCapacity()})
+		if err != nil {
+			return fmt.Errorf("delete the tokens of schedule %s: %w", name, err)
+		}
+		st.report("DeleteSchedule", out.ConsumedCapacity...)
+		keys = keys[n:]
+	}
 	return nil
 }
 

@@ -101,8 +101,8 @@ func (st *Store) GetSchedule(ctx context.Context, name string) (*state.Schedule,
 	return attr.DecodeSchedule(st.prefix+"schedule", it)
 }
 
-// DeleteSchedule implements state.Schedules. The tokens stay, as on
-// DynamoDB.
+// DeleteSchedule implements state.Schedules: the schedule and its token
+// items, in one transaction.
 func (st *Store) DeleteSchedule(ctx context.Context, name string, prev int) error {
 	err := st.tx(ctx, func(tx *sql.Tx) error {
 		cur, err := st.get(ctx, tx, "schedule", name, attr.EntrySchedule)
@@ -115,8 +115,8 @@ func (st *Store) DeleteSchedule(ctx context.Context, name string, prev int) erro
 		if versionOf(cur) != prev {
 			return scheduleConflict(name, prev, cur)
 		}
-		_, err = tx.ExecContext(ctx, fmt.Sprintf(`DELETE FROM %s WHERE schedule_name = ? AND entry = ?`, st.name("schedule")),
-			name, attr.EntrySchedule)
+		_, err = tx.ExecContext(ctx, fmt.Sprintf(`DELETE FROM %s WHERE schedule_name = ? AND (entry = ? OR substr(entry, 1, ?) = ?)`, st.name("schedule")),
+			name, attr.EntrySchedule, len(attr.TokenPrefix), attr.TokenPrefix)
 		return err
 	})
 	var ce *state.ConflictError

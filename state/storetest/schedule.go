@@ -48,7 +48,7 @@ func aSchedule(name string) *state.Schedule {
 		Name: name, WorkflowName: "etl", Definition: `{"name":"etl"}`, Cron: "0 2 * * *", TimeZone: "Europe/Berlin",
 		Catchup: "all", MaxCatchup: 50, Start: now.Add(-time.Hour), End: now.Add(24 * time.Hour), SetTime: now,
 		NextFire: now.Add(time.Hour), LastFire: now.Add(-time.Minute), Params: map[string]string{"day": "mon"},
-		Pending: []time.Time{now.Truncate(time.Second)}, Counted: []string{"up::2", "up::1"},
+		Pending: []time.Time{now.Truncate(time.Second)}, Counted: []string{"up::2", "up::1"}, Unsettled: []string{"up::0"},
 		Runs: []state.ScheduleRun{{Fire: now, RequestID: name + "@x", WorkflowExecID: "etl::1", At: now, Note: "n"}},
 	}
 }
@@ -183,10 +183,42 @@ func testScheduleDelete(t *testing.T, h Harness) {
 	if err := ss.PutSchedule(ctx(t), s, 0, ""); err != nil {
 		t.Fatal(err)
 	}
+	// Tokens, more than one DynamoDB transaction deletes, and another
+	// schedule's token of the same execution.
+	const tokens = 105
+	for i := 0; i < tokens; i++ {
+		if err := ss.PutSchedule(ctx(t), s, s.Version, fmt.Sprintf("up::%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := aSchedule("gone-not")
+	if err := ss.PutSchedule(ctx(t), other, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := ss.PutSchedule(ctx(t), other, 1, "up::0"); err != nil {
+		t.Fatal(err)
+	}
 	if err := ss.DeleteSchedule(ctx(t), "gone", 7); !errors.Is(err, state.ErrConflict) {
 		t.Errorf("delete at a stale version: %v, want a conflict", err)
 	}
-	if err := ss.DeleteSchedule(ctx(t), "gone", 1); err != nil {
+	if err := ss.DeleteSchedule(ctx(t), "gone", 1+tokens); err != nil {
+		t.Fatalf("DeleteSchedule: %v", err)
+	}
+	// Its tokens went with it: a schedule set again under the name may
+	// count those executions; the other schedule's token stays.
+	again := aSchedule("gone")
+	if err := ss.PutSchedule(ctx(t), again, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, tokens - 1} {
+		if err := ss.PutSchedule(ctx(t), again, again.Version, fmt.Sprintf("up::%d", i)); err != nil {
+			t.Errorf("token up::%d after the schedule was deleted and set again: %v, want it gone", i, err)
+		}
+	}
+	if err := ss.PutSchedule(ctx(t), other, other.Version, "up::0"); !errors.Is(err, state.ErrExists) {
+		t.Errorf("the other schedule's token after the delete: %v, want ErrExists", err)
+	}
+	if err := ss.DeleteSchedule(ctx(t), "gone", again.Version); err != nil {
 		t.Fatalf("DeleteSchedule: %v", err)
 	}
 	if _, err := ss.GetSchedule(ctx(t), "gone"); !errors.Is(err, state.ErrNotFound) {

@@ -3,6 +3,7 @@ package attr
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -75,6 +76,10 @@ func EncodeSchedule(s *state.Schedule) Item {
 		b, _ := json.Marshal(s.Counted) // strings always marshal
 		m["counted"] = S(b)
 	}
+	if len(s.Unsettled) > 0 {
+		b, _ := json.Marshal(s.Unsettled) // strings always marshal
+		m["unsettled"] = S(b)
+	}
 	if len(s.Params) > 0 {
 		b, _ := json.Marshal(s.Params) // a map of strings always marshals
 		m["params"] = S(b)
@@ -128,6 +133,11 @@ func DecodeSchedule(table string, m Item) (*state.Schedule, error) {
 			d.fail("counted", "not a JSON list of strings: %v", err)
 		}
 	}
+	if u := d.str("unsettled", false); u != "" {
+		if err := json.Unmarshal([]byte(u), &s.Unsettled); err != nil {
+			d.fail("unsettled", "not a JSON list of strings: %v", err)
+		}
+	}
 	if p := d.str("pending", false); p != "" {
 		for _, f := range strings.Fields(p) {
 			t, err := time.Parse(time.RFC3339Nano, f)
@@ -146,10 +156,15 @@ func DecodeSchedule(table string, m Item) (*state.Schedule, error) {
 	return s, d.err
 }
 
+// TokenPrefix begins the entry of every token item.
+const TokenPrefix = tokenPrefix
+
 // EncodeToken writes the item that records a counted upstream execution.
+// It expires state.TokenRetention after at.
 func EncodeToken(schedule, workflowExecID string, at time.Time) Item {
 	m := Item{"schedule_name": S(schedule), "entry": S(TokenEntry(workflowExecID)),
-		"workflow_exec_id": S(workflowExecID)}
+		"workflow_exec_id": S(workflowExecID),
+		ExpiresAt:          N(strconv.FormatInt(at.Add(state.TokenRetention).Unix(), 10))}
 	putTime(m, "counted_time", at, false)
 	return m
 }
