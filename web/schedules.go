@@ -100,7 +100,7 @@ func runStatuses(ctx context.Context, st state.Store, runs []state.ScheduleRun) 
 	out := make([]schedule.RunStatus, 0, len(runs))
 	for _, r := range runs {
 		got, err := schedule.Runs(ctx, st, &state.Schedule{Runs: []state.ScheduleRun{r}})
-		var ie *state.ItemError
+		var ie *state.DecodeError
 		switch {
 		case errors.As(err, &ie):
 			out = append(out, schedule.RunStatus{ScheduleRun: r, Error: "cannot be read: " + err.Error()})

@@ -258,7 +258,7 @@ type badRunStore struct {
 
 func (b badRunStore) GetWorkflow(ctx context.Context, id string) (*state.WorkflowExec, error) {
 	if id == b.bad {
-		return nil, &state.ItemError{Table: "whimbrel_workflow_exec", Key: "<i>" + id + "</i>", Attr: "state", Err: "not a string"}
+		return nil, &state.DecodeError{Table: "whimbrel_workflow_exec", Key: "<i>" + id + "</i>", Attr: "state", Err: "not a string"}
 	}
 	return b.Store.GetWorkflow(ctx, id)
 }

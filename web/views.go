@@ -185,7 +185,7 @@ type problem struct {
 }
 
 func problemOf(err error, what string) *problem {
-	var ie *state.ItemError
+	var ie *state.DecodeError
 	switch {
 	case errors.Is(err, state.ErrNotFound):
 		return &problem{404, "Not found", fmt.Sprintf("There is no %s. It may have expired, or the store or table prefix is not the one it was started on.", what)}

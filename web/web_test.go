@@ -447,7 +447,7 @@ func TestASlowStoreIsSaidNotWaitedFor(t *testing.T) {
 type brokenStore struct{ state.Store }
 
 func (brokenStore) Activities(ctx context.Context, id string) ([]*state.ActivityExec, error) {
-	return nil, &state.ItemError{Table: "whimbrel_activity_exec", Key: "<b>x</b>", Attr: "state", Err: "not a string"}
+	return nil, &state.DecodeError{Table: "whimbrel_activity_exec", Key: "<b>x</b>", Attr: "state", Err: "not a string"}
 }
 
 func TestAnUndecodableItemShowsAsSuch(t *testing.T) {

@@ -75,7 +75,7 @@ func testData(t *testing.T, h Harness) {
 			h.PutForeignActivity(t, st, m)
 			a, err := st.GetActivity(ctx(t), state.ActivityKey{ActivityExecID: m["activity_exec_id"].(string), WorkflowExecID: fw})
 			if tc.wantAttr != "" {
-				var ie *state.ItemError
+				var ie *state.DecodeError
 				if !asItemError(err, &ie) || ie.Attr != tc.wantAttr {
 					t.Errorf("got %v, want an *ItemError naming %s", err, tc.wantAttr)
 				}
@@ -94,4 +94,4 @@ func testData(t *testing.T, h Harness) {
 	}
 }
 
-func asItemError(err error, target **state.ItemError) bool { return errors.As(err, target) }
+func asItemError(err error, target **state.DecodeError) bool { return errors.As(err, target) }
