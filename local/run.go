@@ -17,12 +17,12 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/whimbrel/whimbrel/activity"
 	"github.com/whimbrel/whimbrel/internal/nudge"
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/monitor"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
+	"github.com/whimbrel/whimbrel/wrapper"
 )
 
 // Timings of a local run.
@@ -220,7 +220,7 @@ func maxKillGrace(d *workflow.Definition) time.Duration {
 	for _, n := range d.Names() {
 		g := time.Duration(d.Effective(n).KillGrace)
 		if g == 0 {
-			g = activity.DefaultKillGrace
+			g = wrapper.DefaultKillGrace
 		}
 		longest = max(longest, g)
 	}

@@ -20,7 +20,7 @@ import (
 // cancellation or a lost lease still stops the command.
 //
 // It writes nothing else: the processor advances the workflow, so the
-// wrapper must not (activity.Config.NoAdvance).
+// wrapper must not (wrapper.Config.NoAdvance).
 type Client struct {
 	Store
 	// Source is recorded on every event.

@@ -20,7 +20,7 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/whimbrel/whimbrel/internal/cli"
+	"github.com/whimbrel/whimbrel/cmd/internal/cli"
 	"github.com/whimbrel/whimbrel/internal/nudge"
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/state"

@@ -15,11 +15,11 @@ import (
 	"github.com/alecthomas/kong"
 	"golang.org/x/sys/unix"
 
-	"github.com/whimbrel/whimbrel/activity"
+	"github.com/whimbrel/whimbrel/cmd/internal/cli"
 	"github.com/whimbrel/whimbrel/heartbeat"
-	"github.com/whimbrel/whimbrel/internal/cli"
 	"github.com/whimbrel/whimbrel/simpleapi"
 	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/wrapper"
 )
 
 const description = `Run one Whimbrel activity: claim it (→ RUNNING), run CMD, heartbeat while it
@@ -94,10 +94,10 @@ type CLI struct {
 func main() {
 	// Caught before anything else (parsing, opening the store): as PID 1,
 	// a SIGTERM that came before would end the wrapper with nothing logged
-	// or recorded. activity.Run handles what is caught.
-	c := CLI{signals: activity.CatchSignals()}
+	// or recorded. wrapper.Run handles what is caught.
+	c := CLI{signals: wrapper.CatchSignals()}
 	cli.Main(cli.Program{Name: "whimbrel-run", Description: description,
-		UsageExit: activity.ExitWrapperError, FailureExit: activity.ExitWrapperError}, &c)
+		UsageExit: wrapper.ExitWrapperError, FailureExit: wrapper.ExitWrapperError}, &c)
 }
 
 // Run checks the command line, then runs the activity.
@@ -149,7 +149,7 @@ func (c *CLI) Run(k *kong.Context) error {
 		store = &simpleapi.Client{Store: st, Source: fmt.Sprintf("whimbrel-run on %s (pid %d)", host, os.Getpid()),
 			Logger: log.Named("simple")}
 	}
-	code := activity.Run(ctx, store, activity.Config{
+	code := wrapper.Run(ctx, store, wrapper.Config{
 		Key:                    key,
 		Command:                c.Command,
 		Heartbeat:              !c.NoHeartbeat,

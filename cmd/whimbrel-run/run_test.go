@@ -52,8 +52,8 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// wrapper is one running whimbrel-run.
-type wrapper struct {
+// runningWrapper is one running whimbrel-run.
+type runningWrapper struct {
 	cmd            *exec.Cmd
 	stdout, stderr syncBuffer
 	done           chan struct{}
@@ -131,9 +131,9 @@ func (f *fixture) env(t *testing.T, name string, extra ...string) []string {
 	return append(env, extra...)
 }
 
-func start(t *testing.T, env []string, args ...string) *wrapper {
+func start(t *testing.T, env []string, args ...string) *runningWrapper {
 	t.Helper()
-	w := &wrapper{cmd: exec.Command(binary, args...), done: make(chan struct{})}
+	w := &runningWrapper{cmd: exec.Command(binary, args...), done: make(chan struct{})}
 	w.cmd.Env = env
 	w.cmd.Stdout, w.cmd.Stderr = &w.stdout, &w.stderr
 	if err := w.cmd.Start(); err != nil {
@@ -160,7 +160,7 @@ func start(t *testing.T, env []string, args ...string) *wrapper {
 }
 
 // wait returns the wrapper's exit status, failing the test after timeout.
-func (w *wrapper) wait(t *testing.T, timeout time.Duration) int {
+func (w *runningWrapper) wait(t *testing.T, timeout time.Duration) int {
 	t.Helper()
 	select {
 	case <-w.done:
@@ -172,7 +172,7 @@ func (w *wrapper) wait(t *testing.T, timeout time.Duration) int {
 }
 
 // run runs a wrapper to its end.
-func run(t *testing.T, env []string, args ...string) *wrapper {
+func run(t *testing.T, env []string, args ...string) *runningWrapper {
 	t.Helper()
 	w := start(t, env, args...)
 	w.wait(t, time.Minute)
@@ -472,7 +472,7 @@ func TestAsPID1ReapsOrphans(t *testing.T) {
 	f := newFixture(t, storetest.DAG{"a": nil})
 	f.queue(t, "a")
 	script := `(sleep 0.1 &); sleep 1; n=$(cat /proc/[0-9]*/stat 2>/dev/null | grep -c ') Z '); echo "zombies=$n"; [ "$n" -eq 0 ] && exit 7; exit 8`
-	w := &wrapper{cmd: exec.Command("unshare", "--pid", "--fork", "--mount-proc", binary, "--", "sh", "-c", script), done: make(chan struct{})}
+	w := &runningWrapper{cmd: exec.Command("unshare", "--pid", "--fork", "--mount-proc", binary, "--", "sh", "-c", script), done: make(chan struct{})}
 	w.cmd.Env = f.env(t, "a")
 	w.cmd.Stdout, w.cmd.Stderr = &w.stdout, &w.stderr
 	err := w.cmd.Run()

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/whimbrel/whimbrel/internal/cli"
+	"github.com/whimbrel/whimbrel/cmd/internal/cli"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"

@@ -9,8 +9,8 @@ import (
 	"github.com/alecthomas/kong"
 	"golang.org/x/term"
 
+	"github.com/whimbrel/whimbrel/cmd/internal/cli"
 	"github.com/whimbrel/whimbrel/inspect"
-	"github.com/whimbrel/whimbrel/internal/cli"
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/local"
 	"github.com/whimbrel/whimbrel/local/view"

@@ -8,7 +8,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
-	"github.com/whimbrel/whimbrel/internal/cli"
+	"github.com/whimbrel/whimbrel/cmd/internal/cli"
 )
 
 // InstallCmd is `whimbrel install`.

@@ -6,7 +6,7 @@ package main
 import (
 	"github.com/alecthomas/kong"
 
-	"github.com/whimbrel/whimbrel/internal/cli"
+	"github.com/whimbrel/whimbrel/cmd/internal/cli"
 )
 
 const description = `Whimbrel runs workflows of containerised or local activities with no central

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"github.com/whimbrel/whimbrel/internal/cli"
+	"github.com/whimbrel/whimbrel/cmd/internal/cli"
 	"github.com/whimbrel/whimbrel/workflow"
 )
 

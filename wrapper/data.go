@@ -1,4 +1,4 @@
-package activity
+package wrapper
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package activity_test
+package wrapper_test
 
 import (
 	"context"
@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/whimbrel/whimbrel/activity"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 	"github.com/whimbrel/whimbrel/state/storetest"
+	"github.com/whimbrel/whimbrel/wrapper"
 )
 
 // lossy lets the first claim land but loses its answer, after running
@@ -59,7 +59,7 @@ func runActivity(t *testing.T, st state.Store, k state.ActivityKey, marker strin
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return activity.Run(ctx, st, activity.Config{Key: k, Command: []string{"touch", marker},
+	return wrapper.Run(ctx, st, wrapper.Config{Key: k, Command: []string{"touch", marker},
 		Heartbeat: true, HeartbeatInterval: time.Second, HeartbeatTimeout: 5 * time.Second, RecordTimeout: 10 * time.Second})
 }
 
@@ -90,8 +90,8 @@ func TestClaimThatMovedOnIsNotRun(t *testing.T) {
 			t.Error(err)
 		}
 	}}
-	if code := runActivity(t, l, k, marker); code != activity.ExitClaimRefused || ran(marker) {
-		t.Fatalf("exit %d, ran %v; want %d and not run", code, ran(marker), activity.ExitClaimRefused)
+	if code := runActivity(t, l, k, marker); code != wrapper.ExitClaimRefused || ran(marker) {
+		t.Fatalf("exit %d, ran %v; want %d and not run", code, ran(marker), wrapper.ExitClaimRefused)
 	}
 	a, _ := st.GetActivity(context.Background(), k)
 	if a.State != state.TimedOut || !strings.Contains(a.Reason, "claimed, but not started") {
@@ -115,7 +115,7 @@ func TestClaimRefusedAfterLandingIsRecorded(t *testing.T) {
 			t.Error(err)
 		}
 	}}
-	if code := runActivity(t, l, k, marker); code != activity.ExitClaimRefused || ran(marker) {
+	if code := runActivity(t, l, k, marker); code != wrapper.ExitClaimRefused || ran(marker) {
 		t.Fatalf("exit %d, ran %v", code, ran(marker))
 	}
 	a, _ := st.GetActivity(context.Background(), k)

@@ -1,9 +1,9 @@
-// Package activity runs one activity under the client contract, as
+// Package wrapper runs one activity under the client contract, as
 // whimbrel-run does: it claims the activity (→ RUNNING), runs its command,
 // keeps the lease alive with heartbeats, stops the command when the
 // activity is cancelled, timed out or its lease is lost, records how the
 // command ended, and advances the workflow.
-package activity
+package wrapper
 
 import (
 	"context"
@@ -25,7 +25,7 @@ import (
 	"github.com/whimbrel/whimbrel/heartbeat"
 	"github.com/whimbrel/whimbrel/internal/fault"
 	"github.com/whimbrel/whimbrel/internal/nudge"
-	"github.com/whimbrel/whimbrel/runner"
+	"github.com/whimbrel/whimbrel/process"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -46,11 +46,11 @@ const (
 	ExitTimeout = 124
 	// ExitWrapperError: the wrapper failed before the command started
 	// (a usage error, an unreachable store).
-	ExitWrapperError = runner.ExitWrapperError
+	ExitWrapperError = process.ExitWrapperError
 	// ExitCannotExecute: the command exists but could not be executed.
-	ExitCannotExecute = runner.ExitCannotExecute
+	ExitCannotExecute = process.ExitCannotExecute
 	// ExitNotFound: the command was not found.
-	ExitNotFound = runner.ExitNotFound
+	ExitNotFound = process.ExitNotFound
 	// ExitDataRefused: the activity FAILED over its data: a template of
 	// its command or env could not be resolved (the command was not
 	// started), or the command exited 0 but its WHIMBREL_OUTPUT file is
@@ -98,7 +98,7 @@ type Config struct {
 	// process group (tini's default; whimbrel-run's is the group, tini -g).
 	SignalChildOnly bool
 	// Guard stops the command's process group if the wrapper is killed
-	// outright (kill -9) when it is not PID 1 (see runner.Config.Guard).
+	// outright (kill -9) when it is not PID 1 (see process.Config.Guard).
 	Guard bool
 	// ParentDeathSignal, when not 0, is sent to the wrapper itself when its
 	// parent dies (tini -p): SIGTERM stops the command as a docker stop
@@ -228,7 +228,7 @@ func (r *run) run(ctx context.Context) int {
 	r.data = dt
 	defer dt.remove()
 
-	p, err := runner.Start(runner.Config{
+	p, err := process.Start(process.Config{
 		Args:            dt.argv,
 		Env:             dt.env,
 		Stdin:           r.cfg.Stdin,
@@ -243,7 +243,7 @@ func (r *run) run(ctx context.Context) int {
 		Logger:          r.log.Named("runner"),
 	})
 	if err != nil {
-		code := runner.ExitCode(err)
+		code := process.ExitCode(err)
 		r.log.Error("command did not start", "error", err)
 		return r.finish(&state.Exit{Code: code}, err.Error(), fmt.Sprintf("command did not start: %v", err), code)
 	}
@@ -480,7 +480,7 @@ func (r *run) abandonWithin(d time.Duration, why string) {
 // supervise waits for the command, stopping it when the lease is lost, the
 // activity is cancelled, --timeout passes, or the wrapper is told to stop.
 // Every goroutine it starts ends before it returns.
-func (r *run) supervise(ctx context.Context, p *runner.Process, since time.Time) runner.Result {
+func (r *run) supervise(ctx context.Context, p *process.Process, since time.Time) process.Result {
 	sctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() {
@@ -614,7 +614,7 @@ func (r *run) holdSignals() (release func()) {
 // default one, and an ignored signal must stay ignored in it.
 func notify(c chan<- os.Signal, sigs ...syscall.Signal) {
 	for _, s := range sigs {
-		if !runner.Ignored(s) {
+		if !process.Ignored(s) {
 			signal.Notify(c, s)
 		}
 	}
@@ -633,7 +633,7 @@ func pendingSignal(c chan os.Signal) syscall.Signal {
 }
 
 // stop stops the command once, recording the first reason.
-func (r *run) stop(p *runner.Process, reason string) {
+func (r *run) stop(p *process.Process, reason string) {
 	r.mu.Lock()
 	if r.stopReason == "" {
 		r.stopReason = reason

@@ -1,6 +1,6 @@
 //go:build linux
 
-// Package runner supervises the command that whimbrel-run wraps. It starts
+// Package process supervises the command that whimbrel-run wraps. It starts
 // the command in its own process group with the wrapper's stdin and stdout,
 // passes stderr through while keeping its tail for the run record, relays
 // signals to the group, stops it with SIGTERM then SIGKILL, reaps orphaned
@@ -10,7 +10,7 @@
 //
 // The package is Linux only: reaping relies on PR_SET_CHILD_SUBREAPER and on
 // the wait semantics of Linux.
-package runner
+package process
 
 import (
 	"fmt"
