@@ -126,7 +126,7 @@ type Config struct {
 
 // Launcher claims and launches activities.
 type Launcher struct {
-	st  state.Store
+	st  Store
 	cfg Config
 	log hclog.Logger
 
@@ -151,7 +151,7 @@ type Launcher struct {
 func (l *Launcher) Undecodable() int64 { return l.undecodable.Load() }
 
 // New returns a Launcher.
-func New(st state.Store, cfg Config) *Launcher {
+func New(st Store, cfg Config) *Launcher {
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
 	}
