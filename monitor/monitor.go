@@ -67,13 +67,13 @@ type Report struct {
 
 // Monitor sweeps.
 type Monitor struct {
-	st  state.Store
+	st  Store
 	cfg Config
 	log hclog.Logger
 }
 
 // New returns a Monitor.
-func New(st state.Store, cfg Config) *Monitor {
+func New(st Store, cfg Config) *Monitor {
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
 	}
