@@ -124,6 +124,13 @@ type Config struct {
 	Logger   hclog.Logger
 }
 
+// Store is what a launcher needs of a store: the READY activities to
+// claim, and what advancing past a launch that failed needs.
+type Store interface {
+	workflow.Advancer
+	ActivitiesInState(ctx context.Context, q state.ActivityQuery) ([]state.ActivityRef, error)
+}
+
 // Launcher claims and launches activities.
 type Launcher struct {
 	st  Store
