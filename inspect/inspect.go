@@ -107,8 +107,10 @@ func viewWorkflow(w *state.WorkflowExec, now time.Time) Workflow {
 }
 
 // Load reads an execution and lays its activities out as the DAG:
-// dependencies before dependents, each indented by its depth.
-func Load(ctx context.Context, st state.Store, id string, now time.Time) (*Status, error) {
+// dependencies before dependents, each indented by its depth. A store that
+// is also a state.Inbox (an optional capability, looked for by assertion)
+// adds the Simple Lambda API events it rejected.
+func Load(ctx context.Context, st workflow.Reader, id string, now time.Time) (*Status, error) {
 	wf, err := st.GetWorkflow(ctx, id)
 	if err != nil {
 		return nil, err
@@ -196,7 +198,7 @@ func Load(ctx context.Context, st state.Store, id string, now time.Time) (*Statu
 
 // rejected lists the Simple Lambda API events a processor refused for one
 // activity item. Failing to list them does not fail the status.
-func rejected(ctx context.Context, st state.Store, activityExecID string) []RejectedEvent {
+func rejected(ctx context.Context, st workflow.Reader, activityExecID string) []RejectedEvent {
 	in, ok := st.(state.Inbox)
 	if !ok {
 		return nil
@@ -349,8 +351,13 @@ func orDash(s string) string {
 	return s
 }
 
+// Lister lists executions: what List needs of a store.
+type Lister interface {
+	Workflows(ctx context.Context, q state.WorkflowQuery) ([]*state.WorkflowExec, error)
+}
+
 // List reads executions, newest first.
-func List(ctx context.Context, st state.Store, q state.WorkflowQuery, now time.Time) ([]Workflow, error) {
+func List(ctx context.Context, st Lister, q state.WorkflowQuery, now time.Time) ([]Workflow, error) {
 	wfs, err := st.Workflows(ctx, q)
 	if _, err := state.Skipped(err); err != nil { // one that cannot be decoded is reported by the store
 		return nil, err

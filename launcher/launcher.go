@@ -124,9 +124,16 @@ type Config struct {
 	Logger   hclog.Logger
 }
 
+// Store is what a launcher needs of a store: the READY activities to
+// claim, and what advancing past a launch that failed needs.
+type Store interface {
+	workflow.Advancer
+	ActivitiesInState(ctx context.Context, q state.ActivityQuery) ([]state.ActivityRef, error)
+}
+
 // Launcher claims and launches activities.
 type Launcher struct {
-	st  state.Store
+	st  Store
 	cfg Config
 	log hclog.Logger
 
@@ -151,7 +158,7 @@ type Launcher struct {
 func (l *Launcher) Undecodable() int64 { return l.undecodable.Load() }
 
 // New returns a Launcher.
-func New(st state.Store, cfg Config) *Launcher {
+func New(st Store, cfg Config) *Launcher {
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
 	}

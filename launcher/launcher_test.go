@@ -519,7 +519,7 @@ func TestDrainFinishesClaimedLaunches(t *testing.T) {
 
 // lostAnswer lands the first claim to QUEUED but loses its answer.
 type lostAnswer struct {
-	state.Store
+	launcher.Store
 	once sync.Once
 }
 

@@ -60,7 +60,7 @@ func TestRetryWaitsForNotBefore(t *testing.T) {
 
 // countingReads counts the reads of one activity.
 type countingReads struct {
-	state.Store
+	launcher.Store
 	key state.ActivityKey
 	n   atomic.Int64
 }

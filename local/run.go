@@ -67,7 +67,7 @@ type Result struct {
 
 // Run starts d and runs it to its end. It returns an error only when it
 // could not run the workflow; a workflow that failed is a Result.
-func Run(ctx context.Context, st state.Store, d *workflow.Definition, opts Options) (*Result, error) {
+func Run(ctx context.Context, st Store, d *workflow.Definition, opts Options) (*Result, error) {
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
 	}
@@ -227,7 +227,7 @@ func maxKillGrace(d *workflow.Definition) time.Duration {
 	return longest
 }
 
-func read(ctx context.Context, st state.Store, id string) (*state.WorkflowExec, []*state.ActivityExec, error) {
+func read(ctx context.Context, st workflow.Reader, id string) (*state.WorkflowExec, []*state.ActivityExec, error) {
 	wf, err := st.GetWorkflow(ctx, id)
 	if err != nil {
 		return nil, nil, err

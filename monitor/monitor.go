@@ -65,15 +65,24 @@ type Report struct {
 	Undecodable int
 }
 
+// Store is what a monitor needs of a store: the activities in each state
+// and the workflows running or still starting to judge, and what
+// advancing and settling after its verdicts needs.
+type Store interface {
+	workflow.Advancer
+	ActivitiesInState(ctx context.Context, q state.ActivityQuery) ([]state.ActivityRef, error)
+	Workflows(ctx context.Context, q state.WorkflowQuery) ([]*state.WorkflowExec, error)
+}
+
 // Monitor sweeps.
 type Monitor struct {
-	st  state.Store
+	st  Store
 	cfg Config
 	log hclog.Logger
 }
 
 // New returns a Monitor.
-func New(st state.Store, cfg Config) *Monitor {
+func New(st Store, cfg Config) *Monitor {
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
 	}

@@ -24,10 +24,15 @@ import (
 	"github.com/whimbrel/whimbrel/workflow"
 )
 
-// Store is what schedules need of a store.
+// Store is what schedules need of a store: the schedule items, and the
+// executions to start, to count (Workflows) and to find started already
+// (GetRequest). checkKnown also asks whether it is a state.Inbox, which
+// knows the registered workflows: an optional capability, not part of it.
 type Store interface {
-	state.Store
 	state.Schedules
+	workflow.Starter
+	Workflows(ctx context.Context, q state.WorkflowQuery) ([]*state.WorkflowExec, error)
+	GetRequest(ctx context.Context, workflowRequestID, workflowName string) (*state.WorkflowRequest, error)
 }
 
 // The catch-up rules: what a schedule does with fire times it missed

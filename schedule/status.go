@@ -25,7 +25,7 @@ type RunStatus struct {
 }
 
 // Runs reads the state of the runs in a schedule's run log, newest first.
-func Runs(ctx context.Context, st state.Store, s *state.Schedule) ([]RunStatus, error) {
+func Runs(ctx context.Context, st workflow.Reader, s *state.Schedule) ([]RunStatus, error) {
 	out := make([]RunStatus, 0, len(s.Runs))
 	for _, r := range s.Runs {
 		v, err := runOf(ctx, st, r)
@@ -39,7 +39,7 @@ func Runs(ctx context.Context, st state.Store, s *state.Schedule) ([]RunStatus, 
 
 // LastRun is the most recent run a schedule started, with its state and
 // error; ok is false when it started none yet.
-func LastRun(ctx context.Context, st state.Store, s *state.Schedule) (r RunStatus, ok bool, err error) {
+func LastRun(ctx context.Context, st workflow.Reader, s *state.Schedule) (r RunStatus, ok bool, err error) {
 	for _, l := range s.Runs {
 		if l.WorkflowExecID != "" {
 			r, err := runOf(ctx, st, l)
@@ -49,7 +49,7 @@ func LastRun(ctx context.Context, st state.Store, s *state.Schedule) (r RunStatu
 	return RunStatus{}, false, nil
 }
 
-func runOf(ctx context.Context, st state.Store, r state.ScheduleRun) (RunStatus, error) {
+func runOf(ctx context.Context, st workflow.Reader, r state.ScheduleRun) (RunStatus, error) {
 	v := RunStatus{ScheduleRun: r}
 	if r.WorkflowExecID == "" {
 		return v, nil

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-
-	"github.com/whimbrel/whimbrel/state"
 )
 
 // Background is a read-only web view served beside another command's work
@@ -26,7 +24,7 @@ type Background struct {
 
 // StartBackground serves a read-only view of st on addr, which must be a
 // loopback address (port 0: any free port), until Stop.
-func StartBackground(st state.Store, addr string, log hclog.Logger) (*Background, error) {
+func StartBackground(st Store, addr string, log hclog.Logger) (*Background, error) {
 	if err := CheckAddr(addr, false); err != nil {
 		return nil, err
 	}

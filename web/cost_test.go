@@ -58,7 +58,7 @@ func pageCost(t *testing.T, st counted, path string, pages int) (refreshes, call
 
 // counted is a store that counts what it is asked.
 type counted interface {
-	state.Store
+	Store
 	total() (calls, items int)
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/whimbrel/whimbrel/schedule"
 	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // scheduleJSON is a schedule as the API answers it: what `whimbrel
@@ -26,8 +27,8 @@ type scheduleJSON struct {
 var errNoSchedules = errors.New("this store keeps no schedules")
 
 // schedules is the store's schedules, when it keeps them.
-func (s *Server) schedules() (schedule.Store, bool) {
-	ss, ok := s.opts.Store.(schedule.Store)
+func (s *Server) schedules() (scheduleStore, bool) {
+	ss, ok := s.opts.Store.(scheduleStore)
 	return ss, ok
 }
 
@@ -96,7 +97,7 @@ func (s *Server) loadSchedule(ctx context.Context, name string) (scheduleJSON, e
 // runStatuses reads what became of each run, as schedule.Runs does; a run
 // whose items cannot be decoded is shown as such, with why, instead of
 // failing the whole page.
-func runStatuses(ctx context.Context, st state.Store, runs []state.ScheduleRun) ([]schedule.RunStatus, error) {
+func runStatuses(ctx context.Context, st workflow.Reader, runs []state.ScheduleRun) ([]schedule.RunStatus, error) {
 	out := make([]schedule.RunStatus, 0, len(runs))
 	for _, r := range runs {
 		got, err := schedule.Runs(ctx, st, &state.Schedule{Runs: []state.ScheduleRun{r}})

@@ -235,7 +235,7 @@ func testSchedulePages(t *testing.T, st schedule.Store) {
 // TestSchedulePagesOnAStoreWithoutSchedules: a store that keeps no
 // schedules says so rather than failing.
 func TestSchedulePagesOnAStoreWithoutSchedules(t *testing.T) {
-	_, c := serve(t, Options{Store: struct{ state.Store }{sqliteStore(t)}})
+	_, c := serve(t, Options{Store: struct{ Store }{sqliteStore(t)}})
 	auth := bearer(testToken)
 	if a := c.do("GET", "/schedules", nil, auth); a.code != http.StatusOK || !strings.Contains(a.body, "keeps no schedules") {
 		t.Errorf("GET /schedules: %d\n%s", a.code, a.body)

@@ -354,7 +354,7 @@ func sinceOf(s string) (time.Duration, bool) {
 }
 
 // inspectList is inspect.List as whimbrel list --json prints it: never null.
-func inspectList(ctx context.Context, st state.Store, q state.WorkflowQuery, now time.Time) ([]inspect.Workflow, error) {
+func inspectList(ctx context.Context, st inspect.Lister, q state.WorkflowQuery, now time.Time) ([]inspect.Workflow, error) {
 	rows, err := inspect.List(ctx, st, q, now)
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)

@@ -21,8 +21,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-
-	"github.com/whimbrel/whimbrel/state"
 )
 
 // Defaults of Options.
@@ -50,7 +48,7 @@ const (
 type Options struct {
 	// Store is where the executions are read (and, with AllowActions,
 	// changed).
-	Store state.Store
+	Store Store
 	// Token is the secret every request must present. Required.
 	Token string
 	// AllowActions lets a client cancel and rerun executions; without it

@@ -420,7 +420,7 @@ func TestSecurityHeaders(t *testing.T) {
 }
 
 // slowStore never answers a read of a workflow until its context ends.
-type slowStore struct{ state.Store }
+type slowStore struct{ Store }
 
 func (slowStore) GetWorkflow(ctx context.Context, id string) (*state.WorkflowExec, error) {
 	<-ctx.Done()
@@ -444,7 +444,7 @@ func TestASlowStoreIsSaidNotWaitedFor(t *testing.T) {
 }
 
 // brokenStore returns an item it cannot decode among the activities.
-type brokenStore struct{ state.Store }
+type brokenStore struct{ Store }
 
 func (brokenStore) Activities(ctx context.Context, id string) ([]*state.ActivityExec, error) {
 	return nil, &state.DecodeError{Table: "whimbrel_activity_exec", Key: "<b>x</b>", Attr: "state", Err: "not a string"}

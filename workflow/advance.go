@@ -47,7 +47,7 @@ var pendingStates = []state.ActivityState{state.Requested, state.Ready, state.Qu
 // Dependents come from the definition stored with the workflow (one
 // consistent read), or, for a workflow started without one, from the
 // dependency index.
-func Advance(ctx context.Context, st state.Store, a *state.ActivityExec, log hclog.Logger) (Result, error) {
+func Advance(ctx context.Context, st Advancer, a *state.ActivityExec, log hclog.Logger) (Result, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
@@ -82,18 +82,17 @@ func Advance(ctx context.Context, st state.Store, a *state.ActivityExec, log hcl
 
 // graph answers which activities wait on which.
 type graph struct {
-	st    state.Store
 	id    string
 	def   *Definition         // nil for a workflow stored without one
 	state state.WorkflowState // as read when the graph was
 }
 
-func graphOf(ctx context.Context, st state.Store, id string) (graph, error) {
+func graphOf(ctx context.Context, st Reader, id string) (graph, error) {
 	wf, err := st.GetWorkflow(ctx, id)
 	if err != nil {
 		return graph{}, err
 	}
-	g := graph{st: st, id: id, state: wf.State}
+	g := graph{id: id, state: wf.State}
 	if d, err := ParseStored(wf.Definition); err == nil {
 		g.def = d
 	} // else: stored by another client, in another form; the index serves
@@ -101,7 +100,7 @@ func graphOf(ctx context.Context, st state.Store, id string) (graph, error) {
 }
 
 // dependents lists the activities that wait on the given one.
-func (g graph) dependents(ctx context.Context, activityExecID string) ([]state.ActivityKey, error) {
+func (g graph) dependents(ctx context.Context, st Advancer, activityExecID string) ([]state.ActivityKey, error) {
 	var out []state.ActivityKey
 	if g.def != nil {
 		name, _, err := state.SplitID(activityExecID)
@@ -115,7 +114,7 @@ func (g graph) dependents(ctx context.Context, activityExecID string) ([]state.A
 		}
 		return out, nil
 	}
-	deps, err := g.st.Dependents(ctx, activityExecID)
+	deps, err := st.Dependents(ctx, activityExecID)
 	// A dependency item that cannot be decoded was reported by the store;
 	// the dependents that can be read are advanced all the same.
 	if _, err := state.Skipped(err); err != nil {
@@ -129,8 +128,8 @@ func (g graph) dependents(ctx context.Context, activityExecID string) ([]state.A
 
 // upstreamsCompleted reports, from the dependency items, whether every
 // activity k waits on has completed.
-func (g graph) upstreamsCompleted(ctx context.Context, k state.ActivityKey) (bool, error) {
-	deps, err := g.st.Dependencies(ctx, g.id)
+func (g graph) upstreamsCompleted(ctx context.Context, st Advancer, k state.ActivityKey) (bool, error) {
+	deps, err := st.Dependencies(ctx, g.id)
 	skipped, err := state.Skipped(err)
 	if err != nil {
 		return false, err
@@ -142,7 +141,7 @@ func (g graph) upstreamsCompleted(ctx context.Context, k state.ActivityKey) (boo
 		if d.ActivityExecID != k.ActivityExecID {
 			continue
 		}
-		up, err := g.st.GetActivity(ctx, state.ActivityKey{ActivityExecID: d.DependentActivityExecID, WorkflowExecID: g.id})
+		up, err := st.GetActivity(ctx, state.ActivityKey{ActivityExecID: d.DependentActivityExecID, WorkflowExecID: g.id})
 		if errors.Is(err, state.ErrInvalidItem) {
 			return false, nil // an upstream that cannot be read has not completed
 		}
@@ -159,11 +158,11 @@ func (g graph) upstreamsCompleted(ctx context.Context, k state.ActivityKey) (boo
 // readyDependents resolves the edge to a from each dependent, readying the
 // ones left with nothing pending. waiting reports a dependent that still
 // waits on something else.
-func readyDependents(ctx context.Context, st state.Store, g graph, a *state.ActivityExec, log hclog.Logger) (readied []string, waiting bool, err error) {
+func readyDependents(ctx context.Context, st Advancer, g graph, a *state.ActivityExec, log hclog.Logger) (readied []string, waiting bool, err error) {
 	// Dependents wait on the activity by its first attempt's ID, whichever
 	// attempt completed.
 	upID := g.rootID(a)
-	deps, err := g.dependents(ctx, upID)
+	deps, err := g.dependents(ctx, st, upID)
 	if err != nil {
 		return nil, false, fmt.Errorf("advance after %s: %w", a.ActivityExecID, err)
 	}
@@ -182,7 +181,7 @@ func readyDependents(ctx context.Context, st state.Store, g graph, a *state.Acti
 		if g.def == nil {
 			// Written by another client, which may keep no pending set:
 			// ready it only when everything it waits on completed.
-			done, err := g.upstreamsCompleted(ctx, k)
+			done, err := g.upstreamsCompleted(ctx, st, k)
 			if err != nil {
 				return readied, waiting, fmt.Errorf("advance after %s: %w", a.ActivityExecID, err)
 			}
@@ -210,7 +209,7 @@ func readyDependents(ctx context.Context, st state.Store, g graph, a *state.Acti
 
 // cancelDownstream cancels, breadth first, every activity that waits on a
 // directly or transitively and has not started.
-func cancelDownstream(ctx context.Context, st state.Store, g graph, a *state.ActivityExec, log hclog.Logger) ([]string, error) {
+func cancelDownstream(ctx context.Context, st Advancer, g graph, a *state.ActivityExec, log hclog.Logger) ([]string, error) {
 	var cancelled []string
 	// upstream is the ID dependents know it by (a retried activity's first
 	// attempt's); shown, the attempt that ended.
@@ -220,7 +219,7 @@ func cancelDownstream(ctx context.Context, st state.Store, g graph, a *state.Act
 	for len(queue) > 0 {
 		e := queue[0]
 		queue = queue[1:]
-		deps, err := g.dependents(ctx, e.upstream)
+		deps, err := g.dependents(ctx, st, e.upstream)
 		if err != nil {
 			return cancelled, fmt.Errorf("advance after %s: %w", a.ActivityExecID, err)
 		}
@@ -255,7 +254,7 @@ func cancelDownstream(ctx context.Context, st state.Store, g graph, a *state.Act
 // activities that did not complete. It returns the state it settled the
 // workflow in, or "" if the workflow is not done or someone else settled
 // it.
-func Settle(ctx context.Context, st state.Store, workflowExecID string, log hclog.Logger) (state.WorkflowState, error) {
+func Settle(ctx context.Context, st Settler, workflowExecID string, log hclog.Logger) (state.WorkflowState, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
@@ -266,7 +265,7 @@ func Settle(ctx context.Context, st state.Store, workflowExecID string, log hclo
 	return settle(ctx, st, g, log)
 }
 
-func settle(ctx context.Context, st state.Store, g graph, log hclog.Logger) (state.WorkflowState, error) {
+func settle(ctx context.Context, st Settler, g graph, log hclog.Logger) (state.WorkflowState, error) {
 	workflowExecID := g.id
 	acts, err := st.Activities(ctx, workflowExecID)
 	skipped, err := state.Skipped(err)
@@ -341,7 +340,7 @@ func settle(ctx context.Context, st state.Store, g graph, log hclog.Logger) (sta
 // expire marks a settled execution's items for deletion after the
 // definition's retention. A failure is logged: the outcome stands, and the
 // items are merely kept.
-func expire(ctx context.Context, st state.Store, def *Definition, wf *state.WorkflowExec, log hclog.Logger) {
+func expire(ctx context.Context, st Canceller, def *Definition, wf *state.WorkflowExec, log hclog.Logger) {
 	if def == nil || def.Retention <= 0 || wf == nil {
 		return
 	}

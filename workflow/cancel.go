@@ -25,7 +25,7 @@ type Cancelled struct {
 // wrappers notice at their next heartbeat. Repeating it finishes what an
 // earlier call left. A workflow that settled otherwise is not changed: the
 // error is a *state.ConflictError naming its state.
-func Cancel(ctx context.Context, st state.Store, id, reason string, log hclog.Logger) (Cancelled, error) {
+func Cancel(ctx context.Context, st Canceller, id, reason string, log hclog.Logger) (Cancelled, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}

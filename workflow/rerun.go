@@ -12,7 +12,7 @@ import (
 // in the earlier execution are recorded COMPLETED in the new one, pointing
 // at the old ones, and only the rest run; a redrive needs an earlier
 // execution that settled without completing.
-func Rerun(ctx context.Context, st state.Store, id string, fromFailure bool, opts StartOptions) (string, error) {
+func Rerun(ctx context.Context, st Starter, id string, fromFailure bool, opts StartOptions) (string, error) {
 	wf, err := st.GetWorkflow(ctx, id)
 	if err != nil {
 		return "", fmt.Errorf("rerun %s: %w", id, err)

@@ -226,7 +226,7 @@ func (g graph) rootID(a *state.ActivityExec) string {
 // conditional create of an item whose ID derives from a's, so however
 // many participants decide it, one item is written), then links a to it.
 // It returns the next attempt's ID, or "" when a is final.
-func retry(ctx context.Context, st state.Store, g graph, a *state.ActivityExec, log hclog.Logger) (string, error) {
+func retry(ctx context.Context, st Settler, g graph, a *state.ActivityExec, log hclog.Logger) (string, error) {
 	p := g.policy(a)
 	if !p.Retries(a) || g.state != state.WorkflowRunning {
 		return "", nil
