@@ -34,7 +34,7 @@ func runHere(ctx context.Context, k *kong.Context, h here, st state.Store, d *wo
 	if err != nil {
 		return err
 	}
-	interrupt, stop := interrupts()
+	interrupt, stop := local.Interrupts()
 	defer stop()
 	o := view.Options{Out: k.Stdout, JSON: h.JSON, Colors: inspect.ColorsFor(k.Stdout)}
 	if f, ok := k.Stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {

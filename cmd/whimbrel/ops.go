@@ -242,7 +242,7 @@ func (c *RerunCmd) Run(g *Globals, k *kong.Context) error {
 		if err != nil {
 			return fmt.Errorf("rerun %s: it has no definition Whimbrel can read: %w", c.ID, err)
 		}
-		log := quietLogger(g, k)
+		log := g.QuietLogger("whimbrel", k.Stderr)
 		h := here{HereFlags: c.HereFlags, choice: se.choice, prefix: c.Prefix, log: log}
 		return h.run(context.Background(), k, se.st, def, rerun)
 	}

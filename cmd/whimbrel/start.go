@@ -84,7 +84,7 @@ func (c *StartCmd) Run(g *Globals, k *kong.Context) error {
 	}
 	if se.choice.Embedded() && !c.Detach {
 		// No launcher may watch a file on this machine: run it here.
-		h := here{HereFlags: c.HereFlags, choice: se.choice, prefix: c.Prefix, log: quietLogger(g, k), params: params}
+		h := here{HereFlags: c.HereFlags, choice: se.choice, prefix: c.Prefix, log: g.QuietLogger("whimbrel", k.Stderr), params: params}
 		return h.run(context.Background(), k, se.st, def, start)
 	}
 	id, err := start(se.ctx)
