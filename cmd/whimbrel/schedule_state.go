@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/alecthomas/kong"
@@ -54,41 +53,22 @@ func (c *ScheduleTickCmd) Run(g *Globals, k *kong.Context) error {
 	})
 }
 
-func describeNext(s *state.Schedule) string {
-	switch {
-	case s.Paused:
-		return "paused"
-	case s.After != "":
-		return fmt.Sprintf("after every %d COMPLETED %s (%d counted)", s.Threshold, s.After, s.Tokens%s.Threshold)
-	case s.NextFire.IsZero():
-		return "no more fire times"
-	}
-	return "next fire " + s.NextFire.Format(time.RFC3339)
+// ScheduleNameCmd is `whimbrel schedule pause|resume|delete NAME`.
+type ScheduleNameCmd struct {
+	cli.StoreFlags
+	Name string `arg:"" name:"name" help:"The schedule."`
 }
 
-func trigger(s *state.Schedule) string {
-	switch {
-	case s.Cron != "":
-		return fmt.Sprintf("cron %q %s", s.Cron, s.TimeZone)
-	case s.Every > 0:
-		return "every " + s.Every.String()
-	}
-	return fmt.Sprintf("after %s ×%d", s.After, s.Threshold)
-}
-
-// clean keeps text from stderr tails from moving the terminal's cursor.
-func clean(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return '?'
+// Run pauses, resumes or deletes, as the command's name says.
+func (c *ScheduleNameCmd) Run(g *Globals, k *kong.Context) error {
+	return withSchedules(g, k, c.StoreFlags, writes, func(ctx context.Context, st schedule.Store) error {
+		switch verb := k.Selected().Name; verb {
+		case "pause":
+			return schedule.Pause(ctx, st, c.Name)
+		case "resume":
+			return schedule.Resume(ctx, st, c.Name, time.Now())
+		default:
+			return schedule.Delete(ctx, st, c.Name)
 		}
-		return r
-	}, s)
-}
-
-func ftime(t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	return t.UTC().Format(time.RFC3339)
+	})
 }
