@@ -1,8 +1,13 @@
 // Package local runs one workflow to its end on this machine, as
 // `whimbrel run` does: it starts the workflow, launches its activities as
-// local processes under whimbrel-run, monitors their heartbeats, shows the
-// progress, and on interrupt cancels the workflow and stops every process
-// it started.
+// local processes under whimbrel-run, monitors their heartbeats, reports
+// what happens as Events (package local/view shows them; this package
+// draws nothing), and on interrupt cancels the workflow and stops every
+// process it started.
+//
+// Run wires a crew (a launcher and a monitor that serve this workflow
+// only, run.go) and a follower that polls the workflow, turns what changed
+// into events and escalates interrupts (follow.go, events.go).
 package local
 
 import (
