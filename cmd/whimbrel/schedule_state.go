@@ -15,20 +15,17 @@ import (
 
 // withSchedules opens the store as a schedule.Store and runs fn.
 func withSchedules(g *Globals, k *kong.Context, f cli.StoreFlags, a access, fn func(context.Context, schedule.Store) error) error {
-	se, err := open(g, k, f, a)
-	if err != nil {
+	return withSession(g, k, f, a, func(se *session) error {
+		ss, ok := se.st.(schedule.Store)
+		if !ok {
+			return fmt.Errorf("the store %T keeps no schedules", se.st)
+		}
+		err := fn(se.ctx, ss)
+		if errors.Is(err, state.ErrNotFound) {
+			return fmt.Errorf("%w (whimbrel schedule list shows the schedules under prefix %q)", err, f.Prefix)
+		}
 		return err
-	}
-	defer se.close()
-	ss, ok := se.st.(schedule.Store)
-	if !ok {
-		return fmt.Errorf("the store %T keeps no schedules", se.st)
-	}
-	err = fn(se.ctx, ss)
-	if errors.Is(err, state.ErrNotFound) {
-		return fmt.Errorf("%w (whimbrel schedule list shows the schedules under prefix %q)", err, f.Prefix)
-	}
-	return err
+	})
 }
 
 // ScheduleTickCmd is `whimbrel schedule tick`.

@@ -67,6 +67,16 @@ func open(g *Globals, k *kong.Context, f cli.StoreFlags, a access) (*session, er
 	return &session{ctx: ctx, st: st, choice: choice, log: log, close: func() { st.Close(); stop() }}, nil
 }
 
+// withSession opens the store as open does, runs fn, and closes it.
+func withSession(g *Globals, k *kong.Context, f cli.StoreFlags, a access, fn func(*session) error) error {
+	se, err := open(g, k, f, a)
+	if err != nil {
+		return err
+	}
+	defer se.close()
+	return fn(se)
+}
+
 // where names the store and prefix, for errors that found nothing.
 func (s *session) where(prefix string) string {
 	return fmt.Sprintf("store %s, table prefix %q", s.choice.Store, prefix)

@@ -25,24 +25,21 @@ func (c *StatsCmd) Run(g *Globals, k *kong.Context) error {
 	if err != nil {
 		return &cli.UsageError{Msg: "--since: " + err.Error()}
 	}
-	se, err := open(g, k, c.StoreFlags, reads)
-	if err != nil {
-		return err
-	}
-	defer se.close()
-	q := state.WorkflowQuery{Name: c.Workflow}
-	if since > 0 {
-		q.Since = time.Now().Add(-since)
-	}
-	stats, err := inspect.LoadStats(se.ctx, se.st, q)
-	if err != nil {
-		return err
-	}
-	if c.JSON {
-		if stats == nil {
-			stats = []inspect.Stats{}
+	return withSession(g, k, c.StoreFlags, reads, func(se *session) error {
+		q := state.WorkflowQuery{Name: c.Workflow}
+		if since > 0 {
+			q.Since = time.Now().Add(-since)
 		}
-		return writeJSON(k.Stdout, stats)
-	}
-	return inspect.WriteStats(k.Stdout, stats)
+		stats, err := inspect.LoadStats(se.ctx, se.st, q)
+		if err != nil {
+			return err
+		}
+		if c.JSON {
+			if stats == nil {
+				stats = []inspect.Stats{}
+			}
+			return writeJSON(k.Stdout, stats)
+		}
+		return inspect.WriteStats(k.Stdout, stats)
+	})
 }

@@ -22,76 +22,45 @@ type StatusCmd struct {
 
 // Run shows the execution and its activities.
 func (c *StatusCmd) Run(g *Globals, k *kong.Context) error {
-	se, err := open(g, k, c.StoreFlags, reads)
-	if err != nil {
-		return err
-	}
-	defer se.close()
-	s, err := inspect.Load(se.ctx, se.st, c.ID, time.Now())
-	if errors.Is(err, state.ErrNotFound) {
-		return fmt.Errorf("no workflow execution %s in %s: check the ID (whimbrel list shows the recent ones), --store/WHIMBREL_STORE and WHIMBREL_TABLE_PREFIX", c.ID, se.where(c.Prefix))
-	}
-	if err != nil {
-		return err
-	}
-	if c.JSON {
-		return writeJSON(k.Stdout, s)
-	}
-	return s.WriteTextColors(k.Stdout, inspect.ColorsFor(k.Stdout))
-}
-
-// ListCmd is `whimbrel list`.
-type ListCmd struct {
-	cli.StoreFlags
-	State    string `name:"state" enum:",REQUESTED,RUNNING,COMPLETED,FAILED,CANCELLED" default:"" help:"Only executions in this state: REQUESTED, RUNNING, COMPLETED, FAILED or CANCELLED."`
-	Workflow string `name:"workflow" help:"Only executions of this workflow."`
-	Since    string `name:"since" default:"24h" help:"Only executions started this long ago or since (30m, 24h, 7d; 0 for all)."`
-	Limit    int    `name:"limit" default:"50" help:"At most this many (0: all)."`
-	JSON     bool   `name:"json" help:"Print JSON for scripts."`
-}
-
-// Run lists executions, newest first.
-func (c *ListCmd) Run(g *Globals, k *kong.Context) error {
-	since, err := parseAge(c.Since)
-	if err != nil {
-		return &cli.UsageError{Msg: "--since: " + err.Error()}
-	}
-	if c.Limit < 0 {
-		return &cli.UsageError{Msg: "--limit must be 0 or more"}
-	}
-	se, err := open(g, k, c.StoreFlags, reads)
-	if err != nil {
-		return err
-	}
-	defer se.close()
-	q := state.WorkflowQuery{State: state.WorkflowState(c.State), Name: c.Workflow, Limit: c.Limit}
-	if since > 0 {
-		q.Since = time.Now().Add(-since)
-	}
-	rows, err := inspect.List(se.ctx, se.st, q, time.Now())
-	if err != nil {
-		return err
-	}
-	if len(rows) == 0 && !c.JSON {
-		fmt.Fprintf(k.Stderr, "no executions match in %s (--since %s)\n", se.where(c.Prefix), c.Since)
-	}
-	if c.JSON {
-		if rows == nil {
-			rows = []inspect.Workflow{}
+	return withSession(g, k, c.StoreFlags, reads, func(se *session) error {
+		s, err := inspect.Load(se.ctx, se.st, c.ID, time.Now())
+		if errors.Is(err, state.ErrNotFound) {
+			return fmt.Errorf("no workflow execution %s in %s: check the ID (whimbrel list shows the recent ones), --store/WHIMBREL_STORE and WHIMBREL_TABLE_PREFIX", c.ID, se.where(c.Prefix))
 		}
-		return writeJSON(k.Stdout, rows)
-	}
-	return inspect.WriteList(k.Stdout, rows)
+		if err != nil {
+			return err
+		}
+		if c.JSON {
+			return writeJSON(k.Stdout, s)
+		}
+		return s.WriteTextColors(k.Stdout, inspect.ColorsFor(k.Stdout))
+	})
 }
 
-// parseAge reads a duration that may be given in days ("7d"); "0" is none.
-func parseAge(s string) (time.Duration, error) {
-	if s == "0" || s == "" {
-		return 0, nil
-	}
-	d, err := workflow.ParseDuration(s)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("%q is not a duration such as 30m, 24h or 7d", s)
-	}
-	return d, nil
+// CancelCmd is `whimbrel cancel`.
+type CancelCmd struct {
+	cli.StoreFlags
+	ID     string `arg:"" name:"workflow-exec-id" help:"The execution to cancel."`
+	Reason string `name:"reason" help:"Why, for the record."`
+}
+
+// Run cancels the execution.
+func (c *CancelCmd) Run(g *Globals, k *kong.Context) error {
+	return withSession(g, k, c.StoreFlags, writes, func(se *session) error {
+		reason := c.Reason
+		if reason == "" {
+			reason = "cancelled by an operator"
+		}
+		res, err := workflow.Cancel(se.ctx, se.st, c.ID, reason, nil)
+		var ce *state.ConflictError
+		switch {
+		case errors.As(err, &ce):
+			return fmt.Errorf("workflow %s is %s: it has settled, so there is nothing to cancel", c.ID, ce.State)
+		case errors.Is(err, state.ErrNotFound):
+			return fmt.Errorf("no workflow execution %s in %s: check the ID (whimbrel list shows the recent ones)", c.ID, se.where(c.Prefix))
+		case err != nil:
+			return err
+		}
+		return inspect.WriteCancelled(k.Stdout, c.ID, res)
+	})
 }
