@@ -136,15 +136,25 @@ func (s *Setup) Launcher(st state.Store, cfg Config, nl *nudge.Listener) (*Launc
 	if !s.Serves(workflow.LaunchLocal) {
 		return New(st, cfg), nil
 	}
-	wrapper := s.Wrapper
-	if wrapper == "" {
-		var err error
-		if wrapper, err = FindWrapper(); err != nil {
-			return nil, &SetupError{Msg: err.Error()}
-		}
+	wrapper, err := WrapperOr(s.Wrapper)
+	if err != nil {
+		return nil, err
 	}
 	l, _ := NewWithLocal(st, cfg, &Local{Wrapper: wrapper, LogDir: s.LogDir, Logger: s.Logger.Named("local")}, nl)
 	return l, nil
+}
+
+// WrapperOr is the whimbrel-run binary a --wrapper flag names, or the one
+// FindWrapper finds when it names none; not finding one is a SetupError.
+func WrapperOr(flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	p, err := FindWrapper()
+	if err != nil {
+		return "", &SetupError{Msg: err.Error()}
+	}
+	return p, nil
 }
 
 // NewWithLocal returns a launcher of cfg with b as its local backend: b's
