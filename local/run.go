@@ -1,14 +1,20 @@
 // Package local runs one workflow to its end on this machine, as
 // `whimbrel run` does: it starts the workflow, launches its activities as
-// local processes under whimbrel-run, monitors their heartbeats, shows the
-// progress, and on interrupt cancels the workflow and stops every process
-// it started.
+// local processes under whimbrel-run, monitors their heartbeats, reports
+// what happens as Events (package local/view shows them; this package
+// draws nothing), and on interrupt cancels the workflow and stops every
+// process it started.
+//
+// Run wires a crew (a launcher and a monitor that serve this workflow
+// only, run.go) and a follower that polls the workflow, turns what changed
+// into events and escalates interrupts (follow.go, events.go).
 package local
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -22,7 +28,6 @@ import (
 	"github.com/whimbrel/whimbrel/monitor"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
-	"github.com/whimbrel/whimbrel/wrapper"
 )
 
 // Timings of a local run.
@@ -100,148 +105,68 @@ func Run(ctx context.Context, st Store, d *workflow.Definition, opts Options) (*
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create the log folder: %w", err)
 	}
-	backend := &launcher.Local{Wrapper: opts.Wrapper, LogDir: logDir, Logger: opts.Logger.Named("local"),
-		Env: append(os.Environ(), nudge.Env+"="+nl.Addr())}
-	// Both serve this workflow only: others in the same store are
-	// someone else's.
-	l := launcher.New(st, launcher.Config{
-		Backends: map[string]launcher.Backend{workflow.LaunchLocal: backend},
-		Interval: launchInterval, Nudge: nl.C(), StoreEnv: opts.StoreEnv, Logger: opts.Logger.Named("launcher"),
-		Workflow: id,
-	})
-	backend.Exited = func(j launcher.Job, status string) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		l.Exited(ctx, j, status)
-	}
-	m := monitor.New(st, monitor.Config{Interval: monitorInterval, Skew: monitor.DefaultSkew,
-		Logger: opts.Logger.Named("monitor"), Workflow: id})
-
-	// The launcher and the monitor run until the workflow settles (the
-	// launcher stops earlier on an interrupt); this function owns them and
-	// waits for them.
-	launchCtx, stopLaunching := context.WithCancel(ctx)
-	monitorCtx, stopMonitoring := context.WithCancel(ctx)
-	var launching, monitoring sync.WaitGroup
-	launching.Add(1)
-	go func() {
-		defer launching.Done()
-		_ = l.Run(launchCtx)
-	}()
-	monitoring.Add(1)
-	go func() {
-		defer monitoring.Done()
-		_ = m.Run(monitorCtx)
-	}()
-	stopLauncher := func() {
-		stopLaunching()
-		launching.Wait()
-	}
-	stop := func() {
-		stopLauncher()
-		stopMonitoring()
-		monitoring.Wait()
-	}
-
+	c := startCrew(ctx, st, id, logDir, nl, opts)
 	emit := opts.Events
 	if emit == nil {
 		emit = func(Event) {}
 	}
-	w := &watcher{emit: emit, id: id, logDir: logDir, last: map[string]state.ActivityState{}}
+	f := &follower{st: st, d: d, id: id, c: c, log: opts.Logger, interrupt: opts.Interrupt,
+		w: &watcher{emit: emit, id: id, logDir: logDir, last: map[string]state.ActivityState{}}}
 	emit(Event{Time: time.Now(), Kind: EventStarted, WorkflowExecID: id, LogDir: logDir})
-	warn := &limiter{every: warnEvery}
-	res := &Result{WorkflowExecID: id}
-	t := time.NewTicker(pollInterval)
-	defer t.Stop()
-	var force <-chan time.Time // after an interrupt: when to insist
-	for {
-		wf, acts, err := read(ctx, st, id)
-		if err == nil {
-			w.observe(wf, acts)
-			if wf.State.Terminal() && allTerminal(acts) && (!res.Interrupted || backend.Running() == 0) {
-				res.Workflow, res.Activities = wf, acts
-				break
-			}
-		} else if n, ok := warn.allow(time.Now()); ok {
-			// A store outage fails every poll: say so now and then, not
-			// four times a second.
-			opts.Logger.Warn("reading the workflow failed", "error", err, "failures_since_last_warning", n)
-		}
-		escalate := false
-		select {
-		case <-ctx.Done():
-			stop()
-			return res, ctx.Err()
-		case <-opts.Interrupt:
-			escalate = true
-		case <-force:
-			escalate = true
-		case <-t.C:
-		}
-		if !escalate {
-			continue
-		}
-		res.interrupts++
-		switch res.interrupts {
-		case 1:
-			res.Interrupted = true
-			w.note("interrupted: cancelling the workflow and stopping its activities (again to force)…")
-			if _, err := workflow.Cancel(ctx, st, id, "interrupted (whimbrel run)", opts.Logger); err != nil {
-				opts.Logger.Warn("cancelling the workflow failed", "error", err)
-			}
-			// Nothing new starts; the monitor goes on finishing what the
-			// cancellation leaves.
-			stopLauncher()
-			backend.Signal(syscall.SIGTERM)
-			force = time.After(maxKillGrace(d) + 15*time.Second)
-		case 2:
-			w.note("forcing: the activities' commands are killed (again to quit at once)")
-			backend.Signal(syscall.SIGTERM) // a wrapper's second signal kills its command
-			force = nil
-		default:
-			w.note("quitting: killing the activities' wrappers")
-			backend.Signal(syscall.SIGKILL)
-			stop()
-			backend.Wait()
-			res.Workflow, res.Activities, _ = read(ctx, st, id)
-			w.ended(res)
-			return res, nil
-		}
-	}
-	stop()
-	backend.Wait()
-	w.ended(res)
-	return res, nil
+	return f.follow(ctx)
 }
 
-// maxKillGrace is the longest a wrapper of d may wait for its command.
-func maxKillGrace(d *workflow.Definition) time.Duration {
-	longest := time.Duration(0)
-	for _, n := range d.Names() {
-		g := time.Duration(d.Effective(n).KillGrace)
-		if g == 0 {
-			g = wrapper.DefaultKillGrace
-		}
-		longest = max(longest, g)
-	}
-	return longest
+// crew is the launcher and the monitor of one run: both serve this
+// workflow only (others in the same store are someone else's). They run
+// until the workflow settles (the launcher stops earlier on an
+// interrupt); the crew owns their goroutines and waits for them.
+type crew struct {
+	backend               *launcher.Local
+	stopLaunching         context.CancelFunc
+	stopMonitoring        context.CancelFunc
+	launching, monitoring sync.WaitGroup
 }
 
-func read(ctx context.Context, st workflow.Reader, id string) (*state.WorkflowExec, []*state.ActivityExec, error) {
-	wf, err := st.GetWorkflow(ctx, id)
-	if err != nil {
-		return nil, nil, err
-	}
-	acts, err := st.Activities(ctx, id)
-	_, err = state.Skipped(err) // reported by the store; the progress shows the rest
-	return wf, acts, err
+func startCrew(ctx context.Context, st Store, id, logDir string, nl *nudge.Listener, opts Options) *crew {
+	l, backend := launcher.NewWithLocal(st, launcher.Config{
+		Interval: launchInterval, StoreEnv: opts.StoreEnv, Logger: opts.Logger.Named("launcher"), Workflow: id,
+	}, &launcher.Local{Wrapper: opts.Wrapper, LogDir: logDir, Logger: opts.Logger.Named("local")}, nl)
+	m := monitor.New(st, monitor.Config{Interval: monitorInterval, Skew: monitor.DefaultSkew,
+		Logger: opts.Logger.Named("monitor"), Workflow: id})
+	c := &crew{backend: backend}
+	var launchCtx, monitorCtx context.Context
+	launchCtx, c.stopLaunching = context.WithCancel(ctx)
+	monitorCtx, c.stopMonitoring = context.WithCancel(ctx)
+	c.launching.Add(1)
+	go func() {
+		defer c.launching.Done()
+		_ = l.Run(launchCtx)
+	}()
+	c.monitoring.Add(1)
+	go func() {
+		defer c.monitoring.Done()
+		_ = m.Run(monitorCtx)
+	}()
+	return c
 }
 
-func allTerminal(acts []*state.ActivityExec) bool {
-	for _, a := range acts {
-		if !a.State.Terminal() {
-			return false
-		}
-	}
-	return true
+// stopLauncher stops launching and waits for the launcher to return.
+func (c *crew) stopLauncher() {
+	c.stopLaunching()
+	c.launching.Wait()
+}
+
+// stop stops the launcher and the monitor and waits for both.
+func (c *crew) stop() {
+	c.stopLauncher()
+	c.stopMonitoring()
+	c.monitoring.Wait()
+}
+
+// Interrupts delivers Ctrl-C, SIGTERM and SIGHUP (for Options.Interrupt)
+// until stop is called.
+func Interrupts() (c <-chan os.Signal, stop func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	return ch, func() { signal.Stop(ch) }
 }

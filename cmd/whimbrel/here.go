@@ -3,11 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/alecthomas/kong"
 	"github.com/hashicorp/go-hclog"
@@ -54,31 +51,6 @@ func (h here) logDir() (string, error) {
 // storeEnv lets the wrappers reach the same store.
 func (h here) storeEnv() map[string]string {
 	return map[string]string{"WHIMBREL_STORE": h.choice.Store, "WHIMBREL_TABLE_PREFIX": h.prefix}
-}
-
-// quietLogger is the logger of a run here: at the default level only
-// warnings, since the progress tells what happens and the launcher's and
-// monitor's own lines would only repeat it. --log-level debug shows them.
-// Repeated lines are rate-limited.
-func quietLogger(g *Globals, k *kong.Context) hclog.Logger {
-	w := k.Stderr
-	if g.LogFormat == "text" && g.LogLevel != "debug" && g.LogLevel != "trace" {
-		// The launcher and monitor retry through a store outage; once
-		// every few seconds is enough to say so. Debugging sees all.
-		w = cli.RateLimit(w, cli.DefaultWarnEvery)
-	}
-	log := g.Logger("whimbrel", w)
-	if g.LogLevel == "info" {
-		log.SetLevel(hclog.Warn)
-	}
-	return log
-}
-
-// interrupts delivers Ctrl-C, SIGTERM and SIGHUP until stop is called.
-func interrupts() (<-chan os.Signal, func()) {
-	c := make(chan os.Signal, 1)
-	signal.Notify(c, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	return c, func() { signal.Stop(c) }
 }
 
 // settled maps how a run here ended to the exit code.

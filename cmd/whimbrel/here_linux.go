@@ -4,13 +4,10 @@ package main
 
 import (
 	"context"
-	"os"
 
 	"github.com/alecthomas/kong"
-	"golang.org/x/term"
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
-	"github.com/whimbrel/whimbrel/inspect"
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/local"
 	"github.com/whimbrel/whimbrel/local/view"
@@ -23,31 +20,21 @@ import (
 // workflow settles. Only Linux runs activities: the wrapper supervises its
 // command through Linux process groups and signals.
 func runHere(ctx context.Context, k *kong.Context, h here, st state.Store, d *workflow.Definition, start func(context.Context) (string, error)) error {
-	wrapper := h.Wrapper
-	if wrapper == "" {
-		var err error
-		if wrapper, err = launcher.FindWrapper(); err != nil {
-			return &cli.UsageError{Msg: err.Error()}
-		}
+	wrapper, err := launcher.WrapperOr(h.Wrapper)
+	if err != nil {
+		return &cli.UsageError{Msg: err.Error()}
 	}
 	logDir, err := h.logDir()
 	if err != nil {
 		return err
 	}
-	interrupt, stop := interrupts()
+	interrupt, stop := local.Interrupts()
 	defer stop()
-	o := view.Options{Out: k.Stdout, JSON: h.JSON, Colors: inspect.ColorsFor(k.Stdout)}
-	if f, ok := k.Stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		o.TTY = true
-		if w, _, err := term.GetSize(int(f.Fd())); err == nil {
-			o.Width = w
-		}
-	}
 	res, err := local.Run(ctx, st, d, local.Options{
 		Wrapper:   wrapper,
 		StoreEnv:  h.storeEnv(),
 		LogDir:    logDir,
-		Events:    view.New(d, o),
+		Events:    view.New(d, view.For(k.Stdout, h.JSON)),
 		Interrupt: interrupt,
 		Logger:    h.log,
 		Start:     start,

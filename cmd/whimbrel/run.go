@@ -44,7 +44,7 @@ func (c *RunCmd) Run(g *Globals, k *kong.Context) error {
 		return err
 	}
 	ctx := context.Background()
-	log := quietLogger(g, k)
+	log := g.QuietLogger("whimbrel", k.Stderr)
 	choice := c.Choose(defaultRunStore)
 	st, err := c.OpenChoice(ctx, log, choice)
 	if err != nil {

@@ -85,30 +85,10 @@ func (c *ScheduleSetCmd) Run(g *Globals, k *kong.Context) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(k.Stdout, "schedule %s set: %s\n", s.Name, describeNext(s))
+		fmt.Fprintf(k.Stdout, "schedule %s set: %s\n", s.Name, schedule.DescribeNext(s))
 		for _, w := range schedule.Warnings(s) {
 			fmt.Fprintf(k.Stderr, "warning: schedule %s: %s\n", s.Name, w)
 		}
 		return nil
-	})
-}
-
-// ScheduleNameCmd is `whimbrel schedule pause|resume|delete NAME`.
-type ScheduleNameCmd struct {
-	cli.StoreFlags
-	Name string `arg:"" name:"name" help:"The schedule."`
-}
-
-// Run pauses, resumes or deletes, as the command's name says.
-func (c *ScheduleNameCmd) Run(g *Globals, k *kong.Context) error {
-	return withSchedules(g, k, c.StoreFlags, writes, func(ctx context.Context, st schedule.Store) error {
-		switch verb := k.Selected().Name; verb {
-		case "pause":
-			return schedule.Pause(ctx, st, c.Name)
-		case "resume":
-			return schedule.Resume(ctx, st, c.Name, time.Now())
-		default:
-			return schedule.Delete(ctx, st, c.Name)
-		}
 	})
 }

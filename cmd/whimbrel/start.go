@@ -2,16 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/alecthomas/kong"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
-	"github.com/whimbrel/whimbrel/internal/inert"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -27,28 +24,6 @@ type StartCmd struct {
 	Retention string        `name:"retention" help:"Keep the execution's items this long after it settles (30d, 72h; DynamoDB's TTL deletes them then). Overrides the definition's retention."`
 	Detach    bool          `name:"detach" help:"On the embedded store: only start the workflow, print its workflow_exec_id and say how to start a launcher (default: run it to its end here, as whimbrel run does)."`
 	ParamFlags
-}
-
-// applyRetention overrides the definition's retention with a flag's value.
-func applyRetention(def *workflow.Definition, flag string) error {
-	if flag == "" {
-		return nil
-	}
-	d, err := workflow.ParseDuration(flag)
-	if err != nil || d <= 0 {
-		return &cli.UsageError{Msg: fmt.Sprintf("--retention %q: give a positive duration such as 30d or 72h", flag)}
-	}
-	def.Retention = workflow.Duration(d)
-	return nil
-}
-
-// checkRequestID refuses a request ID that would put control characters
-// into the items operators read.
-func checkRequestID(id string) error {
-	if inert.String(id) != id {
-		return &cli.UsageError{Msg: fmt.Sprintf("--request-id %s holds control characters: use printable text", strconv.Quote(id))}
-	}
-	return nil
 }
 
 // Run starts the workflow and prints its workflow_exec_id.
@@ -84,7 +59,7 @@ func (c *StartCmd) Run(g *Globals, k *kong.Context) error {
 	}
 	if se.choice.Embedded() && !c.Detach {
 		// No launcher may watch a file on this machine: run it here.
-		h := here{HereFlags: c.HereFlags, choice: se.choice, prefix: c.Prefix, log: quietLogger(g, k), params: params}
+		h := here{HereFlags: c.HereFlags, choice: se.choice, prefix: c.Prefix, log: g.QuietLogger("whimbrel", k.Stderr), params: params}
 		return h.run(context.Background(), k, se.st, def, start)
 	}
 	id, err := start(se.ctx)
@@ -101,32 +76,13 @@ func (c *StartCmd) Run(g *Globals, k *kong.Context) error {
 	return waitSettled(se.ctx, se.st, id, c.Every, se.log, k)
 }
 
-// waitSettled waits until the workflow settles, and fails unless it
-// COMPLETED. A workflow not written yet (a request a processor has not
-// started) is waited for too.
+// waitSettled waits until the workflow settles (see workflow.Wait), says
+// how it ended, and fails unless it COMPLETED.
 func waitSettled(ctx context.Context, st state.Store, id string, every time.Duration, log hclog.Logger, k *kong.Context) error {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		wf, err := st.GetWorkflow(ctx, id)
-		if err != nil && !errors.Is(err, state.ErrNotFound) {
-			// A passing store error must not end the wait.
-			log.Warn("reading the workflow failed; trying again", "error", err)
-		}
-		if err == nil && wf.State.Terminal() {
-			fmt.Fprintf(k.Stderr, "workflow %s %s: %s\n", id, wf.State, wf.Reason)
-			if wf.State != state.WorkflowCompleted {
-				return &cli.ExitError{Code: cli.ExitFailure}
-			}
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			if err != nil {
-				return fmt.Errorf("stopped waiting for workflow %s", id)
-			}
-			return fmt.Errorf("stopped waiting; workflow %s is still %s", id, wf.State)
-		case <-t.C:
-		}
+	wf, err := workflow.Wait(ctx, st, id, every, log)
+	if err != nil {
+		return err
 	}
+	fmt.Fprintf(k.Stderr, "workflow %s %s: %s\n", id, wf.State, wf.Reason)
+	return settled(wf)
 }

@@ -1,4 +1,4 @@
-// Package cli holds what Whimbrel's four binaries share on the command
+// Package cli holds what Whimbrel's binaries share on the command
 // line: choosing the store from flags or the environment, building the
 // logger, the version, and running a kong CLI to an exit code.
 package cli

@@ -6,10 +6,29 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 // DefaultWarnEvery is how often RateLimit lets the same log line through.
 const DefaultWarnEvery = 10 * time.Second
+
+// QuietLogger is the logger of a command that shows its own progress
+// (whimbrel run): at the default level only warnings, since the progress
+// tells what happens and the launcher's and monitor's own lines would only
+// repeat it; --log-level debug shows them. Repeated text lines are
+// rate-limited: the launcher and monitor retry through a store outage, and
+// once every few seconds is enough to say so. Debugging sees all.
+func (f LogFlags) QuietLogger(name string, w io.Writer) hclog.Logger {
+	if f.LogFormat == "text" && f.LogLevel != "debug" && f.LogLevel != "trace" {
+		w = RateLimit(w, DefaultWarnEvery)
+	}
+	log := f.Logger(name, w)
+	if f.LogLevel == "info" {
+		log.SetLevel(hclog.Warn)
+	}
+	return log
+}
 
 // RateLimit returns a writer for a text logger that lets the same line (its
 // level, logger name and message; the time and fields aside) through at

@@ -1,0 +1,32 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/whimbrel/whimbrel/cmd/internal/cli"
+	"github.com/whimbrel/whimbrel/internal/inert"
+	"github.com/whimbrel/whimbrel/workflow"
+)
+
+// applyRetention overrides the definition's retention with a flag's value.
+func applyRetention(def *workflow.Definition, flag string) error {
+	if flag == "" {
+		return nil
+	}
+	d, err := workflow.ParseDuration(flag)
+	if err != nil || d <= 0 {
+		return &cli.UsageError{Msg: fmt.Sprintf("--retention %q: give a positive duration such as 30d or 72h", flag)}
+	}
+	def.Retention = workflow.Duration(d)
+	return nil
+}
+
+// checkRequestID refuses a request ID that would put control characters
+// into the items operators read.
+func checkRequestID(id string) error {
+	if inert.String(id) != id {
+		return &cli.UsageError{Msg: fmt.Sprintf("--request-id %s holds control characters: use printable text", strconv.Quote(id))}
+	}
+	return nil
+}

@@ -1,0 +1,130 @@
+package local
+
+import (
+	"context"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/workflow"
+	"github.com/whimbrel/whimbrel/wrapper"
+)
+
+// follower follows one run from its start to its end: it reads the
+// workflow from the store at every poll and hands what changed to the
+// watcher (which emits events for a view), and on interrupts cancels the
+// workflow and stops the crew, harder at each one.
+type follower struct {
+	st        Store
+	d         *workflow.Definition
+	id        string
+	c         *crew
+	w         *watcher
+	log       hclog.Logger
+	interrupt <-chan os.Signal
+}
+
+// follow returns once the workflow and all its activities are terminal
+// (and, after an interrupt, every process it started has exited), or at
+// the third interrupt, or when ctx ends.
+func (f *follower) follow(ctx context.Context) (*Result, error) {
+	st, id, w, backend := f.st, f.id, f.w, f.c.backend
+	warn := &limiter{every: warnEvery}
+	res := &Result{WorkflowExecID: id}
+	t := time.NewTicker(pollInterval)
+	defer t.Stop()
+	var force <-chan time.Time // after an interrupt: when to insist
+	for {
+		wf, acts, err := read(ctx, st, id)
+		if err == nil {
+			w.observe(wf, acts)
+			if wf.State.Terminal() && allTerminal(acts) && (!res.Interrupted || backend.Running() == 0) {
+				res.Workflow, res.Activities = wf, acts
+				break
+			}
+		} else if n, ok := warn.allow(time.Now()); ok {
+			// A store outage fails every poll: say so now and then, not
+			// four times a second.
+			f.log.Warn("reading the workflow failed", "error", err, "failures_since_last_warning", n)
+		}
+		escalate := false
+		select {
+		case <-ctx.Done():
+			f.c.stop()
+			return res, ctx.Err()
+		case <-f.interrupt:
+			escalate = true
+		case <-force:
+			escalate = true
+		case <-t.C:
+		}
+		if !escalate {
+			continue
+		}
+		res.interrupts++
+		switch res.interrupts {
+		case 1:
+			res.Interrupted = true
+			w.note("interrupted: cancelling the workflow and stopping its activities (again to force)…")
+			if _, err := workflow.Cancel(ctx, st, id, "interrupted (whimbrel run)", f.log); err != nil {
+				f.log.Warn("cancelling the workflow failed", "error", err)
+			}
+			// Nothing new starts; the monitor goes on finishing what the
+			// cancellation leaves.
+			f.c.stopLauncher()
+			backend.Signal(syscall.SIGTERM)
+			force = time.After(maxKillGrace(f.d) + 15*time.Second)
+		case 2:
+			w.note("forcing: the activities' commands are killed (again to quit at once)")
+			backend.Signal(syscall.SIGTERM) // a wrapper's second signal kills its command
+			force = nil
+		default:
+			w.note("quitting: killing the activities' wrappers")
+			backend.Signal(syscall.SIGKILL)
+			f.c.stop()
+			backend.Wait()
+			res.Workflow, res.Activities, _ = read(ctx, st, id)
+			w.ended(res)
+			return res, nil
+		}
+	}
+	f.c.stop()
+	backend.Wait()
+	w.ended(res)
+	return res, nil
+}
+
+// maxKillGrace is the longest a wrapper of d may wait for its command.
+func maxKillGrace(d *workflow.Definition) time.Duration {
+	longest := time.Duration(0)
+	for _, n := range d.Names() {
+		g := time.Duration(d.Effective(n).KillGrace)
+		if g == 0 {
+			g = wrapper.DefaultKillGrace
+		}
+		longest = max(longest, g)
+	}
+	return longest
+}
+
+func read(ctx context.Context, st workflow.Reader, id string) (*state.WorkflowExec, []*state.ActivityExec, error) {
+	wf, err := st.GetWorkflow(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	acts, err := st.Activities(ctx, id)
+	_, err = state.Skipped(err) // reported by the store; the progress shows the rest
+	return wf, acts, err
+}
+
+func allTerminal(acts []*state.ActivityExec) bool {
+	for _, a := range acts {
+		if !a.State.Terminal() {
+			return false
+		}
+	}
+	return true
+}
