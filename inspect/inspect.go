@@ -351,7 +351,7 @@ func orDash(s string) string {
 	return s
 }
 
-// Lister lists executions: what List needs of a store.
+// Lister lists executions: what List and LoadStats need of a store.
 type Lister interface {
 	Workflows(ctx context.Context, q state.WorkflowQuery) ([]*state.WorkflowExec, error)
 }

@@ -6,15 +6,10 @@ import (
 	"github.com/whimbrel/whimbrel/state"
 )
 
-// WorkflowLister is the part of the store LoadStats reads.
-type WorkflowLister interface {
-	Workflows(ctx context.Context, q state.WorkflowQuery) ([]*state.WorkflowExec, error)
-}
-
 // LoadStats reads the executions q selects and counts them (see Compute).
 // An execution that cannot be decoded is reported by the store and left
 // out.
-func LoadStats(ctx context.Context, st WorkflowLister, q state.WorkflowQuery) ([]Stats, error) {
+func LoadStats(ctx context.Context, st Lister, q state.WorkflowQuery) ([]Stats, error) {
 	wfs, err := st.Workflows(ctx, q)
 	if _, err := state.Skipped(err); err != nil {
 		return nil, err

@@ -15,7 +15,7 @@ import (
 // Reader reads an execution and its activities: what a view of one
 // workflow needs.
 type Reader interface {
-	GetWorkflow(ctx context.Context, workflowExecID string) (*state.WorkflowExec, error)
+	WorkflowGetter
 	Activities(ctx context.Context, workflowExecID string) ([]*state.ActivityExec, error)
 }
 
