@@ -105,6 +105,9 @@ type cachedRegistration struct {
 	read time.Time
 }
 
+// Logger returns the processor's logger, for the loops that feed it.
+func (p *Processor) Logger() hclog.Logger { return p.log }
+
 // New returns a Processor.
 func New(cfg Config) *Processor {
 	if cfg.Logger == nil {
@@ -143,6 +146,16 @@ func (e *MalformedError) Error() string {
 }
 
 func (e *MalformedError) Unwrap() error { return e.Err }
+
+// Deferring: a record whose event waits for an earlier one is set aside
+// and tried again (by the poller, or within a Lambda invocation), first
+// after DeferFirst, then less and less often up to DeferMax, while the
+// records behind it go on; the processor rejects it once its order window
+// has passed.
+const (
+	DeferFirst = 50 * time.Millisecond
+	DeferMax   = time.Second
+)
 
 // errTooEarly is returned for a record that cannot be decided yet but may
 // be soon: an event waiting for the events before it, or a request whose
@@ -995,6 +1008,10 @@ func (p *Processor) rejectAlone(ctx context.Context, ev *state.ActivityEvent, wh
 	p.log.Warn("event rejected", "activity_event_id", ev.ActivityEventID, "transition", ev.Transition, "why", why)
 	return p.recordAlone(ctx, ev, state.Rejected("%s", why))
 }
+
+// ErrTooEarly is the error of a record that waits for the events before
+// it (see IsTooEarly).
+var ErrTooEarly = errTooEarly
 
 // IsTooEarly reports whether err says a record should be retried because
 // what it waits for (an earlier event of its activity, another processor's

@@ -17,7 +17,7 @@ import (
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
 	"github.com/whimbrel/whimbrel/heartbeat"
-	"github.com/whimbrel/whimbrel/simpleapi"
+	"github.com/whimbrel/whimbrel/simpleapi/report"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/wrapper"
 )
@@ -143,13 +143,13 @@ func (c *CLI) Run(k *kong.Context) error {
 		return err
 	}
 	defer st.Close()
-	var store state.Store = st
+	reporter := wrapper.Direct(st)
 	if c.API == "simple" {
 		host, _ := os.Hostname()
-		store = &simpleapi.Client{Store: st, Source: fmt.Sprintf("whimbrel-run on %s (pid %d)", host, os.Getpid()),
+		reporter = &report.Client{Store: st, Source: fmt.Sprintf("whimbrel-run on %s (pid %d)", host, os.Getpid()),
 			Logger: log.Named("simple")}
 	}
-	code := wrapper.Run(ctx, store, wrapper.Config{
+	code := wrapper.Run(ctx, reporter, wrapper.Config{
 		Key:                    key,
 		Command:                c.Command,
 		Heartbeat:              !c.NoHeartbeat,
@@ -164,7 +164,6 @@ func (c *CLI) Run(k *kong.Context) error {
 		Guard:                  c.Guard,
 		ParentDeathSignal:      pdeath,
 		Nudge:                  c.Nudge,
-		NoAdvance:              c.API == "simple",
 		DataDir:                c.DataDir,
 		Signals:                c.signals,
 		Stdin:                  os.Stdin,
