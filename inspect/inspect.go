@@ -194,10 +194,16 @@ func Load(ctx context.Context, st state.Store, id string, now time.Time) (*Statu
 	return s, nil
 }
 
+// eventLister is what rejected needs of a store that keeps the Simple
+// Lambda API's events beside it (simpleapi/inbox.Inbox).
+type eventLister interface {
+	Events(ctx context.Context, activityExecID string, from time.Time) ([]*state.ActivityEvent, error)
+}
+
 // rejected lists the Simple Lambda API events a processor refused for one
 // activity item. Failing to list them does not fail the status.
 func rejected(ctx context.Context, st state.Store, activityExecID string) []RejectedEvent {
-	in, ok := st.(state.Inbox)
+	in, ok := st.(eventLister)
 	if !ok {
 		return nil
 	}

@@ -37,15 +37,18 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/whimbrel/whimbrel/heartbeat"
+	"github.com/whimbrel/whimbrel/simpleapi/dynamoinbox"
+	"github.com/whimbrel/whimbrel/simpleapi/inbox"
 	"github.com/whimbrel/whimbrel/state"
-	"github.com/whimbrel/whimbrel/state/dynamodb"
 	"github.com/whimbrel/whimbrel/workflow"
 )
 
-// Store is what a processor needs of a store.
+// Store is what a processor needs of a store: the state.Store, for the
+// Full Logic API's moves, and the inbox beside it (dynamoinbox or
+// sqliteinbox on the same store).
 type Store interface {
 	state.Store
-	state.Inbox
+	inbox.Inbox
 }
 
 // DefaultOrderWindow is how long the commands retry an event whose
@@ -183,14 +186,14 @@ func (p *Processor) Process(ctx context.Context, r Record) error {
 	}
 	switch {
 	case has(r.Keys, "activity_event_id") || has(r.NewImage, "activity_event_id"):
-		ev, err := dynamodb.DecodeEventImage(r.NewImage)
+		ev, err := dynamoinbox.DecodeEventImage(r.NewImage)
 		if err != nil {
 			p.recordMalformedEvent(ctx, r, err)
 			return &MalformedError{Record: r.ID, Err: err}
 		}
 		return p.event(ctx, ev, r)
 	case has(r.Keys, "workflow_request_id") || has(r.NewImage, "workflow_request_id"):
-		req, err := dynamodb.DecodeRequestImage(r.NewImage)
+		req, err := dynamoinbox.DecodeRequestImage(r.NewImage)
 		if err != nil {
 			p.recordMalformedRequest(ctx, r, err)
 			return &MalformedError{Record: r.ID, Err: err}
@@ -787,9 +790,9 @@ func (p *Processor) decide(ctx context.Context, ev *state.ActivityEvent, a *stat
 	case v == reject:
 		c = &state.ActivityChange{From: []state.ActivityState{a.State}}
 	}
-	c.Event = &state.EventStep{Prev: a.EventCursor, Next: nextCursor(a.EventCursor, ev.ActivityEventID), EventID: ev.ActivityEventID, Outcome: &o}
+	step := inbox.Step{Prev: a.EventCursor, Next: nextCursor(a.EventCursor, ev.ActivityEventID), EventID: ev.ActivityEventID, Outcome: &o}
 	key := state.ActivityKey{ActivityExecID: ev.ActivityExecID, WorkflowExecID: a.WorkflowExecID}
-	next, err := p.st.UpdateActivity(ctx, key, *c)
+	next, err := p.st.Decide(ctx, key, *c, step)
 	var ce *state.ConflictError
 	var nf *state.NotFoundError
 	switch {

@@ -24,6 +24,7 @@ import (
 	"github.com/whimbrel/whimbrel/inspect"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/simpleapi"
+	"github.com/whimbrel/whimbrel/simpleapi/dynamoinbox"
 	simplelambda "github.com/whimbrel/whimbrel/simpleapi/lambda"
 	"github.com/whimbrel/whimbrel/simpleapi/poller"
 	"github.com/whimbrel/whimbrel/simpleapi/report"
@@ -43,9 +44,21 @@ activities:
 `
 
 // env is one test's tables, with the workflow registered.
+// store is a DynamoDB store with the inbox in its tables, as the commands
+// open it.
+type store struct {
+	*dynamodb.Store
+	*dynamoinbox.Inbox
+}
+
+func newStore(t *testing.T) *store {
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	return &store{st, dynamoinbox.New(st)}
+}
+
 type env struct {
 	t       *testing.T
-	st      *dynamodb.Store
+	st      *store
 	client  *awsdynamodb.Client
 	streams *dynamodbstreams.Client
 	def     *workflow.Definition
@@ -72,7 +85,7 @@ func (b *logBuffer) count(substr string) int {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{t: t, st: dynamotest.NewStore(t, dynamodb.Options{}), client: dynamotest.Client(t), streams: dynamotest.Streams(t), logs: &logBuffer{}}
+	e := &env{t: t, st: newStore(t), client: dynamotest.Client(t), streams: dynamotest.Streams(t), logs: &logBuffer{}}
 	def, err := workflow.Parse("simple.yaml", []byte(definition))
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +178,7 @@ func (e *env) event(execID, activity, transition string, at time.Time, extra map
 // records reads every record a table's stream holds now.
 func (e *env) records(base string) []streamtypes.Record {
 	e.t.Helper()
-	arn, err := poller.StreamARN(ctx(e.t), e.st, base)
+	arn, err := poller.StreamARN(ctx(e.t), e.st.Store, base)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -472,14 +485,14 @@ func (e *env) pollAs(positions, name string) (stop func()) {
 	e.t.Helper()
 	var arns []string
 	for _, base := range []string{dynamodb.TableWorkflowRequest, dynamodb.TableActivityEvent} {
-		arn, err := poller.StreamARN(ctx(e.t), e.st, base)
+		arn, err := poller.StreamARN(ctx(e.t), e.st.Store, base)
 		if err != nil {
 			e.t.Fatal(err)
 		}
 		arns = append(arns, arn)
 	}
 	p, err := poller.New(poller.Config{Name: positions, Processor: e.processorWithWindow(name, simpleapi.DefaultOrderWindow),
-		Streams: e.streams, Positions: poller.StorePositions{Store: e.st}, StreamARNs: arns, PollInterval: 50 * time.Millisecond, Discovery: time.Second,
+		Streams: e.streams, Positions: poller.StorePositions{Store: e.st.Store}, StreamARNs: arns, PollInterval: 50 * time.Millisecond, Discovery: time.Second,
 		Logger: hclog.New(&hclog.LoggerOptions{Name: "poll", Level: hclog.Debug, Output: testWriter{e.t, nil}})})
 	if err != nil {
 		e.t.Fatal(err)

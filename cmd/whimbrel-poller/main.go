@@ -69,10 +69,11 @@ func (c *CLI) Run(k *kong.Context) error {
 		return err
 	}
 	defer opened.Close()
-	st, ok := opened.(*dynamodb.Store)
+	d, ok := opened.(*cli.Dynamo)
 	if !ok {
 		return &cli.UsageError{Msg: "whimbrel-poller reads DynamoDB streams: use --store dynamodb (an embedded store has no streams; start workflows there with whimbrel start)"}
 	}
+	st := d.Store
 	var arns []string
 	for _, base := range []string{dynamodb.TableWorkflowRequest, dynamodb.TableActivityEvent} {
 		arn, err := poller.StreamARN(ctx, st, base)
@@ -87,7 +88,7 @@ func (c *CLI) Run(k *kong.Context) error {
 	}
 	p, err := poller.New(poller.Config{
 		Name:         c.Name,
-		Processor:    simpleapi.New(simpleapi.Config{Store: st, Name: c.Name, OrderWindow: c.OrderWindow, MaxSkew: c.MaxSkew, Logger: log}),
+		Processor:    simpleapi.New(simpleapi.Config{Store: d, Name: c.Name, OrderWindow: c.OrderWindow, MaxSkew: c.MaxSkew, Logger: log}),
 		Streams:      streams,
 		Positions:    poller.StorePositions{Store: st},
 		StreamARNs:   arns,

@@ -1,4 +1,7 @@
-package dynamodb
+// Package dynamoinbox keeps the Simple Lambda API's items (requests,
+// events, registrations) in a DynamoDB store's tables: the inbox.Inbox on
+// DynamoDB, through state/dynamodb's extension points.
+package dynamoinbox
 
 import (
 	"context"
@@ -8,16 +11,38 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/whimbrel/whimbrel/simpleapi/inbox"
 	"github.com/whimbrel/whimbrel/state"
-	"github.com/whimbrel/whimbrel/state/internal/attr"
+	"github.com/whimbrel/whimbrel/state/codec"
+	"github.com/whimbrel/whimbrel/state/dynamodb"
 )
 
-// The Simple Lambda API's items: state.Inbox on DynamoDB.
+// Inbox is the inbox.Inbox on a DynamoDB store.
+type Inbox struct {
+	st     *dynamodb.Store
+	prefix string
+}
 
-var _ state.Inbox = (*Store)(nil)
+var _ inbox.Inbox = (*Inbox)(nil)
+
+// New returns the inbox kept in st's tables.
+func New(st *dynamodb.Store) *Inbox { return &Inbox{st: st, prefix: st.Prefix()} }
+
+type item = map[string]types.AttributeValue
+
+func (st *Inbox) table(base string) *string { return aws.String(st.st.Table(base)) }
+
+// report accounts for the capacity of one call.
+func report(st *dynamodb.Store, op string, cc *types.ConsumedCapacity) {
+	if cc != nil {
+		st.Report(op, *cc)
+	}
+}
+
+func avS(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 
 func requestKey(id, name string) item {
 	return item{"workflow_request_id": avS(id), "workflow_name": avS(name)}
@@ -27,18 +52,18 @@ func eventKey(id, activityExecID string) item {
 	return item{"activity_event_id": avS(id), "activity_exec_id": avS(activityExecID)}
 }
 
-// PutRequest implements state.Inbox.
-func (st *Store) PutRequest(ctx context.Context, r *state.WorkflowRequest) error {
+// PutRequest implements inbox.Inbox.
+func (st *Inbox) PutRequest(ctx context.Context, r *state.WorkflowRequest) error {
 	if r.WorkflowRequestID == "" || r.WorkflowName == "" {
 		return errors.New("put request: it needs an ID and a workflow name")
 	}
-	old, err := st.putNew(ctx, "PutRequest", TableWorkflowRequest, "workflow_request_id", attr.EncodeRequest(r))
+	old, err := st.putNew(ctx, "PutRequest", dynamodb.TableWorkflowRequest, "workflow_request_id", codec.EncodeRequest(r))
 	if err != nil {
 		return fmt.Errorf("put request %s: %w", r.WorkflowRequestID, err)
 	}
 	if old != nil {
 		e := &state.ExistsError{What: "workflow request " + r.WorkflowRequestID}
-		if v, ok := old["workflow_exec_id"].(attr.S); ok {
+		if v, ok := old["workflow_exec_id"].(codec.S); ok {
 			e.WorkflowExecID = string(v)
 		}
 		return e
@@ -46,12 +71,12 @@ func (st *Store) PutRequest(ctx context.Context, r *state.WorkflowRequest) error
 	return nil
 }
 
-// PutEvent implements state.Inbox.
-func (st *Store) PutEvent(ctx context.Context, e *state.ActivityEvent) error {
+// PutEvent implements inbox.Inbox.
+func (st *Inbox) PutEvent(ctx context.Context, e *state.ActivityEvent) error {
 	if e.ActivityEventID == "" || e.ActivityExecID == "" {
 		return errors.New("put event: it needs an ID and an activity")
 	}
-	old, err := st.putNew(ctx, "PutEvent", TableActivityEvent, "activity_event_id", attr.EncodeEvent(e))
+	old, err := st.putNew(ctx, "PutEvent", dynamodb.TableActivityEvent, "activity_event_id", codec.EncodeEvent(e))
 	if err != nil {
 		return fmt.Errorf("put event %s: %w", e.ActivityEventID, err)
 	}
@@ -63,44 +88,44 @@ func (st *Store) PutEvent(ctx context.Context, e *state.ActivityEvent) error {
 
 // putNew puts an item unless its key exists; then it returns the item that
 // is there.
-func (st *Store) putNew(ctx context.Context, op, base, hashKey string, it attr.Item) (attr.Item, error) {
-	out, err := st.api.PutItem(ctx, &dynamodb.PutItemInput{
+func (st *Inbox) putNew(ctx context.Context, op, base, hashKey string, it codec.Item) (codec.Item, error) {
+	out, err := st.st.API().PutItem(ctx, &awsdynamodb.PutItemInput{
 		TableName:                           st.table(base),
-		Item:                                toAVItem(it),
+		Item:                                dynamodb.ToAV(it),
 		ConditionExpression:                 aws.String("attribute_not_exists(#k)"),
 		ExpressionAttributeNames:            map[string]string{"#k": hashKey},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		ReturnConsumedCapacity:              st.returnCapacity(),
+		ReturnConsumedCapacity:              st.st.ReturnCapacity(),
 	})
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case errors.As(err, &ccf):
-		old := nilIfEmpty(ccf.Item)
+		old := dynamodb.FromAV(ccf.Item)
 		if old == nil {
-			old = attr.Item{}
+			old = codec.Item{}
 		}
 		return old, nil
 	case err != nil:
 		return nil, err
 	}
-	st.report(op, reportOne(out.ConsumedCapacity)...)
+	report(st.st, op, out.ConsumedCapacity)
 	return nil, nil
 }
 
-// RecordRequest implements state.Inbox.
-func (st *Store) RecordRequest(ctx context.Context, id, workflowName, workflowExecID string, o state.Outcome) error {
-	set := attr.OutcomeItem(o)
+// RecordRequest implements inbox.Inbox.
+func (st *Inbox) RecordRequest(ctx context.Context, id, workflowName, workflowExecID string, o state.Outcome) error {
+	set := codec.OutcomeItem(o)
 	if workflowExecID != "" {
-		set["workflow_exec_id"] = attr.S(workflowExecID)
+		set["workflow_exec_id"] = codec.S(workflowExecID)
 	}
-	return st.recordOutcome(ctx, "RecordRequest", TableWorkflowRequest, "workflow request", "workflow_request_id",
+	return st.recordOutcome(ctx, "RecordRequest", dynamodb.TableWorkflowRequest, "workflow request", "workflow_request_id",
 		requestKey(id, workflowName), id, set)
 }
 
-// RecordEvent implements state.Inbox.
-func (st *Store) RecordEvent(ctx context.Context, id, activityExecID string, o state.Outcome) error {
-	return st.recordOutcome(ctx, "RecordEvent", TableActivityEvent, "activity event", "activity_event_id",
-		eventKey(id, activityExecID), id, attr.OutcomeItem(o))
+// RecordEvent implements inbox.Inbox.
+func (st *Inbox) RecordEvent(ctx context.Context, id, activityExecID string, o state.Outcome) error {
+	return st.recordOutcome(ctx, "RecordEvent", dynamodb.TableActivityEvent, "activity event", "activity_event_id",
+		eventKey(id, activityExecID), id, codec.OutcomeItem(o))
 }
 
 // outcomeUpdate is the update that records an outcome on an existing item
@@ -108,7 +133,7 @@ func (st *Store) RecordEvent(ctx context.Context, id, activityExecID string, o s
 // has only the when list) gets the processing time there, so that the
 // activity index, and whimbrel status through it, finds every decided
 // event.
-func outcomeUpdate(base *string, hashKey string, key item, set attr.Item) *types.Update {
+func outcomeUpdate(base *string, hashKey string, key item, set codec.Item) *types.Update {
 	names := map[string]string{"#k": hashKey, "#o": "outcome"}
 	values := map[string]types.AttributeValue{}
 	expr := "SET "
@@ -118,12 +143,12 @@ func outcomeUpdate(base *string, hashKey string, key item, set attr.Item) *types
 			expr += ", "
 		}
 		n, val := fmt.Sprintf("#a%d", i), fmt.Sprintf(":v%d", i)
-		names[n], values[val] = k, toAV(v)
+		names[n], values[val] = k, dynamodb.ValueToAV(v)
 		expr += n + " = " + val
 		i++
 	}
 	if pt, ok := set["processed_time_epoch"]; ok && hashKey == "activity_event_id" {
-		names["#we"], values[":we"] = "when_epoch", toAV(pt)
+		names["#we"], values[":we"] = "when_epoch", dynamodb.ValueToAV(pt)
 		expr += ", #we = if_not_exists(#we, :we)"
 	}
 	return &types.Update{
@@ -137,73 +162,73 @@ func outcomeUpdate(base *string, hashKey string, key item, set attr.Item) *types
 	}
 }
 
-func (st *Store) recordOutcome(ctx context.Context, op, base, kind, hashKey string, key item, id string, set attr.Item) error {
+func (st *Inbox) recordOutcome(ctx context.Context, op, base, kind, hashKey string, key item, id string, set codec.Item) error {
 	if _, ok := set["outcome"]; !ok {
 		return fmt.Errorf("record the outcome of %s %s: no result given", kind, id)
 	}
 	u := outcomeUpdate(st.table(base), hashKey, key, set)
-	out, err := st.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	out, err := st.st.API().UpdateItem(ctx, &awsdynamodb.UpdateItemInput{
 		TableName: u.TableName, Key: u.Key, ConditionExpression: u.ConditionExpression,
 		UpdateExpression: u.UpdateExpression, ExpressionAttributeNames: u.ExpressionAttributeNames,
 		ExpressionAttributeValues:           u.ExpressionAttributeValues,
 		ReturnValuesOnConditionCheckFailure: u.ReturnValuesOnConditionCheckFailure,
-		ReturnConsumedCapacity:              st.returnCapacity(),
+		ReturnConsumedCapacity:              st.st.ReturnCapacity(),
 	})
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case errors.As(err, &ccf):
-		return outcomeConflict(kind, id, nilIfEmpty(ccf.Item))
+		return outcomeConflict(kind, id, dynamodb.FromAV(ccf.Item))
 	case err != nil:
 		return fmt.Errorf("record the outcome of %s %s: %w", kind, id, err)
 	}
-	st.report(op, reportOne(out.ConsumedCapacity)...)
+	report(st.st, op, out.ConsumedCapacity)
 	return nil
 }
 
 // outcomeConflict is the error for an outcome that was not recorded: the
 // item is gone, or it has one already.
-func outcomeConflict(kind, id string, old attr.Item) error {
+func outcomeConflict(kind, id string, old codec.Item) error {
 	if old == nil {
 		return &state.NotFoundError{Kind: kind, ID: id}
 	}
-	got, _ := old["outcome"].(attr.S)
+	got, _ := old["outcome"].(codec.S)
 	return &state.ConflictError{Kind: kind, ID: id, Want: "no outcome yet", State: string(got)}
 }
 
-// GetEvent implements state.Inbox.
-func (st *Store) GetEvent(ctx context.Context, id, activityExecID string) (*state.ActivityEvent, error) {
-	m, err := st.get(ctx, "GetEvent", TableActivityEvent, eventKey(id, activityExecID))
+// GetEvent implements inbox.Inbox.
+func (st *Inbox) GetEvent(ctx context.Context, id, activityExecID string) (*state.ActivityEvent, error) {
+	m, err := st.st.Get(ctx, "GetEvent", dynamodb.TableActivityEvent, eventKey(id, activityExecID))
 	if err != nil {
 		return nil, fmt.Errorf("get event %s: %w", id, err)
 	}
 	if m == nil {
 		return nil, &state.NotFoundError{Kind: "activity event", ID: id}
 	}
-	v, err := attr.DecodeEvent(st.prefix+TableActivityEvent, m)
-	return v, st.undecoded.Check(err)
+	v, err := codec.DecodeEvent(st.prefix+dynamodb.TableActivityEvent, m)
+	return v, st.st.Undecoded().Check(err)
 }
 
-// Events implements state.Inbox, through the activity index. An event that
+// Events implements inbox.Inbox, through the activity index. An event that
 // cannot be decoded is left out — the processor judges it from its own
 // record — unless a processor recorded an outcome on it (its rejection):
 // it is then listed as far as it could be read, so that whimbrel status
 // shows it.
-func (st *Store) Events(ctx context.Context, activityExecID string, from time.Time) ([]*state.ActivityEvent, error) {
+func (st *Inbox) Events(ctx context.Context, activityExecID string, from time.Time) ([]*state.ActivityEvent, error) {
 	var out []*state.ActivityEvent
-	in := &dynamodb.QueryInput{
-		TableName:                 st.table(TableActivityEvent),
-		IndexName:                 aws.String(indexActivity),
+	in := &awsdynamodb.QueryInput{
+		TableName:                 st.table(dynamodb.TableActivityEvent),
+		IndexName:                 aws.String(dynamodb.IndexActivity),
 		KeyConditionExpression:    aws.String("activity_exec_id = :a"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":a": avS(activityExecID)},
 	}
 	if !from.IsZero() {
 		in.KeyConditionExpression = aws.String("activity_exec_id = :a AND when_epoch >= :w")
 		// A foreign client's epoch may be finer than the millisecond.
-		in.ExpressionAttributeValues[":w"] = toAV(attr.Epoch(from.Add(-time.Millisecond)))
+		in.ExpressionAttributeValues[":w"] = dynamodb.ValueToAV(codec.Epoch(from.Add(-time.Millisecond)))
 	}
-	skips := st.undecoded.NewSkips()
-	err := st.query(ctx, "Events", in, 0, func(m item) error {
-		e, err := attr.DecodeEvent(st.prefix+TableActivityEvent, fromAVItem(m))
+	skips := st.st.Undecoded().NewSkips()
+	err := st.st.Query(ctx, "Events", in, 0, func(m item) error {
+		e, err := codec.DecodeEvent(st.prefix+dynamodb.TableActivityEvent, dynamodb.FromAV(m))
 		if err != nil && e != nil && e.Outcome.Processed() {
 			out = append(out, e)
 			return nil
@@ -224,13 +249,13 @@ func (st *Store) Events(ctx context.Context, activityExecID string, from time.Ti
 	return out, skips.Err()
 }
 
-// Register implements state.Inbox.
-func (st *Store) Register(ctx context.Context, r *state.WorkflowLambda) error {
+// Register implements inbox.Inbox.
+func (st *Inbox) Register(ctx context.Context, r *state.WorkflowLambda) error {
 	if err := state.CheckName(r.WorkflowName); err != nil {
 		return fmt.Errorf("register: %w", err)
 	}
-	_, err := st.api.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: st.table(TableWorkflowLambda), Item: toAVItem(attr.EncodeRegistration(r)),
+	_, err := st.st.API().PutItem(ctx, &awsdynamodb.PutItemInput{
+		TableName: st.table(dynamodb.TableWorkflowLambda), Item: dynamodb.ToAV(codec.EncodeRegistration(r)),
 	})
 	if err != nil {
 		return fmt.Errorf("register %s: %w", r.WorkflowName, err)
@@ -238,26 +263,26 @@ func (st *Store) Register(ctx context.Context, r *state.WorkflowLambda) error {
 	return nil
 }
 
-// Registration implements state.Inbox.
-func (st *Store) Registration(ctx context.Context, workflowName string) (*state.WorkflowLambda, error) {
-	m, err := st.get(ctx, "Registration", TableWorkflowLambda, item{"workflow_name": avS(workflowName)})
+// Registration implements inbox.Inbox.
+func (st *Inbox) Registration(ctx context.Context, workflowName string) (*state.WorkflowLambda, error) {
+	m, err := st.st.Get(ctx, "Registration", dynamodb.TableWorkflowLambda, item{"workflow_name": avS(workflowName)})
 	if err != nil {
 		return nil, fmt.Errorf("read the registration of %s: %w", workflowName, err)
 	}
 	if m == nil {
 		return nil, &state.NotFoundError{Kind: "registered workflow", ID: workflowName}
 	}
-	v, err := attr.DecodeRegistration(st.prefix+TableWorkflowLambda, m)
-	return v, st.undecoded.Check(err)
+	v, err := codec.DecodeRegistration(st.prefix+dynamodb.TableWorkflowLambda, m)
+	return v, st.st.Undecoded().Check(err)
 }
 
-// Registrations implements state.Inbox with a Scan: the table holds one
+// Registrations implements inbox.Inbox with a Scan: the table holds one
 // small item per workflow.
-func (st *Store) Registrations(ctx context.Context) ([]*state.WorkflowLambda, error) {
+func (st *Inbox) Registrations(ctx context.Context) ([]*state.WorkflowLambda, error) {
 	var out []*state.WorkflowLambda
-	skips := st.undecoded.NewSkips()
-	p := dynamodb.NewScanPaginator(st.api, &dynamodb.ScanInput{
-		TableName: st.table(TableWorkflowLambda), ConsistentRead: aws.Bool(true),
+	skips := st.st.Undecoded().NewSkips()
+	p := awsdynamodb.NewScanPaginator(st.st.API(), &awsdynamodb.ScanInput{
+		TableName: st.table(dynamodb.TableWorkflowLambda), ConsistentRead: aws.Bool(true),
 	})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
@@ -265,7 +290,7 @@ func (st *Store) Registrations(ctx context.Context) ([]*state.WorkflowLambda, er
 			return nil, fmt.Errorf("list registered workflows: %w", err)
 		}
 		for _, m := range page.Items {
-			r, err := attr.DecodeRegistration(st.prefix+TableWorkflowLambda, fromAVItem(m))
+			r, err := codec.DecodeRegistration(st.prefix+dynamodb.TableWorkflowLambda, dynamodb.FromAV(m))
 			if err != nil {
 				_ = skips.Add(err) // a decode error: reported, and kept
 				continue
@@ -277,66 +302,43 @@ func (st *Store) Registrations(ctx context.Context) ([]*state.WorkflowLambda, er
 	return out, skips.Err()
 }
 
-// decideEvent makes an activity write together with the outcome of the
-// event it decides, in one transaction, and returns the activity as
-// written.
-func (st *Store) decideEvent(ctx context.Context, key state.ActivityKey, cond attr.Cond, upd attr.Update, ev *state.EventStep) (*state.ActivityExec, error) {
-	expr, err := expressionOf(cond, upd)
-	if err != nil {
+// Decide implements inbox.Inbox: the activity write moves its cursor, and
+// the outcome is recorded on the event, in one transaction.
+func (st *Inbox) Decide(ctx context.Context, key state.ActivityKey, c state.ActivityChange, step inbox.Step) (*state.ActivityExec, error) {
+	if err := step.Check(); err != nil {
 		return nil, fmt.Errorf("update activity %s: %w", key.ActivityExecID, err)
 	}
-	writes := []types.TransactWriteItem{
-		{Update: &types.Update{
-			TableName:                           st.table(TableActivityExec),
-			Key:                                 toAVItem(attr.ActivityKey(key)),
-			ConditionExpression:                 expr.Condition(),
-			UpdateExpression:                    expr.Update(),
-			ExpressionAttributeNames:            expr.Names(),
-			ExpressionAttributeValues:           expr.Values(),
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}},
-		{Update: outcomeUpdate(st.table(TableActivityEvent), "activity_event_id",
-			eventKey(ev.EventID, key.ActivityExecID), attr.OutcomeItem(*ev.Outcome))},
+	swap := &codec.Swap{Attr: inbox.CursorAttr, Old: step.Prev, New: step.Next}
+	if step.Outcome == nil {
+		return st.st.UpdateActivityWith(ctx, key, c, swap)
 	}
-	out, err := st.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-		TransactItems: writes, ReturnConsumedCapacity: st.returnCapacity(),
-	})
-	var tc *types.TransactionCanceledException
-	switch {
-	case errors.As(err, &tc) && len(tc.CancellationReasons) == 2:
-		r := tc.CancellationReasons
-		if aws.ToString(r[0].Code) == "ConditionalCheckFailed" {
-			return nil, attr.Conflict("activity", st.prefix+TableActivityExec, key.ActivityExecID, cond, nilIfEmpty(r[0].Item))
-		}
-		if aws.ToString(r[1].Code) == "ConditionalCheckFailed" {
-			return nil, outcomeConflict("activity event", ev.EventID, nilIfEmpty(r[1].Item))
-		}
-		return nil, fmt.Errorf("update activity %s: %w", key.ActivityExecID, err)
-	case err != nil:
-		return nil, fmt.Errorf("update activity %s: %w", key.ActivityExecID, err)
+	a, err := st.st.UpdateActivityWith(ctx, key, c, swap,
+		*outcomeUpdate(st.table(dynamodb.TableActivityEvent), "activity_event_id", eventKey(step.EventID, key.ActivityExecID), codec.OutcomeItem(*step.Outcome)))
+	var also *dynamodb.AlsoError
+	if errors.As(err, &also) {
+		return nil, outcomeConflict("activity event", step.EventID, also.Item)
 	}
-	st.report("DecideEvent", out.ConsumedCapacity...)
-	return st.GetActivity(ctx, key)
+	return a, err
 }
 
 // DecodeRequestImage reads a workflow_request item as a stream record
 // carries it.
 func DecodeRequestImage(image map[string]types.AttributeValue) (*state.WorkflowRequest, error) {
-	return attr.DecodeRequest(TableWorkflowRequest, fromAVItem(image))
+	return codec.DecodeRequest(dynamodb.TableWorkflowRequest, dynamodb.FromAV(image))
 }
 
 // DecodeEventImage reads an activity_event item as a stream record carries
 // it.
 func DecodeEventImage(image map[string]types.AttributeValue) (*state.ActivityEvent, error) {
-	return attr.DecodeEvent(TableActivityEvent, fromAVItem(image))
+	return codec.DecodeEvent(dynamodb.TableActivityEvent, dynamodb.FromAV(image))
 }
 
-// FindActivity implements state.Inbox: one query on the activity table's
+// FindActivity implements inbox.Inbox: one query on the activity table's
 // hash key.
-func (st *Store) FindActivity(ctx context.Context, activityExecID string) (*state.ActivityExec, error) {
+func (st *Inbox) FindActivity(ctx context.Context, activityExecID string) (*state.ActivityExec, error) {
 	var found item
-	err := st.query(ctx, "FindActivity", &dynamodb.QueryInput{
-		TableName:                 st.table(TableActivityExec),
+	err := st.st.Query(ctx, "FindActivity", &awsdynamodb.QueryInput{
+		TableName:                 st.table(dynamodb.TableActivityExec),
 		KeyConditionExpression:    aws.String("activity_exec_id = :a"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":a": avS(activityExecID)},
 		ConsistentRead:            aws.Bool(true),
@@ -350,6 +352,6 @@ func (st *Store) FindActivity(ctx context.Context, activityExecID string) (*stat
 	if found == nil {
 		return nil, &state.NotFoundError{Kind: "activity", ID: activityExecID}
 	}
-	a, err := attr.DecodeActivity(st.prefix+TableActivityExec, fromAVItem(found))
-	return a, st.undecoded.Check(err)
+	a, err := codec.DecodeActivity(st.prefix+dynamodb.TableActivityExec, dynamodb.FromAV(found))
+	return a, st.st.Undecoded().Check(err)
 }
