@@ -54,36 +54,16 @@ func eventKey(id, activityExecID string) item {
 
 // PutRequest implements inbox.Inbox.
 func (st *Inbox) PutRequest(ctx context.Context, r *state.WorkflowRequest) error {
-	if r.WorkflowRequestID == "" || r.WorkflowName == "" {
-		return errors.New("put request: it needs an ID and a workflow name")
-	}
-	old, err := st.putNew(ctx, "PutRequest", dynamodb.TableWorkflowRequest, "workflow_request_id", codec.EncodeRequest(r))
-	if err != nil {
-		return fmt.Errorf("put request %s: %w", r.WorkflowRequestID, err)
-	}
-	if old != nil {
-		e := &state.ExistsError{What: "workflow request " + r.WorkflowRequestID}
-		if v, ok := old["workflow_exec_id"].(codec.S); ok {
-			e.WorkflowExecID = string(v)
-		}
-		return e
-	}
-	return nil
+	return inbox.PutRequest(r, func() (codec.Item, error) {
+		return st.putNew(ctx, "PutRequest", dynamodb.TableWorkflowRequest, "workflow_request_id", codec.EncodeRequest(r))
+	})
 }
 
 // PutEvent implements inbox.Inbox.
 func (st *Inbox) PutEvent(ctx context.Context, e *state.ActivityEvent) error {
-	if e.ActivityEventID == "" || e.ActivityExecID == "" {
-		return errors.New("put event: it needs an ID and an activity")
-	}
-	old, err := st.putNew(ctx, "PutEvent", dynamodb.TableActivityEvent, "activity_event_id", codec.EncodeEvent(e))
-	if err != nil {
-		return fmt.Errorf("put event %s: %w", e.ActivityEventID, err)
-	}
-	if old != nil {
-		return &state.ExistsError{What: "activity event " + e.ActivityEventID}
-	}
-	return nil
+	return inbox.PutEvent(e, func() (codec.Item, error) {
+		return st.putNew(ctx, "PutEvent", dynamodb.TableActivityEvent, "activity_event_id", codec.EncodeEvent(e))
+	})
 }
 
 // putNew puts an item unless its key exists; then it returns the item that

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/state/codec"
 )
 
 // Inbox holds the Simple Lambda API's items. As with the state.Store, its
@@ -89,6 +90,47 @@ func (s Step) Check() error {
 	}
 	if s.Outcome != nil && (s.EventID == "" || !s.Outcome.Processed()) {
 		return errors.New("an event outcome needs the event's ID and a result")
+	}
+	return nil
+}
+
+// Put is how an Inbox puts a new item, whatever its store: put writes it
+// unless its key is taken, and then returns what the item there holds (an
+// empty, non-nil item if it could not be read).
+type Put func() (taken codec.Item, err error)
+
+// PutRequest checks a request, puts it, and says why it was not put: a
+// *state.ExistsError naming the execution the taken request started, if
+// any.
+func PutRequest(r *state.WorkflowRequest, put Put) error {
+	if r.WorkflowRequestID == "" || r.WorkflowName == "" {
+		return errors.New("put request: it needs an ID and a workflow name")
+	}
+	old, err := put()
+	if err != nil {
+		return fmt.Errorf("put request %s: %w", r.WorkflowRequestID, err)
+	}
+	if old != nil {
+		e := &state.ExistsError{What: "workflow request " + r.WorkflowRequestID}
+		if v, ok := old["workflow_exec_id"].(codec.S); ok {
+			e.WorkflowExecID = string(v)
+		}
+		return e
+	}
+	return nil
+}
+
+// PutEvent checks an event, puts it, and says why it was not put.
+func PutEvent(e *state.ActivityEvent, put Put) error {
+	if e.ActivityEventID == "" || e.ActivityExecID == "" {
+		return errors.New("put event: it needs an ID and an activity")
+	}
+	old, err := put()
+	if err != nil {
+		return fmt.Errorf("put event %s: %w", e.ActivityEventID, err)
+	}
+	if old != nil {
+		return &state.ExistsError{What: "activity event " + e.ActivityEventID}
 	}
 	return nil
 }
