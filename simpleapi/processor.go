@@ -4,8 +4,12 @@
 // streams does the rest with the Full Logic API's code (package workflow).
 //
 // The Processor applies one stream record. It runs inside a Lambda
-// function (LambdaHandler, cmd/whimbrel-lambda) or a long-running Poller
-// (cmd/whimbrel-poller). Either way every record may arrive twice, late or
+// function (simpleapi/lambda, cmd/whimbrel-lambda) or a long-running
+// poller (simpleapi/poller, cmd/whimbrel-poller). It sits above the core:
+// it moves activities and workflows with the Full Logic API (the Store and
+// package workflow), and keeps the API's own items in the inbox beside the
+// Store (simpleapi/inbox; simpleapi/dynamoinbox and simpleapi/sqliteinbox
+// on each store). The wrapper's side is simpleapi/report. Either way every record may arrive twice, late or
 // out of order, and any number of processors may run: a request is claimed
 // by recording its outcome before the execution its ID derives is started,
 // so one processor starts it; an event is decided by one conditional write
