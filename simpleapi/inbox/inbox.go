@@ -2,7 +2,8 @@
 // besides what the state.Store keeps: the requests and events clients
 // insert, the outcomes processors record on them, the registered
 // workflows, and the one write that decides an event. simpleapi/dynamoinbox
-// and simpleapi/sqliteinbox keep it in each backend's tables.
+// and simpleapi/sqliteinbox keep it in each backend's tables. Register and
+// Request are what the operator's commands do with it.
 //
 // The API (seed 001): a client inserts a workflow_request item to start a
 // workflow, or an activity_event item to move an activity, and a processor
