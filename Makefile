@@ -71,9 +71,10 @@ vet:
 	$(GO) vet ./...
 	$(GO) vet -tags docker ./internal/dockertest/
 
-## bench: measure the headline figures side by side and write BENCHMARKS.md (needs tini: apt-get install tini)
+## bench: measure the headline figures side by side and write BENCHMARKS.md (needs tini: apt-get install tini);
+##   BEFORE=DIR also compares the wrapper with the binaries an earlier build left in DIR
 bench: dynamodb-local-install native
-	scripts/dynamodb-local run -- $(GO) run ./tools/benchreport -bin bin -o BENCHMARKS.md
+	scripts/dynamodb-local run -- $(GO) run ./tools/benchreport -bin bin -before='$(BEFORE)' -o BENCHMARKS.md
 	@echo '## DAG hop (upstream exits → downstream command starts)' >> BENCHMARKS.md
 	@echo >> BENCHMARKS.md
 	@echo 'Local backend, nudged launcher, a chain of 21 activities, 3 runs on each store (BenchmarkDAGHop in launcher/); budget p50 ≤ 100 ms on DynamoDB Local:' >> BENCHMARKS.md

@@ -196,10 +196,16 @@ func Load(ctx context.Context, st workflow.Reader, id string, now time.Time) (*S
 	return s, nil
 }
 
+// eventLister is what rejected needs of a store that keeps the Simple
+// Lambda API's events beside it (simpleapi/inbox.Inbox).
+type eventLister interface {
+	Events(ctx context.Context, activityExecID string, from time.Time) ([]*state.ActivityEvent, error)
+}
+
 // rejected lists the Simple Lambda API events a processor refused for one
 // activity item. Failing to list them does not fail the status.
 func rejected(ctx context.Context, st workflow.Reader, activityExecID string) []RejectedEvent {
-	in, ok := st.(state.Inbox)
+	in, ok := st.(eventLister)
 	if !ok {
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/whimbrel/whimbrel/inspect"
+	"github.com/whimbrel/whimbrel/simpleapi/sqliteinbox"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/sqlite"
 	"github.com/whimbrel/whimbrel/state/storetest"
@@ -61,14 +62,19 @@ func TestForeignItemsAreEachShown(t *testing.T) {
 // attempt.
 func TestEarlierAttemptsShowTheirRejectedEvents(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "state.db"), sqlite.Options{})
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "state.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
-	if _, err := st.Install(ctx, false); err != nil {
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.Install(ctx, false); err != nil {
 		t.Fatal(err)
 	}
+	// The store as the commands open it: with the inbox in its tables.
+	st := struct {
+		*sqlite.Store
+		*sqliteinbox.Inbox
+	}{db, sqliteinbox.New(db)}
 	d, err := workflow.Parse("r.yaml", []byte("name: r\ndefaults:\n  retry: {max_attempts: 2, interval: 1h}\nactivities:\n  a: {command: [\"true\"]}\n"))
 	if err != nil {
 		t.Fatal(err)

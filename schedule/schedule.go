@@ -309,6 +309,12 @@ func checkName(name string) error {
 	return nil
 }
 
+// registrations is what checkKnown needs of a store that keeps the Simple
+// Lambda API's registered workflows beside it (simpleapi/inbox.Inbox).
+type registrations interface {
+	Registration(ctx context.Context, workflowName string) (*state.WorkflowLambda, error)
+}
+
 // checkKnown refuses an upstream workflow that nothing knows: one that
 // never ran here and is not registered.
 func checkKnown(ctx context.Context, st Store, name string) error {
@@ -319,7 +325,7 @@ func checkKnown(ctx context.Context, st Store, name string) error {
 	if len(ws) > 0 {
 		return nil
 	}
-	if in, ok := st.(state.Inbox); ok {
+	if in, ok := st.(registrations); ok {
 		if _, err := in.Registration(ctx, name); err == nil {
 			return nil
 		}

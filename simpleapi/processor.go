@@ -4,8 +4,12 @@
 // streams does the rest with the Full Logic API's code (package workflow).
 //
 // The Processor applies one stream record. It runs inside a Lambda
-// function (LambdaHandler, cmd/whimbrel-lambda) or a long-running Poller
-// (cmd/whimbrel-poller). Either way every record may arrive twice, late or
+// function (simpleapi/lambda, cmd/whimbrel-lambda) or a long-running
+// poller (simpleapi/poller, cmd/whimbrel-poller). It sits above the core:
+// it moves activities and workflows with the Full Logic API (the Store and
+// package workflow), and keeps the API's own items in the inbox beside the
+// Store (simpleapi/inbox; simpleapi/dynamoinbox and simpleapi/sqliteinbox
+// on each store). The wrapper's side is simpleapi/report. Either way every record may arrive twice, late or
 // out of order, and any number of processors may run: a request is claimed
 // by recording its outcome before the execution its ID derives is started,
 // so one processor starts it; an event is decided by one conditional write
@@ -37,15 +41,18 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/whimbrel/whimbrel/heartbeat"
+	"github.com/whimbrel/whimbrel/simpleapi/dynamoinbox"
+	"github.com/whimbrel/whimbrel/simpleapi/inbox"
 	"github.com/whimbrel/whimbrel/state"
-	"github.com/whimbrel/whimbrel/state/dynamodb"
 	"github.com/whimbrel/whimbrel/workflow"
 )
 
-// Store is what a processor needs of a store.
+// Store is what a processor needs of a store: the state.Store, for the
+// Full Logic API's moves, and the inbox beside it (dynamoinbox or
+// sqliteinbox on the same store).
 type Store interface {
 	state.Store
-	state.Inbox
+	inbox.Inbox
 }
 
 // DefaultOrderWindow is how long the commands retry an event whose
@@ -105,6 +112,9 @@ type cachedRegistration struct {
 	read time.Time
 }
 
+// Logger returns the processor's logger, for the loops that feed it.
+func (p *Processor) Logger() hclog.Logger { return p.log }
+
 // New returns a Processor.
 func New(cfg Config) *Processor {
 	if cfg.Logger == nil {
@@ -144,6 +154,16 @@ func (e *MalformedError) Error() string {
 
 func (e *MalformedError) Unwrap() error { return e.Err }
 
+// Deferring: a record whose event waits for an earlier one is set aside
+// and tried again (by the poller, or within a Lambda invocation), first
+// after DeferFirst, then less and less often up to DeferMax, while the
+// records behind it go on; the processor rejects it once its order window
+// has passed.
+const (
+	DeferFirst = 50 * time.Millisecond
+	DeferMax   = time.Second
+)
+
 // errTooEarly is returned for a record that cannot be decided yet but may
 // be soon: an event waiting for the events before it, or a request whose
 // start another processor claimed and has not finished. The record is set
@@ -170,14 +190,14 @@ func (p *Processor) Process(ctx context.Context, r Record) error {
 	}
 	switch {
 	case has(r.Keys, "activity_event_id") || has(r.NewImage, "activity_event_id"):
-		ev, err := dynamodb.DecodeEventImage(r.NewImage)
+		ev, err := dynamoinbox.DecodeEventImage(r.NewImage)
 		if err != nil {
 			p.recordMalformedEvent(ctx, r, err)
 			return &MalformedError{Record: r.ID, Err: err}
 		}
 		return p.event(ctx, ev, r)
 	case has(r.Keys, "workflow_request_id") || has(r.NewImage, "workflow_request_id"):
-		req, err := dynamodb.DecodeRequestImage(r.NewImage)
+		req, err := dynamoinbox.DecodeRequestImage(r.NewImage)
 		if err != nil {
 			p.recordMalformedRequest(ctx, r, err)
 			return &MalformedError{Record: r.ID, Err: err}
@@ -774,9 +794,9 @@ func (p *Processor) decide(ctx context.Context, ev *state.ActivityEvent, a *stat
 	case v == reject:
 		c = &state.ActivityChange{From: []state.ActivityState{a.State}}
 	}
-	c.Event = &state.EventStep{Prev: a.EventCursor, Next: nextCursor(a.EventCursor, ev.ActivityEventID), EventID: ev.ActivityEventID, Outcome: &o}
+	step := inbox.Step{Prev: a.EventCursor, Next: nextCursor(a.EventCursor, ev.ActivityEventID), EventID: ev.ActivityEventID, Outcome: &o}
 	key := state.ActivityKey{ActivityExecID: ev.ActivityExecID, WorkflowExecID: a.WorkflowExecID}
-	next, err := p.st.UpdateActivity(ctx, key, *c)
+	next, err := p.st.Decide(ctx, key, *c, step)
 	var ce *state.ConflictError
 	var nf *state.NotFoundError
 	switch {
@@ -995,6 +1015,10 @@ func (p *Processor) rejectAlone(ctx context.Context, ev *state.ActivityEvent, wh
 	p.log.Warn("event rejected", "activity_event_id", ev.ActivityEventID, "transition", ev.Transition, "why", why)
 	return p.recordAlone(ctx, ev, state.Rejected("%s", why))
 }
+
+// ErrTooEarly is the error of a record that waits for the events before
+// it (see IsTooEarly).
+var ErrTooEarly = errTooEarly
 
 // IsTooEarly reports whether err says a record should be retried because
 // what it waits for (an earlier event of its activity, another processor's

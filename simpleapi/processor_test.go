@@ -24,6 +24,10 @@ import (
 	"github.com/whimbrel/whimbrel/inspect"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/simpleapi"
+	"github.com/whimbrel/whimbrel/simpleapi/dynamoinbox"
+	simplelambda "github.com/whimbrel/whimbrel/simpleapi/lambda"
+	"github.com/whimbrel/whimbrel/simpleapi/poller"
+	"github.com/whimbrel/whimbrel/simpleapi/report"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 	"github.com/whimbrel/whimbrel/workflow"
@@ -40,9 +44,21 @@ activities:
 `
 
 // env is one test's tables, with the workflow registered.
+// store is a DynamoDB store with the inbox in its tables, as the commands
+// open it.
+type store struct {
+	*dynamodb.Store
+	*dynamoinbox.Inbox
+}
+
+func newStore(t *testing.T) *store {
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	return &store{st, dynamoinbox.New(st)}
+}
+
 type env struct {
 	t       *testing.T
-	st      *dynamodb.Store
+	st      *store
 	client  *awsdynamodb.Client
 	streams *dynamodbstreams.Client
 	def     *workflow.Definition
@@ -69,7 +85,7 @@ func (b *logBuffer) count(substr string) int {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{t: t, st: dynamotest.NewStore(t, dynamodb.Options{}), client: dynamotest.Client(t), streams: dynamotest.Streams(t), logs: &logBuffer{}}
+	e := &env{t: t, st: newStore(t), client: dynamotest.Client(t), streams: dynamotest.Streams(t), logs: &logBuffer{}}
 	def, err := workflow.Parse("simple.yaml", []byte(definition))
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +178,7 @@ func (e *env) event(execID, activity, transition string, at time.Time, extra map
 // records reads every record a table's stream holds now.
 func (e *env) records(base string) []streamtypes.Record {
 	e.t.Helper()
-	arn, err := e.st.StreamARN(ctx(e.t), base)
+	arn, err := poller.StreamARN(ctx(e.t), e.st.Store, base)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -202,7 +218,7 @@ func (e *env) process(p *simpleapi.Processor, recs []streamtypes.Record) {
 	for len(recs) > 0 {
 		var waiting []streamtypes.Record
 		for _, r := range recs {
-			err := p.Process(ctx(e.t), simpleapi.RecordFromStream(r))
+			err := p.Process(ctx(e.t), poller.RecordFromStream(r))
 			var bad *simpleapi.MalformedError
 			switch {
 			case errors.As(err, &bad):
@@ -261,10 +277,10 @@ func TestRequestDeliveredTwiceStartsOneExecution(t *testing.T) {
 				// The processor that lost the claim waits for the
 				// start to finish, as a poller or Lambda retries.
 				deadline := time.Now().Add(20 * time.Second)
-				err := p.Process(ctx(t), simpleapi.RecordFromStream(recs[0]))
+				err := p.Process(ctx(t), poller.RecordFromStream(recs[0]))
 				for simpleapi.IsTooEarly(err) && time.Now().Before(deadline) {
 					time.Sleep(20 * time.Millisecond)
-					err = p.Process(ctx(t), simpleapi.RecordFromStream(recs[0]))
+					err = p.Process(ctx(t), poller.RecordFromStream(recs[0]))
 				}
 				if err != nil {
 					t.Errorf("process: %v", err)
@@ -469,14 +485,14 @@ func (e *env) pollAs(positions, name string) (stop func()) {
 	e.t.Helper()
 	var arns []string
 	for _, base := range []string{dynamodb.TableWorkflowRequest, dynamodb.TableActivityEvent} {
-		arn, err := e.st.StreamARN(ctx(e.t), base)
+		arn, err := poller.StreamARN(ctx(e.t), e.st.Store, base)
 		if err != nil {
 			e.t.Fatal(err)
 		}
 		arns = append(arns, arn)
 	}
-	p, err := simpleapi.NewPoller(simpleapi.PollerConfig{Name: positions, Processor: e.processorWithWindow(name, simpleapi.DefaultOrderWindow),
-		Streams: e.streams, Positions: e.st, StreamARNs: arns, PollInterval: 50 * time.Millisecond, Discovery: time.Second,
+	p, err := poller.New(poller.Config{Name: positions, Processor: e.processorWithWindow(name, simpleapi.DefaultOrderWindow),
+		Streams: e.streams, Positions: poller.StorePositions{Store: e.st.Store}, StreamARNs: arns, PollInterval: 50 * time.Millisecond, Discovery: time.Second,
 		Logger: hclog.New(&hclog.LoggerOptions{Name: "poll", Level: hclog.Debug, Output: testWriter{e.t, nil}})})
 	if err != nil {
 		e.t.Fatal(err)
@@ -553,7 +569,7 @@ func TestLambdaHandlerDoesWhatThePollerDoes(t *testing.T) {
 
 	viaLambda := newEnv(t)
 	p := viaLambda.processorWithWindow("fn", simpleapi.DefaultOrderWindow)
-	handler := lambda.NewHandler(p.HandleLambda)
+	handler := lambda.NewHandler(simplelambda.New(p).Handle)
 	delivered := map[string]int{}
 	story(viaLambda, func(base string) {
 		recs := viaLambda.records(base)[delivered[base]:]
@@ -714,7 +730,7 @@ func TestClaimWithdrawnWhenNoProcessorAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(execID, "a"), WorkflowExecID: execID}
-	c := &simpleapi.Client{Store: e.st, Source: "test", ClaimWait: 300 * time.Millisecond}
+	c := &report.Client{Store: e.st, Source: "test", ClaimWait: 300 * time.Millisecond}
 	_, err = c.UpdateActivity(ctx(t), key, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running,
 		Claim: &state.Claim{Owner: "late-wrapper"}})
 	if !errors.Is(err, state.ErrConflict) || !strings.Contains(err.Error(), "whimbrel-poller") {

@@ -19,7 +19,7 @@ import (
 // retry's own events, under its own ID, complete the activity.
 func TestSimpleAPIRetries(t *testing.T) {
 	t.Parallel()
-	e := &env{t: t, st: dynamotest.NewStore(t, dynamodb.Options{}), client: dynamotest.Client(t), streams: dynamotest.Streams(t)}
+	e := &env{t: t, st: newStore(t), client: dynamotest.Client(t), streams: dynamotest.Streams(t)}
 	def, err := workflow.Parse("simple.yaml", []byte("name: simple-retry\ndefaults:\n  retry: {max_attempts: 2, interval: 10ms}\n"+
 		"activities:\n  a: {command: [\"true\"]}\n  b: {command: [\"true\"], depends_on: [a]}\n"))
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/whimbrel/whimbrel/inspect"
 	"github.com/whimbrel/whimbrel/simpleapi"
+	simplelambda "github.com/whimbrel/whimbrel/simpleapi/lambda"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 	"github.com/whimbrel/whimbrel/workflow"
@@ -474,7 +475,7 @@ func TestLambdaSetsAsideAWaitingEvent(t *testing.T) {
 	e.put(dynamodb.TableActivityEvent, map[string]types.AttributeValue{"activity_event_id": s(running), "activity_exec_id": s(actID),
 		"transition": s("RUNNING")}) // no when: the time it was written
 	p := e.processorWithWindow("fn", simpleapi.DefaultOrderWindow)
-	out, err := lambda.NewHandler(p.HandleLambda).Invoke(ctx(t), lambdaEvent(t, e.records(dynamodb.TableActivityEvent)))
+	out, err := lambda.NewHandler(simplelambda.New(p).Handle).Invoke(ctx(t), lambdaEvent(t, e.records(dynamodb.TableActivityEvent)))
 	if err != nil {
 		t.Fatal(err)
 	}

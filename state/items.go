@@ -161,7 +161,8 @@ type ActivityExec struct {
 	// READY item alone until then (zero: at once).
 	NotBefore time.Time // not_before (epoch seconds)
 	// EventCursor is the Simple Lambda API processor's count of the
-	// events decided for this activity, and the last one (see EventStep).
+	// events decided for this activity, and the last one (see
+	// simpleapi/inbox.Step).
 	EventCursor string // event_cursor
 
 	// Output is what the command wrote to WHIMBREL_OUTPUT: a compact JSON

@@ -196,11 +196,9 @@ type ActivityChange struct {
 	Error string
 	// Reason records why, for people.
 	Reason string
-	// Beat records a heartbeat at At (the Simple Lambda API's heartbeat
-	// event, which also moves the event cursor).
+	// Beat records a heartbeat at At, in a write that records more (a
+	// progress, or a move of another attribute).
 	Beat bool
-	// Event makes the write the decision on a Simple Lambda API event.
-	Event *EventStep
 	// RetriedBy links a FAILED or TIMED_OUT attempt to the attempt that
 	// retries it: an attribute only, the state stays.
 	RetriedBy string

@@ -2,7 +2,7 @@
 // whimbrel-run does: it claims the activity (→ RUNNING), runs its command,
 // keeps the lease alive with heartbeats, stops the command when the
 // activity is cancelled, timed out or its lease is lost, records how the
-// command ended, and advances the workflow.
+// command ended, and has the workflow advanced (see Reporter).
 package wrapper
 
 import (
@@ -27,7 +27,6 @@ import (
 	"github.com/whimbrel/whimbrel/internal/nudge"
 	"github.com/whimbrel/whimbrel/process"
 	"github.com/whimbrel/whimbrel/state"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // Exit codes of the wrapper's own outcomes. Otherwise it exits with the
@@ -107,10 +106,6 @@ type Config struct {
 	// Nudge is the address of a local launcher to wake when this activity
 	// readies dependents (see package nudge).
 	Nudge string
-	// NoAdvance leaves advancing the workflow to someone else: the
-	// Simple Lambda API's processor, which applies the wrapper's events
-	// (see simpleapi.Client).
-	NoAdvance bool
 	// DataDir is where the directory of the WHIMBREL_INPUTS, _OUTPUT and
 	// _PROGRESS files is made (empty: the system's temporary directory).
 	DataDir string
@@ -128,8 +123,9 @@ type Config struct {
 	Logger hclog.Logger
 }
 
-// Run runs the activity to its end and returns the wrapper's exit status.
-func Run(ctx context.Context, st state.Store, cfg Config) int {
+// Run runs the activity to its end, reporting through st, and returns the
+// wrapper's exit status.
+func Run(ctx context.Context, st Reporter, cfg Config) int {
 	if cfg.KillGrace == 0 {
 		cfg.KillGrace = DefaultKillGrace
 	}
@@ -153,7 +149,7 @@ func Run(ctx context.Context, st state.Store, cfg Config) int {
 }
 
 type run struct {
-	st    state.Store
+	st    Reporter
 	cfg   Config
 	log   hclog.Logger
 	owner string
@@ -433,10 +429,8 @@ func (r *run) stoppedBeforeClaim(sig syscall.Signal) int {
 		return code
 	}
 	r.log.Warn("recorded", "state", failed.State, "reason", reason)
-	if !r.cfg.NoAdvance {
-		if _, err := workflow.Advance(ctx, r.st, failed, r.log.Named("advance")); err != nil {
-			r.log.Warn("advancing the workflow failed; the monitor will finish it", "error", err)
-		}
+	if _, err := r.st.Recorded(ctx, failed, r.log.Named("advance")); err != nil {
+		r.log.Warn("advancing the workflow failed; the monitor will finish it", "error", err)
 	}
 	return code
 }
@@ -469,10 +463,7 @@ func (r *run) abandonWithin(d time.Duration, why string) {
 		return
 	}
 	r.log.Warn("recorded a claim that was not run", "state", done.State, "why", why)
-	if r.cfg.NoAdvance {
-		return
-	}
-	if _, err := workflow.Advance(ctx, r.st, done, r.log.Named("advance")); err != nil {
+	if _, err := r.st.Recorded(ctx, done, r.log.Named("advance")); err != nil {
 		r.log.Warn("advancing the workflow failed; the monitor will finish it", "error", err)
 	}
 }
@@ -722,16 +713,12 @@ func (r *run) finish(exit *state.Exit, stderrTail, reason string, code int) int 
 	}
 	r.log.Info("recorded", "state", final.State, "exit_code", exit.Code, "reason", reason)
 	fault.Point(fault.AfterFinish)
-	if r.cfg.NoAdvance {
-		return code
-	}
-
-	res, err := workflow.Advance(ctx, r.st, final, r.log.Named("advance"))
+	readied, err := r.st.Recorded(ctx, final, r.log.Named("advance"))
 	if err != nil {
 		// The outcome is recorded; the monitor finishes the advance.
 		r.log.Warn("advancing the workflow failed; the monitor will finish it", "error", err)
 	}
-	if len(res.Readied) > 0 && r.cfg.Nudge != "" {
+	if readied && r.cfg.Nudge != "" {
 		if err := nudge.Send(r.cfg.Nudge); err != nil {
 			r.log.Debug("nudging the launcher failed; it will poll", "error", err)
 		}

@@ -59,7 +59,7 @@ func runActivity(t *testing.T, st state.Store, k state.ActivityKey, marker strin
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return wrapper.Run(ctx, st, wrapper.Config{Key: k, Command: []string{"touch", marker},
+	return wrapper.Run(ctx, wrapper.Direct(st), wrapper.Config{Key: k, Command: []string{"touch", marker},
 		Heartbeat: true, HeartbeatInterval: time.Second, HeartbeatTimeout: 5 * time.Second, RecordTimeout: 10 * time.Second})
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
 	"github.com/whimbrel/whimbrel/schedule"
 	"github.com/whimbrel/whimbrel/simpleapi"
+	simplelambda "github.com/whimbrel/whimbrel/simpleapi/lambda"
 )
 
 const description = `The Simple Lambda API's processor as an AWS Lambda function (runtime
@@ -75,14 +76,15 @@ func (c *CLI) Run(k *kong.Context) error {
 	}
 	defer st.Close()
 	p := simpleapi.New(simpleapi.Config{Store: st, Name: os.Getenv("AWS_LAMBDA_FUNCTION_NAME"), OrderWindow: c.OrderWindow, MaxSkew: c.MaxSkew, Logger: log})
-	var handler any = p.HandleLambda
+	h := simplelambda.New(p)
+	var handler any = h.Handle
 	if sched, ok := st.(schedule.Store); ok {
 		handler = schedule.LambdaHandler(sched, log.Named("schedule"), func(ctx context.Context, raw json.RawMessage) (any, error) {
 			var ev events.DynamoDBEvent
 			if err := json.Unmarshal(raw, &ev); err != nil {
 				return nil, fmt.Errorf("decode the stream records: %w", err)
 			}
-			return p.HandleLambda(ctx, ev)
+			return h.Handle(ctx, ev)
 		})
 	}
 	lambda.StartWithOptions(handler, lambda.WithContext(ctx))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
 	"github.com/whimbrel/whimbrel/simpleapi"
+	"github.com/whimbrel/whimbrel/simpleapi/poller"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 )
 
@@ -68,27 +69,28 @@ func (c *CLI) Run(k *kong.Context) error {
 		return err
 	}
 	defer opened.Close()
-	st, ok := opened.(*dynamodb.Store)
+	d, ok := opened.(*cli.Dynamo)
 	if !ok {
 		return &cli.UsageError{Msg: "whimbrel-poller reads DynamoDB streams: use --store dynamodb (an embedded store has no streams; start workflows there with whimbrel start)"}
 	}
+	st := d.Store
 	var arns []string
 	for _, base := range []string{dynamodb.TableWorkflowRequest, dynamodb.TableActivityEvent} {
-		arn, err := st.StreamARN(ctx, base)
+		arn, err := poller.StreamARN(ctx, st, base)
 		if err != nil {
 			return err
 		}
 		arns = append(arns, arn)
 	}
-	streams, err := dynamodb.OpenStreams(ctx, log)
+	streams, err := poller.OpenStreams(ctx, log)
 	if err != nil {
 		return err
 	}
-	p, err := simpleapi.NewPoller(simpleapi.PollerConfig{
+	p, err := poller.New(poller.Config{
 		Name:         c.Name,
-		Processor:    simpleapi.New(simpleapi.Config{Store: st, Name: c.Name, OrderWindow: c.OrderWindow, MaxSkew: c.MaxSkew, Logger: log}),
+		Processor:    simpleapi.New(simpleapi.Config{Store: d, Name: c.Name, OrderWindow: c.OrderWindow, MaxSkew: c.MaxSkew, Logger: log}),
 		Streams:      streams,
-		Positions:    st,
+		Positions:    poller.StorePositions{Store: st},
 		StreamARNs:   arns,
 		PollInterval: c.PollInterval,
 		Discovery:    c.Discovery,

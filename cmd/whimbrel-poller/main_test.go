@@ -20,6 +20,7 @@ import (
 
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/internal/testbin"
+	"github.com/whimbrel/whimbrel/simpleapi/dynamoinbox"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 )
@@ -173,7 +174,7 @@ func TestRequestInsertedWithTheSDKRunsToCompletion(t *testing.T) {
 		if a.State != state.Completed || a.Attempt != 1 || a.ExitCode == nil || *a.ExitCode != 0 || a.EventCursor == "" {
 			t.Errorf("activity %s: %+v, want COMPLETED through its events, once", a.ActivityName, a)
 		}
-		events, err := st.Events(ctx, a.ActivityExecID, time.Time{})
+		events, err := dynamoinbox.New(st).Events(ctx, a.ActivityExecID, time.Time{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,63 +1,21 @@
 // Command whimbrel-run wraps one activity's command: as a Docker
 // ENTRYPOINT, in an ECS task, or under local supervision. See package
-// activity for what it does.
+// wrapper for what it does.
 package main
 
 import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/alecthomas/kong"
-	"golang.org/x/sys/unix"
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
 	"github.com/whimbrel/whimbrel/heartbeat"
-	"github.com/whimbrel/whimbrel/simpleapi"
-	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/simpleapi/report"
 	"github.com/whimbrel/whimbrel/wrapper"
 )
-
-const description = `Run one Whimbrel activity: claim it (→ RUNNING), run CMD, heartbeat while it
-runs, stop CMD if the activity is cancelled or its lease is lost, record
-COMPLETED or FAILED from CMD's exit status, and ready the activities that wait
-on it. stdin, stdout and stderr pass through untouched; signals are relayed to
-CMD's process group; as PID 1 it reaps orphans. Logs go to stderr. When not
-PID 1, a guard process stops CMD's process group if whimbrel-run is killed
-outright (kill -9).
-
-Identity comes from flags or the environment (a launcher sets the variables):
-WHIMBREL_ACTIVITY_EXEC_ID, WHIMBREL_WORKFLOW_EXEC_ID, and optionally
-WHIMBREL_ACTIVITY_NAME and WHIMBREL_WORKFLOW_NAME, which must then match the IDs.
-
-Exit status:
-  CMD's own         CMD exited (COMPLETED if 0, else FAILED)
-  128+N             CMD was killed by signal N, or signal N came before CMD
-                    started (CMD not started; recorded FAILED)
-  121               the activity FAILED over its data: a template could not be
-                    resolved (CMD was not started), or CMD exited 0 but its
-                    WHIMBREL_OUTPUT is not a JSON object within 32 KiB
-  122               the activity could not be claimed; CMD was not started
-  123               CMD ran, but its outcome could not be recorded (see the log)
-  124               CMD ran longer than --timeout and was stopped
-  125               whimbrel-run itself failed (bad usage, store unreachable)
-  126               CMD could not be executed
-  127               CMD was not found
-
-With --api simple (the Simple Lambda API) it writes no activity itself: it
-reports its claim, heartbeats and outcome as activity_event items, which a
-processor (whimbrel-lambda, or whimbrel-poller) applies and advances the
-workflow from. It still starts CMD only once its claim took effect, and still
-stops CMD when a heartbeat finds the activity cancelled or taken.
-
-Examples:
-  ENTRYPOINT ["whimbrel-run", "--"]           in a Dockerfile; CMD is the image's command
-  whimbrel-run --timeout 2h -- ./etl.sh nightly
-  whimbrel-run --heartbeat-interval 5s --heartbeat-timeout 30s -- python job.py`
 
 // CLI is the whole grammar of whimbrel-run.
 type CLI struct {
@@ -122,19 +80,9 @@ func (c *CLI) Run(k *kong.Context) error {
 			return &cli.UsageError{Msg: fmt.Sprintf("%s %s is negative", name, d)}
 		}
 	}
-	var pdeath syscall.Signal
-	if c.ParentDeathSignal != "" {
-		name := strings.ToUpper(c.ParentDeathSignal)
-		if !strings.HasPrefix(name, "SIG") {
-			name = "SIG" + name
-		}
-		if pdeath = unix.SignalNum(name); pdeath == 0 {
-			n, err := strconv.Atoi(c.ParentDeathSignal)
-			if err != nil || n <= 0 || n > 64 {
-				return &cli.UsageError{Msg: fmt.Sprintf("--parent-death-signal %q is not a signal: give a name such as SIGTERM, or a number", c.ParentDeathSignal)}
-			}
-			pdeath = syscall.Signal(n)
-		}
+	pdeath, err := parseSignal(c.ParentDeathSignal)
+	if err != nil {
+		return err
 	}
 	log := c.Logger("whimbrel-run", k.Stderr)
 	ctx := context.Background()
@@ -143,13 +91,13 @@ func (c *CLI) Run(k *kong.Context) error {
 		return err
 	}
 	defer st.Close()
-	var store state.Store = st
+	reporter := wrapper.Direct(st)
 	if c.API == "simple" {
 		host, _ := os.Hostname()
-		store = &simpleapi.Client{Store: st, Source: fmt.Sprintf("whimbrel-run on %s (pid %d)", host, os.Getpid()),
+		reporter = &report.Client{Store: st, Source: fmt.Sprintf("whimbrel-run on %s (pid %d)", host, os.Getpid()),
 			Logger: log.Named("simple")}
 	}
-	code := wrapper.Run(ctx, store, wrapper.Config{
+	code := wrapper.Run(ctx, reporter, wrapper.Config{
 		Key:                    key,
 		Command:                c.Command,
 		Heartbeat:              !c.NoHeartbeat,
@@ -164,7 +112,6 @@ func (c *CLI) Run(k *kong.Context) error {
 		Guard:                  c.Guard,
 		ParentDeathSignal:      pdeath,
 		Nudge:                  c.Nudge,
-		NoAdvance:              c.API == "simple",
 		DataDir:                c.DataDir,
 		Signals:                c.signals,
 		Stdin:                  os.Stdin,
@@ -176,28 +123,4 @@ func (c *CLI) Run(k *kong.Context) error {
 		return &cli.ExitError{Code: code}
 	}
 	return nil
-}
-
-// identity reads and checks the activity's identity.
-func (c *CLI) identity() (state.ActivityKey, error) {
-	check := func(id, idFlag, idEnv, name, nameEnv, kind string) error {
-		if id == "" {
-			return &cli.UsageError{Msg: fmt.Sprintf("no %s execution ID: set %s or --%s", kind, idEnv, idFlag)}
-		}
-		got, _, err := state.SplitID(id)
-		if err != nil {
-			return &cli.UsageError{Msg: fmt.Sprintf("%s (from %s or --%s) is malformed: %v", idEnv, idEnv, idFlag, err)}
-		}
-		if name != "" && name != got {
-			return &cli.UsageError{Msg: fmt.Sprintf("%s %q does not match the %s name %q in %s", nameEnv, name, kind, got, idEnv)}
-		}
-		return nil
-	}
-	if err := check(c.ActivityExecID, "activity-exec-id", "WHIMBREL_ACTIVITY_EXEC_ID", c.ActivityName, "WHIMBREL_ACTIVITY_NAME", "activity"); err != nil {
-		return state.ActivityKey{}, err
-	}
-	if err := check(c.WorkflowExecID, "workflow-exec-id", "WHIMBREL_WORKFLOW_EXEC_ID", c.WorkflowName, "WHIMBREL_WORKFLOW_NAME", "workflow"); err != nil {
-		return state.ActivityKey{}, err
-	}
-	return state.ActivityKey{ActivityExecID: c.ActivityExecID, WorkflowExecID: c.WorkflowExecID}, nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os/signal"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
 	"github.com/whimbrel/whimbrel/internal/inert"
+	"github.com/whimbrel/whimbrel/simpleapi/inbox"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -39,10 +39,7 @@ func (c *RegisterCmd) Run(g *Globals, k *kong.Context) error {
 		return err
 	}
 	defer se.close()
-	ctx, st := se.ctx, se.st
-	reg := &state.WorkflowLambda{WorkflowName: def.Name, Lambda: c.Lambda, Definition: def.JSON(),
-		Registered: state.Truncate(time.Now()), Source: "whimbrel register " + c.File}
-	if err := st.Register(ctx, reg); err != nil {
+	if err := inbox.Register(se.ctx, se.st, def, c.Lambda, "whimbrel register "+c.File); err != nil {
 		return err
 	}
 	handler := "any processor"
@@ -86,36 +83,11 @@ func (c *RequestCmd) Run(g *Globals, k *kong.Context) error {
 		return err
 	}
 	defer st.Close()
-	reg, err := st.Registration(ctx, c.Workflow)
-	if errors.Is(err, state.ErrNotFound) {
-		return fmt.Errorf("workflow %q is not registered, so no processor could start it: run `whimbrel register FILE` first", c.Workflow)
-	}
+	execID, err := inbox.Request(ctx, st, c.Workflow, inbox.RequestOptions{ID: c.RequestID, Source: c.Source,
+		Bind: c.bind, HasParams: len(c.Param) > 0 || c.ParamsFile != ""})
 	if err != nil {
 		return err
 	}
-	id := c.RequestID
-	if id == "" {
-		id = state.NewWorkflowRequestID(c.Workflow)
-	}
-	// The parameters are checked against the registered definition before
-	// the request is written, as the processor checks them again.
-	var params map[string]string
-	if def, err := workflow.ParseStored(reg.Definition); err == nil {
-		if params, err = c.bind(def); err != nil {
-			return err
-		}
-	} else if len(c.Param) > 0 || c.ParamsFile != "" {
-		return fmt.Errorf("the registered definition of %q cannot be read, so its params cannot be checked: %w", c.Workflow, err)
-	}
-	r := &state.WorkflowRequest{WorkflowRequestID: id, WorkflowName: reg.WorkflowName, When: state.Truncate(time.Now()), Source: c.Source,
-		Params: workflow.EncodeParams(params)}
-	if err := st.PutRequest(ctx, r); err != nil {
-		if errors.Is(err, state.ErrExists) {
-			return fmt.Errorf("%w: give another --request-id, or see `whimbrel status %s`", err, state.WorkflowExecIDForRequest(c.Workflow, id))
-		}
-		return err
-	}
-	execID := state.WorkflowExecIDForRequest(c.Workflow, id)
 	fmt.Fprintln(k.Stdout, execID)
 	if !c.Wait {
 		return nil

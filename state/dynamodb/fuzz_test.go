@@ -48,9 +48,9 @@ func FuzzDecodeItem(f *testing.F) {
 		check("install status", err)
 		_, err = attr.DecodeRegistration("t", it)
 		check("registration", err)
-		_, err = DecodeRequestImage(m)
+		_, err = attr.DecodeRequest(TableWorkflowRequest, fromAVItem(m))
 		check("request image", err)
-		_, err = DecodeEventImage(m)
+		_, err = attr.DecodeEvent(TableActivityEvent, fromAVItem(m))
 		check("event image", err)
 		if err := attr.Conflict("activity", "t", "id", attr.Cond{States: []string{"RUNNING"}}, it); !errors.Is(err, state.ErrConflict) {
 			check("conflict", err)

@@ -569,9 +569,6 @@ func (st *Store) UpdateActivity(ctx context.Context, key state.ActivityKey, c st
 	if err != nil {
 		return nil, fmt.Errorf("update activity %s: %w", key.ActivityExecID, err)
 	}
-	if c.Event != nil && c.Event.Outcome != nil {
-		return st.decideEvent(ctx, key, cond, upd, c.Event)
-	}
 	return st.updateActivity(ctx, "UpdateActivity", key, cond, upd)
 }
 
@@ -852,12 +849,12 @@ func expressionOf(c attr.Cond, u attr.Update) (expression.Expression, error) {
 		a := expression.Name("attempt")
 		parts = append(parts, expression.Or(expression.AttributeNotExists(a), expression.AttributeType(a, expression.Number)))
 	}
-	if c.Cursor != nil {
-		cur := expression.Name("event_cursor")
-		if *c.Cursor == "" {
-			parts = append(parts, expression.AttributeNotExists(cur))
+	if m := c.Match; m != nil {
+		a := expression.Name(m.Attr)
+		if m.Value == "" {
+			parts = append(parts, expression.AttributeNotExists(a))
 		} else {
-			parts = append(parts, cur.Equal(expression.Value(avS(*c.Cursor))))
+			parts = append(parts, a.Equal(expression.Value(avS(m.Value))))
 		}
 	}
 	if len(parts) == 0 || (len(c.States) == 0 && c.Contains == "") {

@@ -663,9 +663,6 @@ func (st *Store) UpdateActivity(ctx context.Context, key state.ActivityKey, c st
 	if err != nil {
 		return nil, fmt.Errorf("update activity %s: %w", key.ActivityExecID, err)
 	}
-	if c.Event != nil && c.Event.Outcome != nil {
-		return st.decideEvent(ctx, key, cond, upd, c.Event)
-	}
 	a, _, err := st.updateActivity(ctx, key, cond, upd)
 	return a, err
 }

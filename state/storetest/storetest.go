@@ -54,9 +54,6 @@ func Run(t *testing.T, h Harness) {
 		{"LandedWriteOnMalformedItem", testLandedWriteOnMalformedItem},
 		{"CreateRefusesBadInput", testCreateRefusesBadInput},
 		{"Expire", testExpire},
-		{"Requests", testRequests},
-		{"Events", testEvents},
-		{"Registrations", testRegistrations},
 		{"CreateActivity", testCreateActivity},
 		{"Data", testData},
 	}
@@ -1017,4 +1014,26 @@ func testExpire(t *testing.T, h Harness) {
 	if err := st.Expire(ctx(t), state.NewWorkflowExecID("ghost"), at); !errors.Is(err, state.ErrNotFound) {
 		t.Errorf("Expire of a missing workflow: %v, want ErrNotFound", err)
 	}
+}
+
+// Helpers for the suites of what extends a store (simpleapi/inboxtest).
+
+// Ctx is a test's context, bounded and ended with the test.
+func Ctx(t testing.TB) context.Context { return ctx(t) }
+
+// Move changes an activity's state without fencing, failing the test on
+// error.
+func Move(t *testing.T, st state.Store, k state.ActivityKey, from, to state.ActivityState) *state.ActivityExec {
+	t.Helper()
+	return move(t, st, k, from, to)
+}
+
+// Claim is a claim by owner, with heartbeats.
+func Claim(owner string) *state.Claim { return claim(owner) }
+
+// Conflict fails the test unless err is a *state.ConflictError, and
+// returns it.
+func Conflict(t *testing.T, err error) *state.ConflictError {
+	t.Helper()
+	return conflict(t, err)
 }

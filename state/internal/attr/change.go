@@ -23,9 +23,14 @@ type Cond struct {
 	// NumericAttempt: attempt is absent or a Number, so that it can be
 	// incremented.
 	NumericAttempt bool
-	// Cursor, when set, requires event_cursor to equal *Cursor ("" : absent).
-	Cursor *string
+	// Match, when set, requires a String attribute to hold a value (or,
+	// with an empty value, to be absent): the condition of a Swap.
+	Match *Match
 }
+
+// Match is a condition on one String attribute: it holds Value, or is
+// absent when Value is empty.
+type Match struct{ Attr, Value string }
 
 // Update is what one write changes.
 type Update struct {
@@ -85,9 +90,9 @@ func (c Cond) Holds(it Item) bool {
 			}
 		}
 	}
-	if c.Cursor != nil {
-		v, present := it["event_cursor"]
-		if *c.Cursor == "" && present || *c.Cursor != "" && v != S(*c.Cursor) {
+	if m := c.Match; m != nil {
+		v, present := it[m.Attr]
+		if m.Value == "" && present || m.Value != "" && v != S(m.Value) {
 			return false
 		}
 	}
@@ -129,11 +134,11 @@ func (c Cond) Describe() string {
 	if c.NumericAttempt {
 		parts = append(parts, "with a numeric attempt")
 	}
-	if c.Cursor != nil {
-		if *c.Cursor == "" {
-			parts = append(parts, "with no event decided yet")
+	if m := c.Match; m != nil {
+		if m.Value == "" {
+			parts = append(parts, "with no "+m.Attr)
 		} else {
-			parts = append(parts, "with event "+*c.Cursor+" decided last")
+			parts = append(parts, "with "+m.Attr+" "+m.Value)
 		}
 	}
 	return strings.Join(parts, " ")
@@ -171,6 +176,17 @@ func (u Update) Apply(it Item) {
 // ActivityChange is the condition and update of a state.ActivityChange,
 // after checking it against the contract.
 func ActivityChange(c state.ActivityChange) (Cond, Update, error) {
+	return ActivityChangeWith(c, nil)
+}
+
+// Swap is a compare-and-set of one String attribute, made with an
+// activity write: the write fails unless Attr holds Old (or, with Old
+// empty, is absent), and sets it to New.
+type Swap struct{ Attr, Old, New string }
+
+// ActivityChangeWith is ActivityChange with a swap (nil: none) on the same
+// item, for a store's extension.
+func ActivityChangeWith(c state.ActivityChange, swap *Swap) (Cond, Update, error) {
 	if len(c.From) == 0 {
 		return Cond{}, Update{}, errors.New("no state to move from")
 	}
@@ -289,16 +305,12 @@ func ActivityChange(c state.ActivityChange) (Cond, Update, error) {
 		// stay within one write unit.
 		set["progress_time_epoch"] = Epoch(at)
 	}
-	if ev := c.Event; ev != nil {
-		if ev.Next == "" || ev.Next <= ev.Prev {
-			return Cond{}, Update{}, fmt.Errorf("event cursor %q does not come after %q", ev.Next, ev.Prev)
+	if swap != nil {
+		if swap.Attr == "" || swap.New == "" {
+			return Cond{}, Update{}, errors.New("a swap needs an attribute and a new value")
 		}
-		if ev.Outcome != nil && (ev.EventID == "" || !ev.Outcome.Processed()) {
-			return Cond{}, Update{}, errors.New("an event outcome needs the event's ID and a result")
-		}
-		prev := ev.Prev
-		cond.Cursor = &prev
-		set["event_cursor"] = S(ev.Next)
+		cond.Match = &Match{Attr: swap.Attr, Value: swap.Old}
+		set[swap.Attr] = S(swap.New)
 	}
 	if len(set) == 0 {
 		return Cond{}, Update{}, errors.New("nothing to change")

@@ -22,7 +22,7 @@ func FuzzDecode(f *testing.F) {
 	cursor := ""
 	conds := []Cond{
 		{States: []string{"RUNNING"}, Owner: "o", HeartbeatSeen: &now, NumericAttempt: true},
-		{Contains: "a::1", NoPending: true, HeartbeatSeen: &time.Time{}, Cursor: &cursor},
+		{Contains: "a::1", NoPending: true, HeartbeatSeen: &time.Time{}, Match: &Match{Attr: "event_cursor", Value: cursor}},
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var it Item

@@ -1,27 +1,51 @@
-package storetest
+// Package inboxtest is the conformance suite of the Simple Lambda API's
+// inbox (simpleapi/inbox.Inbox): simpleapi/dynamoinbox and
+// simpleapi/sqliteinbox pass it, each on its backend, as the backends pass
+// state/storetest.
+package inboxtest
 
 import (
 	"errors"
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/simpleapi/inbox"
 	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/state/storetest"
 )
 
-// The Simple Lambda API's items (state.Inbox), which every Store also is.
-
-func inbox(t *testing.T, st state.Store) state.Inbox {
-	t.Helper()
-	in, ok := st.(state.Inbox)
-	if !ok {
-		t.Fatalf("%T is no state.Inbox", st)
-	}
-	return in
+// Harness makes a fresh store, with its inbox, for each test.
+type Harness struct {
+	New func(t *testing.T) (state.Store, inbox.Inbox)
 }
 
+// Run runs the whole suite.
+func Run(t *testing.T, h Harness) {
+	tests := []struct {
+		name string
+		fn   func(*testing.T, Harness)
+	}{
+		{"Requests", testRequests},
+		{"Events", testEvents},
+		{"Registrations", testRegistrations},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, h)
+		})
+	}
+}
+
+var (
+	ctx      = storetest.Ctx
+	move     = storetest.Move
+	claim    = storetest.Claim
+	conflict = storetest.Conflict
+)
+
 func testRequests(t *testing.T, h Harness) {
-	st := h.New(t)
-	in := inbox(t, st)
+	st, in := h.New(t)
 	r := &state.WorkflowRequest{WorkflowRequestID: state.NewWorkflowRequestID("etl"), WorkflowName: "etl",
 		When: state.Truncate(time.Now()), Source: "test"}
 	if err := in.PutRequest(ctx(t), r); err != nil {
@@ -54,11 +78,10 @@ func testRequests(t *testing.T, h Harness) {
 }
 
 func testEvents(t *testing.T, h Harness) {
-	st := h.New(t)
-	in := inbox(t, st)
-	w := NewWorkflow(t, "etl", DAG{"a": nil})
-	Create(t, st, w)
-	k := Key(w, "a")
+	st, in := h.New(t)
+	w := storetest.NewWorkflow(t, "etl", storetest.DAG{"a": nil})
+	storetest.Create(t, st, w)
+	k := storetest.Key(w, "a")
 	base := state.Truncate(time.Now())
 	code := 3
 	ev := func(transition string, at time.Duration) *state.ActivityEvent {
@@ -96,10 +119,9 @@ func testEvents(t *testing.T, h Harness) {
 	// A decision moves the activity and records the outcome atomically.
 	move(t, st, k, state.Requested, state.Ready)
 	applied := state.Outcome{Result: state.OutcomeApplied, At: base}
-	a, err := st.UpdateActivity(ctx(t), k, state.ActivityChange{
+	a, err := in.Decide(ctx(t), k, state.ActivityChange{
 		From: []state.ActivityState{state.Ready}, To: state.Running, Claim: claim("o1"),
-		Event: &state.EventStep{Next: state.EventCursor(early), EventID: early.ActivityEventID, Outcome: &applied},
-	})
+	}, inbox.Step{Next: state.EventCursor(early), EventID: early.ActivityEventID, Outcome: &applied})
 	if err != nil || a.State != state.Running || a.EventCursor != state.EventCursor(early) {
 		t.Fatalf("deciding the RUNNING event: %+v, %v", a, err)
 	}
@@ -108,17 +130,15 @@ func testEvents(t *testing.T, h Harness) {
 		t.Errorf("GetEvent after its decision: %+v, %v", got, err)
 	}
 	// Deciding it again fails on the cursor and changes nothing.
-	_, err = st.UpdateActivity(ctx(t), k, state.ActivityChange{
+	_, err = in.Decide(ctx(t), k, state.ActivityChange{
 		From: []state.ActivityState{state.Running}, Reason: "again",
-		Event: &state.EventStep{Next: state.EventCursor(early) + "x", EventID: early.ActivityEventID, Outcome: &applied},
-	})
+	}, inbox.Step{Next: state.EventCursor(early) + "x", EventID: early.ActivityEventID, Outcome: &applied})
 	conflict(t, err)
 	// An event already decided is not decided again, even when the cursor
 	// matches: both writes or neither.
-	_, err = st.UpdateActivity(ctx(t), k, state.ActivityChange{
+	_, err = in.Decide(ctx(t), k, state.ActivityChange{
 		From: []state.ActivityState{state.Running}, Reason: "again",
-		Event: &state.EventStep{Prev: state.EventCursor(early), Next: state.EventCursor(late), EventID: early.ActivityEventID, Outcome: &applied},
-	})
+	}, inbox.Step{Prev: state.EventCursor(early), Next: state.EventCursor(late), EventID: early.ActivityEventID, Outcome: &applied})
 	if !errors.Is(err, state.ErrConflict) {
 		t.Errorf("deciding an event twice: %v, want a conflict", err)
 	}
@@ -126,10 +146,9 @@ func testEvents(t *testing.T, h Harness) {
 		t.Errorf("a refused decision wrote: %+v", a)
 	}
 	// A heartbeat through the cursor, with no outcome recorded.
-	a, err = st.UpdateActivity(ctx(t), k, state.ActivityChange{
+	a, err = in.Decide(ctx(t), k, state.ActivityChange{
 		From: []state.ActivityState{state.Running}, Owner: "o1", Beat: true, At: base.Add(1500 * time.Millisecond),
-		Event: &state.EventStep{Prev: state.EventCursor(early), Next: state.EventCursor(early) + "hb"},
-	})
+	}, inbox.Step{Prev: state.EventCursor(early), Next: state.EventCursor(early) + "hb"})
 	if err != nil || !a.HeartbeatTime.Equal(base.Add(1500*time.Millisecond)) {
 		t.Errorf("heartbeat event: %+v, %v", a, err)
 	}
@@ -180,8 +199,7 @@ func testEvents(t *testing.T, h Harness) {
 }
 
 func testRegistrations(t *testing.T, h Harness) {
-	st := h.New(t)
-	in := inbox(t, st)
+	_, in := h.New(t)
 	if _, err := in.Registration(ctx(t), "etl"); !errors.Is(err, state.ErrNotFound) {
 		t.Errorf("Registration of an unregistered workflow: %v, want ErrNotFound", err)
 	}

@@ -1,4 +1,4 @@
-package dynamodb
+package poller
 
 import (
 	"context"
@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/whimbrel/whimbrel/state/internal/attr"
+	"github.com/whimbrel/whimbrel/state/dynamodb"
 )
 
 // What the stream poller needs of DynamoDB besides the stream records:
@@ -23,7 +23,7 @@ import (
 // chain. Without AWS_ENDPOINT_URL_DYNAMODB_STREAMS it uses
 // AWS_ENDPOINT_URL_DYNAMODB, as DynamoDB Local serves both on one endpoint.
 func OpenStreams(ctx context.Context, log hclog.Logger) (*dynamodbstreams.Client, error) {
-	cfg, err := LoadConfig(ctx, log)
+	cfg, err := dynamodb.LoadConfig(ctx, log)
 	if err != nil {
 		return nil, err
 	}
@@ -38,9 +38,9 @@ func OpenStreams(ctx context.Context, log hclog.Logger) (*dynamodbstreams.Client
 
 // StreamARN returns the ARN of a table's current stream (base is the name
 // without prefix), or an error saying to run install if it has none.
-func (st *Store) StreamARN(ctx context.Context, base string) (string, error) {
-	name := st.prefix + base
-	out, err := st.api.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+func StreamARN(ctx context.Context, st *dynamodb.Store, base string) (string, error) {
+	name := st.Table(base)
+	out, err := st.API().DescribeTable(ctx, &awsdynamodb.DescribeTableInput{TableName: aws.String(name)})
 	if err != nil {
 		return "", fmt.Errorf("describe table %s: %w", name, err)
 	}
@@ -48,7 +48,7 @@ func (st *Store) StreamARN(ctx context.Context, base string) (string, error) {
 	if sp == nil || !aws.ToBool(sp.StreamEnabled) || aws.ToString(out.Table.LatestStreamArn) == "" {
 		return "", fmt.Errorf("table %s has no stream: run `whimbrel install` to enable it", name)
 	}
-	if sp.StreamViewType != types.StreamViewTypeNewImage && sp.StreamViewType != types.StreamViewTypeNewAndOldImages {
+	if sp.StreamViewType != ddbtypes.StreamViewTypeNewImage && sp.StreamViewType != ddbtypes.StreamViewTypeNewAndOldImages {
 		return "", fmt.Errorf("table %s has a stream of %s, but the processor needs new images: switch the stream off, then run `whimbrel install`", name, sp.StreamViewType)
 	}
 	return aws.ToString(out.Table.LatestStreamArn), nil
@@ -67,39 +67,51 @@ type ShardPosition struct {
 	Finished bool
 }
 
+// StorePositions keeps the positions in the store's stream_position table.
+type StorePositions struct{ Store *dynamodb.Store }
+
 // positionKey: each poller (by name) keeps its own positions, as pollers
 // of different names apply different records.
-func positionKey(poller, streamARN, shardID string) item {
-	return item{"poller": avS(poller), "shard": avS(streamARN + "#" + shardID)}
+func positionKey(poller, streamARN, shardID string) map[string]ddbtypes.AttributeValue {
+	return map[string]ddbtypes.AttributeValue{"poller": &ddbtypes.AttributeValueMemberS{Value: poller},
+		"shard": &ddbtypes.AttributeValueMemberS{Value: streamARN + "#" + shardID}}
 }
 
-// Position reads where a poller is in a shard; the zero ShardPosition if
-// it has not been there.
-func (st *Store) Position(ctx context.Context, poller, streamARN, shardID string) (ShardPosition, error) {
-	m, err := st.get(ctx, "Position", TableStreamPosition, positionKey(poller, streamARN, shardID))
+// Position implements Positions: the zero ShardPosition if the poller has
+// not been in the shard.
+func (sp StorePositions) Position(ctx context.Context, poller, streamARN, shardID string) (ShardPosition, error) {
+	st := sp.Store
+	out, err := st.API().GetItem(ctx, &awsdynamodb.GetItemInput{
+		TableName: aws.String(st.Table(dynamodb.TableStreamPosition)), Key: positionKey(poller, streamARN, shardID),
+		ConsistentRead: aws.Bool(true), ReturnConsumedCapacity: st.ReturnCapacity(),
+	})
 	if err != nil {
 		return ShardPosition{}, fmt.Errorf("read the position in shard %s: %w", shardID, err)
 	}
-	var p ShardPosition
-	if v, ok := m["sequence_number"].(attr.S); ok {
-		p.Sequence = string(v)
+	if out.ConsumedCapacity != nil {
+		st.Report("Position", *out.ConsumedCapacity)
 	}
-	if v, ok := m["finished"].(attr.Bool); ok {
-		p.Finished = bool(v)
+	var p ShardPosition
+	if v, ok := out.Item["sequence_number"].(*ddbtypes.AttributeValueMemberS); ok {
+		p.Sequence = v.Value
+	}
+	if v, ok := out.Item["finished"].(*ddbtypes.AttributeValueMemberBOOL); ok {
+		p.Finished = v.Value
 	}
 	return p, nil
 }
 
-// SavePosition records where a poller is in a shard.
-func (st *Store) SavePosition(ctx context.Context, poller, streamARN, shardID string, p ShardPosition) error {
+// SavePosition implements Positions.
+func (sp StorePositions) SavePosition(ctx context.Context, poller, streamARN, shardID string, p ShardPosition) error {
+	st := sp.Store
 	it := positionKey(poller, streamARN, shardID)
 	if p.Sequence != "" {
-		it["sequence_number"] = avS(p.Sequence)
+		it["sequence_number"] = &ddbtypes.AttributeValueMemberS{Value: p.Sequence}
 	}
-	it["finished"] = &types.AttributeValueMemberBOOL{Value: p.Finished}
-	it["updated_time_epoch"] = avN(strconv.FormatInt(time.Now().Unix(), 10))
-	it["expires_at"] = avN(strconv.FormatInt(time.Now().Add(positionTTL).Unix(), 10))
-	if _, err := st.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: st.table(TableStreamPosition), Item: it}); err != nil {
+	it["finished"] = &ddbtypes.AttributeValueMemberBOOL{Value: p.Finished}
+	it["updated_time_epoch"] = &ddbtypes.AttributeValueMemberN{Value: strconv.FormatInt(time.Now().Unix(), 10)}
+	it["expires_at"] = &ddbtypes.AttributeValueMemberN{Value: strconv.FormatInt(time.Now().Add(positionTTL).Unix(), 10)}
+	if _, err := st.API().PutItem(ctx, &awsdynamodb.PutItemInput{TableName: aws.String(st.Table(dynamodb.TableStreamPosition)), Item: it}); err != nil {
 		return fmt.Errorf("save the position in shard %s: %w", shardID, err)
 	}
 	return nil

@@ -1,4 +1,8 @@
-package simpleapi
+// Package lambda is the Simple Lambda API's Lambda function
+// (whimbrel-lambda): it hands each DynamoDB stream record of a batch to the
+// processor (package simpleapi). It is the only package that links the
+// Lambda runtime's event types.
+package lambda
 
 import (
 	"context"
@@ -7,9 +11,18 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/whimbrel/whimbrel/simpleapi"
 )
 
-// HandleLambda processes a batch of DynamoDB stream records delivered to a
+// Handler is the function's handler: a processor's, for the Lambda
+// runtime (lambda.Start(h.Handle)).
+type Handler struct{ p *simpleapi.Processor }
+
+// New returns the handler of a processor.
+func New(p *simpleapi.Processor) *Handler { return &Handler{p: p} }
+
+// Handle processes a batch of DynamoDB stream records delivered to a
 // Lambda function. Records are applied in order. A malformed record is
 // reported (in the log, and on its item) and skipped. A record whose event
 // waits for an earlier one is set aside while the records behind it go on,
@@ -21,26 +34,27 @@ import (
 // come again with the retry, which is harmless. The event source mapping
 // must therefore set FunctionResponseTypes to ReportBatchItemFailures
 // (examples/lambda shows one).
-func (p *Processor) HandleLambda(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	p, log := h.p, h.p.Logger()
 	var resp events.DynamoDBEventResponse
 	var waiting []int // indexes of the records set aside
 	fail := func(i int, err error) (events.DynamoDBEventResponse, error) {
 		rec := ev.Records[i]
-		if IsTooEarly(err) {
-			p.log.Info("retrying from an event that waits for an earlier one", "record", rec.EventID, "error", err)
+		if simpleapi.IsTooEarly(err) {
+			log.Info("retrying from an event that waits for an earlier one", "record", rec.EventID, "error", err)
 		} else {
-			p.log.Error("record failed; Lambda retries from it", "record", rec.EventID, "error", err)
+			log.Error("record failed; Lambda retries from it", "record", rec.EventID, "error", err)
 		}
 		resp.BatchItemFailures = []events.DynamoDBBatchItemFailure{{ItemIdentifier: rec.Change.SequenceNumber}}
 		return resp, nil
 	}
 	for i, r := range ev.Records {
 		err := p.Process(ctx, RecordFromLambda(r))
-		var bad *MalformedError
+		var bad *simpleapi.MalformedError
 		switch {
 		case err == nil, errors.As(err, &bad):
 			continue
-		case IsTooEarly(err):
+		case simpleapi.IsTooEarly(err):
 			waiting = append(waiting, i)
 			continue
 		}
@@ -50,10 +64,10 @@ func (p *Processor) HandleLambda(ctx context.Context, ev events.DynamoDBEvent) (
 		}
 		return fail(i, err)
 	}
-	delay := deferFirst
+	delay := simpleapi.DeferFirst
 	for len(waiting) > 0 {
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < 2*delay+time.Second {
-			return fail(waiting[0], errTooEarly)
+			return fail(waiting[0], simpleapi.ErrTooEarly)
 		}
 		t := time.NewTimer(delay)
 		select {
@@ -62,14 +76,14 @@ func (p *Processor) HandleLambda(ctx context.Context, ev events.DynamoDBEvent) (
 			return fail(waiting[0], ctx.Err())
 		case <-t.C:
 		}
-		delay = min(2*delay, deferMax)
+		delay = min(2*delay, simpleapi.DeferMax)
 		rest := waiting[:0]
 		for _, i := range waiting {
 			err := p.Process(ctx, RecordFromLambda(ev.Records[i]))
-			var bad *MalformedError
+			var bad *simpleapi.MalformedError
 			switch {
 			case err == nil, errors.As(err, &bad):
-			case IsTooEarly(err):
+			case simpleapi.IsTooEarly(err):
 				rest = append(rest, i)
 			default:
 				if len(rest) > 0 {
@@ -84,8 +98,8 @@ func (p *Processor) HandleLambda(ctx context.Context, ev events.DynamoDBEvent) (
 }
 
 // RecordFromLambda converts a record of a Lambda DynamoDB event.
-func RecordFromLambda(r events.DynamoDBEventRecord) Record {
-	return Record{ID: r.EventID, EventName: r.EventName, Keys: lambdaItem(r.Change.Keys), NewImage: lambdaItem(r.Change.NewImage),
+func RecordFromLambda(r events.DynamoDBEventRecord) simpleapi.Record {
+	return simpleapi.Record{ID: r.EventID, EventName: r.EventName, Keys: lambdaItem(r.Change.Keys), NewImage: lambdaItem(r.Change.NewImage),
 		Created: r.Change.ApproximateCreationDateTime.Time}
 }
 

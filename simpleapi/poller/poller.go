@@ -1,4 +1,8 @@
-package simpleapi
+// Package poller reads the Simple Lambda API's two DynamoDB streams without
+// Lambda (whimbrel-poller) and hands each record to the processor (package
+// simpleapi). It is the only package that links the DynamoDB Streams
+// client.
+package poller
 
 import (
 	"context"
@@ -14,7 +18,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/whimbrel/whimbrel/state/dynamodb"
+	"github.com/whimbrel/whimbrel/simpleapi"
 )
 
 // StreamsAPI lists the DynamoDB Streams calls the poller makes;
@@ -25,29 +29,34 @@ type StreamsAPI interface {
 	GetRecords(ctx context.Context, in *dynamodbstreams.GetRecordsInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetRecordsOutput, error)
 }
 
-// Positions keeps where the poller is in each shard; *dynamodb.Store
-// satisfies it with the stream_position table.
+// Positions keeps where the poller is in each shard; StorePositions
+// keeps them in the stream_position table.
 type Positions interface {
-	Position(ctx context.Context, poller, streamARN, shardID string) (dynamodb.ShardPosition, error)
-	SavePosition(ctx context.Context, poller, streamARN, shardID string, p dynamodb.ShardPosition) error
+	Position(ctx context.Context, poller, streamARN, shardID string) (ShardPosition, error)
+	SavePosition(ctx context.Context, poller, streamARN, shardID string, p ShardPosition) error
 }
 
-// Defaults of PollerConfig.
+// Processor applies one record; *simpleapi.Processor is one.
+type Processor interface {
+	Process(ctx context.Context, r simpleapi.Record) error
+}
+
+// Defaults of Config.
 const (
 	DefaultPollInterval = 250 * time.Millisecond // Lambda polls a shard 4 times a second
 	DefaultDiscovery    = 10 * time.Second       // how often the shards are listed again
 )
 
-// PollerConfig configures a Poller.
-type PollerConfig struct {
+// Config configures a Poller.
+type Config struct {
 	// Name keys the positions: pollers of different names (which handle
 	// different workflows) keep their own.
 	Name      string
-	Processor *Processor
+	Processor Processor
 	Streams   StreamsAPI
 	Positions Positions
 	// StreamARNs are the streams to read: workflow_request's and
-	// activity_event's (see dynamodb.Store.StreamARN).
+	// activity_event's (see StreamARN).
 	StreamARNs []string
 	// PollInterval is the pause after a read that found nothing (default
 	// DefaultPollInterval).
@@ -67,12 +76,12 @@ type PollerConfig struct {
 // records behind it go on, so it holds up no other activity; a malformed
 // one is reported and skipped.
 type Poller struct {
-	cfg PollerConfig
+	cfg Config
 	log hclog.Logger
 }
 
-// NewPoller returns a Poller.
-func NewPoller(cfg PollerConfig) (*Poller, error) {
+// New returns a Poller.
+func New(cfg Config) (*Poller, error) {
 	if cfg.Name == "" || cfg.Processor == nil || cfg.Streams == nil || cfg.Positions == nil || len(cfg.StreamARNs) == 0 {
 		return nil, errors.New("poller: a name, a processor, a streams client, positions and at least one stream are needed")
 	}
@@ -173,7 +182,7 @@ func (p *Poller) shards(ctx context.Context, arn string) ([]types.Shard, error) 
 // shard ends (it returns true) or ctx ends (false).
 func (p *Poller) readShard(ctx context.Context, arn, shard string) bool {
 	log := p.log.With("shard", shard)
-	pos, err := retry(ctx, log, "read the shard position", func() (dynamodb.ShardPosition, error) {
+	pos, err := retry(ctx, log, "read the shard position", func() (ShardPosition, error) {
 		return p.cfg.Positions.Position(ctx, p.cfg.Name, arn, shard)
 	})
 	if err != nil {
@@ -238,7 +247,7 @@ func (p *Poller) readShard(ctx context.Context, arn, shard string) bool {
 				return false
 			}
 			if waits {
-				waiting = append(waiting, &deferred{rec: rec, next: time.Now().Add(deferFirst), delay: deferFirst})
+				waiting = append(waiting, &deferred{rec: rec, next: time.Now().Add(simpleapi.DeferFirst), delay: simpleapi.DeferFirst})
 			}
 			if r.Dynamodb != nil && r.Dynamodb.SequenceNumber != nil {
 				pos.Sequence = aws.ToString(r.Dynamodb.SequenceNumber)
@@ -307,18 +316,9 @@ func (p *Poller) iterator(ctx context.Context, log hclog.Logger, arn, shard, seq
 	})
 }
 
-// Deferring: a record whose event waits for an earlier one is set aside
-// and tried again, first after deferFirst, then less and less often up to
-// deferMax, while the records behind it go on; the processor rejects it
-// once its order window has passed.
-const (
-	deferFirst = 50 * time.Millisecond
-	deferMax   = time.Second
-)
-
 // deferred is a record set aside.
 type deferred struct {
-	rec   Record
+	rec   simpleapi.Record
 	next  time.Time
 	delay time.Duration
 }
@@ -326,14 +326,14 @@ type deferred struct {
 // process applies one record, retrying while the failure may pass. It
 // reports whether the record waits for an earlier event (it is then to be
 // tried again later), and false for ok only when ctx ends first.
-func (p *Poller) process(ctx context.Context, log hclog.Logger, rec Record) (waits, ok bool) {
+func (p *Poller) process(ctx context.Context, log hclog.Logger, rec simpleapi.Record) (waits, ok bool) {
 	_, err := retry(ctx, log, "process record "+rec.ID, func() (struct{}, error) {
 		err := p.cfg.Processor.Process(ctx, rec)
-		var bad *MalformedError
+		var bad *simpleapi.MalformedError
 		switch {
 		case errors.As(err, &bad):
 			return struct{}{}, nil // reported by the processor; skipped
-		case IsTooEarly(err):
+		case simpleapi.IsTooEarly(err):
 			waits = true
 			log.Debug("a record waits for an earlier event; going on with the next", "record", rec.ID, "error", err)
 			return struct{}{}, nil
@@ -357,7 +357,7 @@ func (p *Poller) retryWaiting(ctx context.Context, log hclog.Logger, waiting []*
 			return nil, false
 		}
 		if waits {
-			d.delay = min(2*d.delay, deferMax)
+			d.delay = min(2*d.delay, simpleapi.DeferMax)
 			d.next = time.Now().Add(d.delay)
 			rest = append(rest, d)
 		}
@@ -371,7 +371,7 @@ func retry[T any](ctx context.Context, log hclog.Logger, what string, fn func() 
 	b := backoff.NewExponentialBackOff(backoff.WithInitialInterval(50*time.Millisecond),
 		backoff.WithMaxInterval(5*time.Second), backoff.WithMaxElapsedTime(0))
 	return backoff.RetryNotifyWithData(fn, backoff.WithContext(b, ctx), func(err error, wait time.Duration) {
-		if IsTooEarly(err) {
+		if simpleapi.IsTooEarly(err) {
 			log.Debug("waiting for an earlier event", "what", what, "error", err, "wait", wait)
 			return
 		}
@@ -391,8 +391,8 @@ func sleep(ctx context.Context, d time.Duration) bool {
 }
 
 // RecordFromStream converts a record read from DynamoDB Streams.
-func RecordFromStream(r types.Record) Record {
-	rec := Record{ID: aws.ToString(r.EventID), EventName: string(r.EventName)}
+func RecordFromStream(r types.Record) simpleapi.Record {
+	rec := simpleapi.Record{ID: aws.ToString(r.EventID), EventName: string(r.EventName)}
 	if d := r.Dynamodb; d != nil {
 		rec.Keys = streamItem(d.Keys)
 		rec.NewImage = streamItem(d.NewImage)

@@ -1,4 +1,9 @@
-package simpleapi
+// Package report is the wrapper's side of the Simple Lambda API
+// (whimbrel-run --api simple): a wrapper.Reporter that writes the
+// activity's moves as activity events for a processor to apply, instead of
+// writing the activity itself. It links neither the processor nor the
+// Lambda runtime nor the Streams client.
+package report
 
 import (
 	"context"
@@ -12,15 +17,25 @@ import (
 	"github.com/whimbrel/whimbrel/state"
 )
 
-// Client is the wrapper's side of the Simple Lambda API (whimbrel-run
-// --api simple): a state.Store whose activity writes become activity
+// Store is what a Client needs of a store: the reads the wrapper makes,
+// and the events it writes and reads back.
+type Store interface {
+	GetWorkflow(ctx context.Context, workflowExecID string) (*state.WorkflowExec, error)
+	GetActivity(ctx context.Context, key state.ActivityKey) (*state.ActivityExec, error)
+	Activities(ctx context.Context, workflowExecID string) ([]*state.ActivityExec, error)
+	PutEvent(ctx context.Context, e *state.ActivityEvent) error
+	GetEvent(ctx context.Context, id, activityExecID string) (*state.ActivityEvent, error)
+	RecordEvent(ctx context.Context, id, activityExecID string, o state.Outcome) error
+}
+
+// Client is a wrapper.Reporter whose activity writes become activity
 // events for a processor to apply. Reads go to the store. The wrapper
 // still learns what it must: a claim returns once the processor applied
 // it (or rejected it), and a heartbeat reads the activity back, so a
 // cancellation or a lost lease still stops the command.
 //
-// It writes nothing else: the processor advances the workflow, so the
-// wrapper must not (wrapper.Config.NoAdvance).
+// It writes nothing else: the processor advances the workflow, so
+// Recorded does nothing.
 type Client struct {
 	Store
 	// Source is recorded on every event.
@@ -45,8 +60,6 @@ const (
 // pollEvery is how often the client reads back what a processor did.
 const pollEvery = 100 * time.Millisecond
 
-var errNoDirectWrites = errors.New("the Simple Lambda API's client writes only events: a processor makes this change")
-
 func (c *Client) log() hclog.Logger {
 	if c.Logger == nil {
 		return hclog.NewNullLogger()
@@ -54,7 +67,7 @@ func (c *Client) log() hclog.Logger {
 	return c.Logger
 }
 
-// UpdateActivity implements state.Store by writing the change as an event.
+// UpdateActivity implements wrapper.Reporter by writing the change as an event.
 // A claim waits until the processor decided it; it returns the claimed
 // activity, or a *state.ConflictError saying who holds it instead. A final
 // move waits up to ApplyWait for the outcome.
@@ -158,7 +171,7 @@ func (c *Client) decided(ctx context.Context, key state.ActivityKey, ev *state.A
 	return a, nil
 }
 
-// Heartbeat implements state.Store: it writes a heartbeat event, then reads
+// Heartbeat implements wrapper.Reporter: it writes a heartbeat event, then reads
 // the activity to learn whether the lease still holds.
 func (c *Client) Heartbeat(ctx context.Context, key state.ActivityKey, owner string, at time.Time) error {
 	return c.beat(ctx, key, owner, at, "")
@@ -189,18 +202,8 @@ func (c *Client) beat(ctx context.Context, key state.ActivityKey, owner string, 
 	return nil
 }
 
-// CreateWorkflow is refused: see Client.
-func (c *Client) CreateWorkflow(context.Context, *state.NewWorkflow) error { return errNoDirectWrites }
-
-// UpdateWorkflow is refused: see Client.
-func (c *Client) UpdateWorkflow(context.Context, string, state.WorkflowChange) (*state.WorkflowExec, error) {
-	return nil, errNoDirectWrites
+// Recorded implements wrapper.Reporter: the processor that applied the
+// final event advances the workflow.
+func (c *Client) Recorded(context.Context, *state.ActivityExec, hclog.Logger) (bool, error) {
+	return false, nil
 }
-
-// ResolveDependency is refused: see Client.
-func (c *Client) ResolveDependency(context.Context, state.ActivityKey, string) (*state.ActivityExec, bool, error) {
-	return nil, false, errNoDirectWrites
-}
-
-// Expire is refused: see Client.
-func (c *Client) Expire(context.Context, string, time.Time) error { return errNoDirectWrites }

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/state/dynamodb"
+	"github.com/whimbrel/whimbrel/state/sqlite"
+	"github.com/whimbrel/whimbrel/workflow"
+)
+
+// --- the wrapper's resident memory and size
+
+// rssTarget is issue 16's target for the wrapper heartbeating on DynamoDB.
+const rssTarget = 13 << 10 // kB
+
+// wrapperRSS is what one wrapper binary weighs.
+type wrapperRSS struct {
+	dynamodb, sqlite rss   // while heartbeating
+	size             int64 // bytes
+}
+
+// rss is a process's resident memory in kB: all of it, and its anonymous
+// part (the heap, stacks and the runtime's own). The rest is the binary's
+// pages, which every process running the binary shares.
+type rss struct{ all, anon int }
+
+func (r rss) String() string {
+	return fmt.Sprintf("%.1f (%.1f)", float64(r.all)/1024, float64(r.anon)/1024)
+}
+
+// measureRSS measures the wrapper in bin on each store, and tini for
+// comparison (when it is on the PATH).
+func measureRSS(ctx context.Context, bin, endpoint string) (map[string]rss, error) {
+	w, err := measureWrapper(ctx, filepath.Join(bin, "whimbrel-run"), endpoint)
+	if err != nil {
+		return nil, err
+	}
+	res := map[string]rss{
+		"whimbrel-run on DynamoDB (heartbeating every 200 ms)": w.dynamodb,
+		"whimbrel-run on sqlite (heartbeating every 200 ms)":   w.sqlite,
+	}
+	if _, err := exec.LookPath("tini"); err == nil {
+		r, err := rssOf(exec.Command("tini", "-s", "--", "sleep", "4"))
+		if err != nil {
+			return nil, err
+		}
+		res["tini"] = r
+	}
+	return res, nil
+}
+
+// measureWrapper runs the wrapper binary on one activity of each store
+// and reads its VmRSS 3 s in, a dozen heartbeats later.
+func measureWrapper(ctx context.Context, binary, endpoint string) (wrapperRSS, error) {
+	var w wrapperRSS
+	fi, err := os.Stat(binary)
+	if err != nil {
+		return w, err
+	}
+	w.size = fi.Size()
+	d, _ := workflow.Parse("r.yaml", []byte("name: rss\nactivities:\n  a: {command: [\"true\"]}\n"))
+	prefix := "rss_" + uuid.NewString()[:8] + "_"
+	dyn := dynamodb.New(client(endpoint), dynamodb.Options{Prefix: prefix})
+	if _, err := dyn.Install(ctx, false); err != nil {
+		return w, err
+	}
+	dir, err := os.MkdirTemp("", "whimbrel-rss-")
+	if err != nil {
+		return w, err
+	}
+	defer os.RemoveAll(dir)
+	dbPath := filepath.Join(dir, "state.db")
+	lite, err := sqlite.Open(dbPath, sqlite.Options{})
+	if err != nil {
+		return w, err
+	}
+	defer lite.Close()
+	if _, err := lite.Install(ctx, false); err != nil {
+		return w, err
+	}
+	for _, s := range []struct {
+		st  state.Store
+		env []string
+		r   *rss
+	}{
+		{dyn, []string{"WHIMBREL_STORE=dynamodb", "WHIMBREL_TABLE_PREFIX=" + prefix, "AWS_ENDPOINT_URL_DYNAMODB=" + endpoint, "AWS_REGION=us-east-1",
+			"AWS_ACCESS_KEY_ID=whimbrel", "AWS_SECRET_ACCESS_KEY=whimbrel", "AWS_EC2_METADATA_DISABLED=true"}, &w.dynamodb},
+		{lite, []string{"WHIMBREL_STORE=sqlite:" + dbPath}, &w.sqlite},
+	} {
+		id, _, err := workflow.Start(ctx, s.st, d, workflow.StartOptions{})
+		if err != nil {
+			return w, err
+		}
+		cmd := exec.Command(binary, "--heartbeat-interval", "200ms", "--heartbeat-timeout", "2s", "--", "sleep", "4")
+		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "WHIMBREL_ACTIVITY_EXEC_ID=" + state.ActivityExecIDFor(id, "a"),
+			"WHIMBREL_WORKFLOW_EXEC_ID=" + id}, s.env...)
+		if *s.r, err = rssOf(cmd); err != nil {
+			return w, err
+		}
+	}
+	return w, nil
+}
+
+// rssOf starts cmd, reads its resident memory 3 s in, and waits for it.
+func rssOf(cmd *exec.Cmd) (rss, error) {
+	if err := cmd.Start(); err != nil {
+		return rss{}, err
+	}
+	time.Sleep(3 * time.Second)
+	var r rss
+	all, err := vmRSS(cmd.Process.Pid)
+	if err == nil {
+		r.all = all
+		r.anon, err = rssAnon(cmd.Process.Pid)
+	}
+	_ = cmd.Wait()
+	return r, err
+}
+
+// rssAnon reads a process's RssAnon in kB.
+func rssAnon(pid int) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "RssAnon:"); ok {
+			return strconv.Atoi(strings.Fields(v)[0])
+		}
+	}
+	return 0, fmt.Errorf("no RssAnon for %d", pid)
+}
+
+// writeWrapper writes the wrapper's sections; with onlyWrapper, it prints
+// them.
+func writeWrapper(ctx context.Context, b *strings.Builder, before, bin, endpoint, out string) error {
+	start := b.Len()
+	rss, err := measureRSS(ctx, bin, endpoint)
+	if err != nil {
+		return fmt.Errorf("resident memory: %w", err)
+	}
+	writeRSS(b, rss)
+	if err := writeBeforeAfter(ctx, b, before, bin, endpoint, out); err != nil {
+		return fmt.Errorf("wrapper before and after: %w", err)
+	}
+	if onlyWrapper {
+		fmt.Print(b.String()[start:])
+	}
+	return nil
+}
+
+func writeRSS(b *strings.Builder, res map[string]rss) {
+	fmt.Fprintf(b, "## Resident memory while heartbeating\n\nVmRSS of the wrapper process itself (not its command) 3 s into a run, and in brackets its anonymous part (RssAnon: heap, stacks, runtime); the rest is pages of the binary, which the kernel maps around each page touched and which every process running the binary shares. Target %.0f MB on DynamoDB (issue 16).\n\n| process | resident (anonymous), MB |\n| --- | ---: |\n", float64(rssTarget)/1024)
+	names := make([]string, 0, len(res))
+	for n := range res {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(b, "| %s | %s |\n", n, res[n])
+	}
+	fmt.Fprintln(b)
+}
+
+// beforeAfterHeading heads the comparison of the wrapper with an earlier
+// build of it.
+const beforeAfterHeading = "## Wrapper: binary size and resident memory, before and after issue 16"
+
+// writeBeforeAfter compares the wrapper in bin with the one in before,
+// measured side by side, three times each, alternating. Without before, it
+// keeps the comparison the report at out holds, if any.
+func writeBeforeAfter(ctx context.Context, b *strings.Builder, before, bin, endpoint, out string) error {
+	if before == "" {
+		if old, err := os.ReadFile(out); err == nil {
+			if _, kept, ok := strings.Cut(string(old), beforeAfterHeading); ok {
+				if end := strings.Index(kept, "\n## "); end >= 0 {
+					kept = kept[:end+1]
+				}
+				b.WriteString(beforeAfterHeading + kept)
+			}
+		}
+		return nil
+	}
+	var was, is []wrapperRSS
+	for range 3 {
+		w, err := measureWrapper(ctx, filepath.Join(before, "whimbrel-run"), endpoint)
+		if err != nil {
+			return err
+		}
+		was = append(was, w)
+		if w, err = measureWrapper(ctx, filepath.Join(bin, "whimbrel-run"), endpoint); err != nil {
+			return err
+		}
+		is = append(is, w)
+	}
+	mb := func(ws []wrapperRSS, f func(wrapperRSS) rss) string {
+		vs := make([]string, len(ws))
+		for i, w := range ws {
+			vs[i] = f(w).String()
+		}
+		return strings.Join(vs, " / ")
+	}
+	dyn := func(w wrapperRSS) rss { return w.dynamodb }
+	lite := func(w wrapperRSS) rss { return w.sqlite }
+	fmt.Fprintf(b, "%s\n\nwhimbrel-run built as `make native` builds it (`CGO_ENABLED=0 go build -trimpath -ldflags '-s -w'`), before (%s) and after, measured side by side in one run of `make bench BEFORE=%s` (three alternating runs each; VmRSS 3 s into a run heartbeating every 200 ms, in MB, and in brackets its anonymous part). Target: %.0f MB on DynamoDB.\n\n",
+		beforeAfterHeading, before, before, float64(rssTarget)/1024)
+	fmt.Fprintf(b, "| whimbrel-run | binary | resident (anonymous) on DynamoDB | resident (anonymous) on sqlite |\n| --- | ---: | ---: | ---: |\n")
+	fmt.Fprintf(b, "| before | %.1f MB | %s | %s |\n", float64(was[0].size)/(1<<20), mb(was, dyn), mb(was, lite))
+	fmt.Fprintf(b, "| after | %.1f MB | %s | %s |\n\n", float64(is[0].size)/(1<<20), mb(is, dyn), mb(is, lite))
+	return nil
+}
