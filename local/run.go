@@ -22,7 +22,6 @@ import (
 	"github.com/whimbrel/whimbrel/monitor"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
-	"github.com/whimbrel/whimbrel/wrapper"
 )
 
 // Timings of a local run.
@@ -220,7 +219,7 @@ func maxKillGrace(d *workflow.Definition) time.Duration {
 	for _, n := range d.Names() {
 		g := time.Duration(d.Effective(n).KillGrace)
 		if g == 0 {
-			g = wrapper.DefaultKillGrace
+			g = state.DefaultKillGrace
 		}
 		longest = max(longest, g)
 	}

@@ -31,7 +31,8 @@ var (
 	ErrExited = errors.New("child has exited")
 	// ErrStopTimeout is returned by Stop when the child is still not reaped
 	// a few seconds after SIGKILL, which happens only when it is stuck in
-	// uninterruptible sleep in the kernel.
+	// uninterruptible sleep in the kernel; Wait reports it after Close has
+	// given up on such a child.
 	ErrStopTimeout = errors.New("child did not exit after SIGKILL")
 	// ErrLostChild is returned by Wait when the child's status was collected
 	// by someone else, for example by another reaper in the same process.

@@ -13,28 +13,67 @@ import (
 )
 
 // waitChild waits for the child alone, leaving any other children of the
-// process to their own owners. It first waits without reaping, so that the
-// reap itself happens under mu and cannot race a signal to a reused ID.
+// process to their own owners, until the child has exited or quit. It polls
+// without blocking, on SIGCHLD and on a fallback tick, so that quit can end
+// it even when the child survives SIGKILL; each poll holds mu, so the reap
+// cannot race a signal to a reused ID.
 func (p *Process) waitChild() {
-	var info unix.Siginfo
-	err := retryEINTR(func() error {
-		return unix.Waitid(unix.P_PID, p.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-	})
+	defer p.bg.Done()
+	chld := make(chan os.Signal, 1)
+	signal.Notify(chld, unix.SIGCHLD)
+	defer signal.Stop(chld)
+	tick := time.NewTicker(reapInterval)
+	defer tick.Stop()
 
+	// The child may have exited before Notify above: poll first.
+	for !p.collectChild() {
+		select {
+		case <-p.quit:
+			if !p.collectChild() {
+				p.giveUp()
+			}
+			return
+		case <-chld:
+		case <-tick.C:
+		}
+	}
+}
+
+// collectChild reaps the child if it has exited, and reports whether its
+// end is recorded.
+func (p *Process) collectChild() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.reaped {
+		return true
+	}
 	var ws unix.WaitStatus
-	if err == nil {
-		// The child is known to have exited, so this does not block.
-		err = retryEINTR(func() error {
-			_, err := unix.Wait4(p.pid, &ws, 0, nil)
-			return err
-		})
+	var pid int
+	err := retryEINTR(func() error {
+		var err error
+		pid, err = unix.Wait4(p.pid, &ws, unix.WNOHANG, nil)
+		return err
+	})
+	switch {
+	case err != nil:
+		p.exitedLocked(0, fmt.Errorf("wait for child %d: %w: %w", p.pid, ErrLostChild, err))
+	case pid == 0:
+		return false
+	default:
+		p.exitedLocked(ws, nil)
 	}
-	if err != nil {
-		err = fmt.Errorf("wait for child %d: %w: %w", p.pid, ErrLostChild, err)
+	return true
+}
+
+// giveUp records, at Close, a child that is still not reaped: it survived
+// SIGKILL (see Stop). It is no longer signalled, and Wait reports
+// ErrStopTimeout, so that no goroutine is left waiting for it.
+func (p *Process) giveUp() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.reaped {
+		p.exitedLocked(0, fmt.Errorf("wait for child %d: %w", p.pid, ErrStopTimeout))
 	}
-	p.exitedLocked(ws, err)
 }
 
 // reap owns all waiting in reaping mode, until quit. Any waited-for child
@@ -56,6 +95,7 @@ func (p *Process) reap() {
 		select {
 		case <-p.quit:
 			p.reapAll()
+			p.giveUp()
 			return
 		case <-chld:
 		case <-tick.C:
@@ -124,7 +164,7 @@ func (p *Process) finish() {
 		StderrTail: p.tail.bytes(),
 	}
 	switch {
-	case p.waitErr != nil:
+	case p.waitErr != nil: // lost, or given up on
 		res.Code = ExitWrapperError
 	case p.status.Signaled():
 		res.Code, res.Signal = -1, p.status.Signal()

@@ -60,7 +60,6 @@ const (
 
 // Defaults of Config.
 const (
-	DefaultKillGrace     = 30 * time.Second // ECS's default stop timeout
 	DefaultRecordTimeout = 5 * time.Minute
 	// claimTimeout bounds the claim through passing store errors; nothing
 	// has started yet, so giving up is cheap. A termination signal ends
@@ -90,7 +89,7 @@ type Config struct {
 	// The state is not changed either way. Cancellation always stops it.
 	KeepRunningOnLeaseLoss bool
 
-	KillGrace     time.Duration // between SIGTERM and SIGKILL (default DefaultKillGrace)
+	KillGrace     time.Duration // between SIGTERM and SIGKILL (default state.DefaultKillGrace)
 	Timeout       time.Duration // the command's longest run (0: none)
 	RecordTimeout time.Duration // how long the final writes retry (default DefaultRecordTimeout)
 	Subreaper     bool          // reap orphans even when not PID 1
@@ -130,9 +129,6 @@ type Config struct {
 
 // Run runs the activity to its end and returns the wrapper's exit status.
 func Run(ctx context.Context, st state.Store, cfg Config) int {
-	if cfg.KillGrace == 0 {
-		cfg.KillGrace = DefaultKillGrace
-	}
 	if cfg.RecordTimeout == 0 {
 		cfg.RecordTimeout = DefaultRecordTimeout
 	}
@@ -236,6 +232,7 @@ func (r *run) run(ctx context.Context) int {
 		Stderr:          stderrWriter(r.cfg.Stderr),
 		KillGrace:       r.cfg.KillGrace,
 		ForwardSignals:  true,
+		KillAfterTerm:   true,
 		Signals:         sigs,
 		SignalChildOnly: r.cfg.SignalChildOnly,
 		Guard:           r.cfg.Guard,
@@ -552,37 +549,11 @@ func (r *run) supervise(ctx context.Context, p *process.Process, since time.Time
 
 	// The runner relays every signal to the command. SIGTERM (docker
 	// stop, ECS's StopTask, whimbrel run's Ctrl-C) also arms the kill
-	// grace: if the command outlives it, it is killed, so that its outcome
-	// is recorded before the engine kills the wrapper (the launcher gives
-	// containers a stop timeout longer than the grace). A second SIGTERM
-	// kills it at once (someone means it). SIGINT and the others are only
-	// relayed: a command may handle them and carry on, as under tini.
-	term := make(chan os.Signal, 2)
-	notify(term, syscall.SIGTERM)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer signal.Stop(term)
-		select {
-		case <-sctx.Done():
-			return
-		case sig := <-term:
-			r.log.Info("relayed signal to the command", "signal", sig)
-			t := time.NewTimer(r.cfg.KillGrace)
-			defer t.Stop()
-			select {
-			case <-sctx.Done():
-			case <-p.Done():
-			case <-t.C:
-				r.log.Warn("command outlived the kill grace; killing it", "grace", r.cfg.KillGrace)
-				_ = p.Signal(syscall.SIGKILL)
-			case sig := <-term:
-				r.log.Warn("second signal; killing the command", "signal", sig)
-				_ = p.Signal(syscall.SIGKILL)
-			}
-		}
-	}()
-
+	// grace there (process.Config.KillAfterTerm), so that the outcome is
+	// recorded before the engine kills the wrapper (the launcher gives
+	// containers a stop timeout longer than the grace). SIGINT and the
+	// others are only relayed: a command may handle them and carry on, as
+	// under tini.
 	res, err := p.Wait()
 	if err != nil {
 		r.log.Error("lost the command's exit status", "error", err)
@@ -632,14 +603,15 @@ func pendingSignal(c chan os.Signal) syscall.Signal {
 	return 0
 }
 
-// stop stops the command once, recording the first reason.
+// stop asks the runner to stop the command, recording the first reason.
+// It does not wait: the command's exit ends supervise.
 func (r *run) stop(p *process.Process, reason string) {
 	r.mu.Lock()
 	if r.stopReason == "" {
 		r.stopReason = reason
 	}
 	r.mu.Unlock()
-	go func() { _ = p.Stop(reason) }() // Stop blocks for the grace; the command's exit ends supervise
+	p.Terminate(reason)
 }
 
 // finish records the outcome with fresh, bounded retries, then advances
