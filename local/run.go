@@ -29,6 +29,10 @@ const (
 	pollInterval    = 250 * time.Millisecond // progress
 	launchInterval  = time.Second            // the launcher's poll; nudges make it sooner
 	monitorInterval = 2 * time.Second
+	// wrapperMargin is how much longer than its kill grace a stopped
+	// wrapper is given to record its command's outcome before it is
+	// insisted on.
+	wrapperMargin = 15 * time.Second
 )
 
 // Options configure Run.
@@ -169,7 +173,11 @@ func Run(ctx context.Context, st state.Store, d *workflow.Definition, opts Optio
 		escalate := false
 		select {
 		case <-ctx.Done():
+			// The caller gives up on the run: nothing this run started
+			// may outlive it, the wrappers (and the goroutines waiting
+			// for them) included.
 			stop()
+			stopWrappers(backend, maxKillGrace(d)+wrapperMargin)
 			return res, ctx.Err()
 		case <-opts.Interrupt:
 			escalate = true
@@ -192,7 +200,7 @@ func Run(ctx context.Context, st state.Store, d *workflow.Definition, opts Optio
 			// cancellation leaves.
 			stopLauncher()
 			backend.Signal(syscall.SIGTERM)
-			force = time.After(maxKillGrace(d) + 15*time.Second)
+			force = time.After(maxKillGrace(d) + wrapperMargin)
 		case 2:
 			w.note("forcing: the activities' commands are killed (again to quit at once)")
 			backend.Signal(syscall.SIGTERM) // a wrapper's second signal kills its command
@@ -211,6 +219,27 @@ func Run(ctx context.Context, st state.Store, d *workflow.Definition, opts Optio
 	backend.Wait()
 	w.ended(res)
 	return res, nil
+}
+
+// stopWrappers stops the wrappers b started and waits for them: SIGTERM,
+// which each relays to its command and records, then SIGKILL to those
+// still running after within.
+func stopWrappers(b *launcher.Local, within time.Duration) {
+	b.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.Wait()
+	}()
+	t := time.NewTimer(within)
+	defer t.Stop()
+	select {
+	case <-done:
+		return
+	case <-t.C:
+	}
+	b.Signal(syscall.SIGKILL)
+	<-done
 }
 
 // maxKillGrace is the longest a wrapper of d may wait for its command.

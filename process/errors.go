@@ -9,18 +9,20 @@ import (
 	"os/exec"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/whimbrel/whimbrel/state"
 )
 
-// Exit codes the wrapper uses when the command's own status is not available.
-// They follow the convention of env(1), nohup(1) and docker run, so a caller
-// can tell a wrapper failure from a command failure.
+// Exit codes the wrapper uses when the command's own status is not
+// available: the contract's (see state), in the convention of env(1),
+// nohup(1) and docker run.
 const (
 	// ExitWrapperError means the wrapper itself failed.
-	ExitWrapperError = 125
+	ExitWrapperError = state.ExitWrapperError
 	// ExitCannotExecute means the command exists but could not be executed.
-	ExitCannotExecute = 126
+	ExitCannotExecute = state.ExitCannotExecute
 	// ExitNotFound means the command could not be found.
-	ExitNotFound = 127
+	ExitNotFound = state.ExitNotFound
 )
 
 var (

@@ -404,20 +404,24 @@ func (p *Process) signalTargetLocked(target int, sig syscall.Signal) error {
 // Stop ends the child: SIGTERM to its process group, then SIGKILL if it is
 // still running after KillGrace. It returns once the child has exited, or
 // with ErrStopTimeout if it survives SIGKILL for a few seconds. Only the first
-// call acts and records reason; later and concurrent calls wait for it and
-// return its result. Stop after the child has exited does nothing.
+// call (of Stop and Terminate) acts and records reason; later and
+// concurrent calls wait for it and return its result. Stop after the child
+// has exited does nothing.
 //
 // The Process is the one owner of stopping its child (signal, grace, kill,
 // reap): callers say why, never how.
 func (p *Process) Stop(reason string) error {
-	p.stopOnce.Do(func() { p.stopErr = p.stop(reason) })
+	p.term(reason)
+	p.stopOnce.Do(func() { p.stopErr = p.escalate() })
 	return p.stopErr
 }
 
-// Terminate is Stop without the wait: it returns at once, and the child's
-// exit shows in Done and Wait. The stop runs on a goroutine of the
-// Process, which Close waits for. Terminate after Close does nothing.
+// Terminate is Stop without the wait: it sends SIGTERM and returns, and the
+// child's exit shows in Done and Wait. The grace and SIGKILL run on a
+// goroutine of the Process, which Close waits for. Terminate after Close
+// does nothing.
 func (p *Process) Terminate(reason string) {
+	p.term(reason)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closing {
@@ -430,11 +434,13 @@ func (p *Process) Terminate(reason string) {
 	}()
 }
 
-func (p *Process) stop(reason string) error {
+// term records reason and sends SIGTERM to the child's group, the first
+// time it is called while the child runs.
+func (p *Process) term(reason string) {
 	p.mu.Lock()
-	if p.reaped {
+	if p.reaped || p.stopped {
 		p.mu.Unlock()
-		return nil
+		return
 	}
 	p.stopped, p.stopReason = true, reason
 	err := p.signalLocked(unix.SIGTERM)
@@ -442,10 +448,14 @@ func (p *Process) stop(reason string) error {
 	p.log.Info("stopping child", "pid", p.pid, "reason", reason, "grace", p.grace)
 	if err != nil {
 		// The group may already be gone with only the zombie leader left;
-		// the wait below settles it either way.
+		// the wait in escalate settles it either way.
 		p.log.Debug("SIGTERM failed", "error", err)
 	}
+}
 
+// escalate waits the grace for the child that term signalled, then kills
+// it.
+func (p *Process) escalate() error {
 	if waitFor(p.exited, p.grace) {
 		return nil
 	}

@@ -36,7 +36,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/whimbrel/whimbrel/heartbeat"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 	"github.com/whimbrel/whimbrel/workflow"
@@ -962,10 +961,10 @@ func claim(ev *state.ActivityEvent, wf *state.WorkflowExec, a *state.ActivityExe
 	}
 	if cl.HeartbeatEnabled {
 		if cl.HeartbeatInterval == 0 {
-			cl.HeartbeatInterval = heartbeat.DefaultInterval
+			cl.HeartbeatInterval = state.DefaultHeartbeatInterval
 		}
 		if cl.HeartbeatTimeout == 0 {
-			cl.HeartbeatTimeout = heartbeat.DefaultTimeout
+			cl.HeartbeatTimeout = state.DefaultHeartbeatTimeout
 		}
 	}
 	return cl

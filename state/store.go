@@ -212,16 +212,6 @@ type ActivityChange struct {
 	Progress string
 }
 
-// Limits on what a command hands the wrapper, in bytes.
-const (
-	// MaxOutput bounds an activity's output after compaction: it is
-	// recorded on the activity item, which DynamoDB caps at 400 KB, and
-	// read by every downstream activity.
-	MaxOutput = 32 << 10
-	// MaxProgress bounds a progress line: it rides on a heartbeat.
-	MaxProgress = 1 << 10
-)
-
 // Claim is what a wrapper records when it takes an activity.
 type Claim struct {
 	Owner             string // a fresh token, unique to this attempt

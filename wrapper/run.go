@@ -30,32 +30,17 @@ import (
 	"github.com/whimbrel/whimbrel/workflow"
 )
 
-// Exit codes of the wrapper's own outcomes. Otherwise it exits with the
-// command's status, or 128+N when the command died of signal N.
+// Exit codes of the wrapper's own outcomes: the contract's, documented
+// there. Otherwise it exits with the command's status, or 128+N when the
+// command died of signal N.
 const (
-	// ExitClaimRefused: the activity could not be claimed (another
-	// participant holds it, it is in a state that cannot start, or its
-	// workflow is not RUNNING). The command was not started.
-	ExitClaimRefused = 122
-	// ExitNotRecorded: the command ran, but its outcome could not be
-	// written to the store within the record timeout. The outcome is in
-	// the wrapper's log.
-	ExitNotRecorded = 123
-	// ExitTimeout: the command ran longer than --timeout and was stopped,
-	// as timeout(1) reports it.
-	ExitTimeout = 124
-	// ExitWrapperError: the wrapper failed before the command started
-	// (a usage error, an unreachable store).
-	ExitWrapperError = process.ExitWrapperError
-	// ExitCannotExecute: the command exists but could not be executed.
-	ExitCannotExecute = process.ExitCannotExecute
-	// ExitNotFound: the command was not found.
-	ExitNotFound = process.ExitNotFound
-	// ExitDataRefused: the activity FAILED over its data: a template of
-	// its command or env could not be resolved (the command was not
-	// started), or the command exited 0 but its WHIMBREL_OUTPUT file is
-	// not a JSON object within the limit.
-	ExitDataRefused = 121
+	ExitDataRefused   = state.ExitDataRefused
+	ExitClaimRefused  = state.ExitClaimRefused
+	ExitNotRecorded   = state.ExitNotRecorded
+	ExitTimeout       = state.ExitTimeout
+	ExitWrapperError  = state.ExitWrapperError
+	ExitCannotExecute = state.ExitCannotExecute
+	ExitNotFound      = state.ExitNotFound
 )
 
 // Defaults of Config.
@@ -80,7 +65,7 @@ type Config struct {
 	Command []string
 
 	// Heartbeat enables heartbeats; Interval and Timeout default to the
-	// heartbeat package's.
+	// contract's (state.DefaultHeartbeatInterval, DefaultHeartbeatTimeout).
 	Heartbeat         bool
 	HeartbeatInterval time.Duration
 	HeartbeatTimeout  time.Duration
@@ -134,10 +119,10 @@ func Run(ctx context.Context, st state.Store, cfg Config) int {
 	}
 	if cfg.Heartbeat {
 		if cfg.HeartbeatInterval == 0 {
-			cfg.HeartbeatInterval = heartbeat.DefaultInterval
+			cfg.HeartbeatInterval = state.DefaultHeartbeatInterval
 		}
 		if cfg.HeartbeatTimeout == 0 {
-			cfg.HeartbeatTimeout = heartbeat.DefaultTimeout
+			cfg.HeartbeatTimeout = state.DefaultHeartbeatTimeout
 		}
 	}
 	if cfg.Logger == nil {

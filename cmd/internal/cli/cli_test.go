@@ -1,9 +1,14 @@
 package cli
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/state/dynamodb"
 )
 
 func touch(t *testing.T, path string) {
@@ -58,5 +63,41 @@ func TestChoose(t *testing.T) {
 				t.Errorf("Embedded() = %v for %s", got.Embedded(), got.Store)
 			}
 		})
+	}
+}
+
+// defaultsCLI takes the defaults that Vars provides, as the binaries' flags
+// do.
+type defaultsCLI struct {
+	StoreFlags
+	HeartbeatInterval time.Duration `name:"heartbeat-interval" default:"${default_heartbeat_interval}"`
+	HeartbeatTimeout  time.Duration `name:"heartbeat-timeout" default:"${default_heartbeat_timeout}"`
+	KillGrace         time.Duration `name:"kill-grace" default:"${default_kill_grace}"`
+}
+
+func (c *defaultsCLI) Run() error { return nil }
+
+// TestFlagDefaultsAreTheConstants: a flag default written as ${name} is the
+// one definition of that value.
+func TestFlagDefaultsAreTheConstants(t *testing.T) {
+	var c defaultsCLI
+	var out, errs bytes.Buffer
+	if code := Run(Program{Name: "test"}, &c, nil, &out, &errs); code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errs.String())
+	}
+	for _, f := range []struct {
+		name      string
+		got, want any
+	}{
+		{"--prefix", c.Prefix, state.DefaultTablePrefix},
+		{"--store-timeout", c.StoreTimeout, dynamodb.DefaultCallTimeout},
+		{"--store-attempt-timeout", c.StoreAttemptTimeout, dynamodb.DefaultAttemptTimeout},
+		{"--heartbeat-interval", c.HeartbeatInterval, state.DefaultHeartbeatInterval},
+		{"--heartbeat-timeout", c.HeartbeatTimeout, state.DefaultHeartbeatTimeout},
+		{"--kill-grace", c.KillGrace, state.DefaultKillGrace},
+	} {
+		if f.got != f.want {
+			t.Errorf("%s defaults to %v, want %v", f.name, f.got, f.want)
+		}
 	}
 }
