@@ -76,7 +76,7 @@ type CLI struct {
 	KeepRunningOnLeaseLoss bool          `name:"keep-running-on-lease-loss" help:"When the activity is timed out or the lease is lost, let CMD run to its end instead of stopping it. The state is not changed. Cancellation still stops CMD."`
 	KillGrace              time.Duration `name:"kill-grace" env:"WHIMBREL_KILL_GRACE" default:"${default_kill_grace}" help:"Time between SIGTERM and SIGKILL when CMD is stopped."`
 	Timeout                time.Duration `name:"timeout" env:"WHIMBREL_TIMEOUT" default:"0s" help:"Stop CMD and record FAILED if it runs longer than this (0: no limit)."`
-	RecordTimeout          time.Duration `name:"record-timeout" default:"5m" help:"How long to retry recording the outcome through store errors."`
+	RecordTimeout          time.Duration `name:"record-timeout" default:"${default_record_timeout}" help:"How long to retry recording the outcome through store errors."`
 	Subreaper              bool          `name:"subreaper" help:"Reap orphaned descendants even when not PID 1 (PR_SET_CHILD_SUBREAPER). Without it, and when not PID 1, whimbrel-run warns."`
 	SignalChildOnly        bool          `name:"signal-child-only" env:"WHIMBREL_SIGNAL_CHILD_ONLY" help:"Relay signals to CMD alone, not to its whole process group (tini's default; the default here is the group, as tini -g). Stopping CMD always signals the group."`
 	Guard                  bool          `name:"guard" env:"WHIMBREL_GUARD" default:"true" negatable:"" help:"When not PID 1, run a guard process that stops CMD's process group (SIGTERM, then SIGKILL after --kill-grace) if whimbrel-run is killed outright (kill -9). --no-guard saves that process."`
@@ -97,7 +97,8 @@ func main() {
 	// or recorded. wrapper.Run handles what is caught.
 	c := CLI{signals: wrapper.CatchSignals()}
 	cli.Main(cli.Program{Name: "whimbrel-run", Description: description,
-		UsageExit: wrapper.ExitWrapperError, FailureExit: wrapper.ExitWrapperError}, &c)
+		UsageExit: wrapper.ExitWrapperError, FailureExit: wrapper.ExitWrapperError,
+		Vars: kong.Vars{"default_record_timeout": cli.FlagDuration(wrapper.DefaultRecordTimeout)}}, &c)
 }
 
 // Run checks the command line, then runs the activity.

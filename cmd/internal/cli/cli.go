@@ -199,17 +199,21 @@ func Vars() kong.Vars {
 	return kong.Vars{
 		"version":                       Version,
 		"default_table_prefix":          state.DefaultTablePrefix,
-		"default_store_timeout":         flagDuration(dynamodb.DefaultCallTimeout),
-		"default_store_attempt_timeout": flagDuration(dynamodb.DefaultAttemptTimeout),
-		"default_heartbeat_interval":    flagDuration(state.DefaultHeartbeatInterval),
-		"default_heartbeat_timeout":     flagDuration(state.DefaultHeartbeatTimeout),
-		"default_kill_grace":            flagDuration(state.DefaultKillGrace),
+		"default_store_timeout":         FlagDuration(dynamodb.DefaultCallTimeout),
+		"default_store_attempt_timeout": FlagDuration(dynamodb.DefaultAttemptTimeout),
+		"default_heartbeat_interval":    FlagDuration(state.DefaultHeartbeatInterval),
+		"default_heartbeat_timeout":     FlagDuration(state.DefaultHeartbeatTimeout),
+		"default_kill_grace":            FlagDuration(state.DefaultKillGrace),
 	}
 }
 
-// flagDuration writes d as --help shows a default: whole seconds as "60s"
-// rather than Go's "1m0s".
-func flagDuration(d time.Duration) string {
+// FlagDuration writes d for a flag's default as it reads in --help: whole
+// minutes above one as "5m", other whole seconds as "60s", rather than Go's
+// "5m0s" and "1m0s".
+func FlagDuration(d time.Duration) string {
+	if d > time.Minute && d%time.Minute == 0 {
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
 	if d%time.Second == 0 {
 		return fmt.Sprintf("%ds", d/time.Second)
 	}
@@ -225,6 +229,9 @@ type Program struct {
 	// StoreExit is for a store that could not be used (state.ErrUnavailable):
 	// default ExitStore, or FailureExit when that is set.
 	StoreExit int
+	// Vars adds to Vars the binary's own values for its flag tags, such
+	// as its components' defaults (see FlagDuration).
+	Vars kong.Vars
 }
 
 // ExitError makes a command exit with Code. With an empty Msg nothing is
@@ -263,7 +270,7 @@ func Run(prog Program, cli any, args []string, stdout, stderr io.Writer, binding
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(code int) { exit = code }),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
-		Vars(),
+		Vars().CloneWith(prog.Vars),
 		kong.Bind(bindings...),
 	)
 	if err != nil {

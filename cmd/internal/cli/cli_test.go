@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alecthomas/kong"
+
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 )
@@ -73,6 +75,8 @@ type defaultsCLI struct {
 	HeartbeatInterval time.Duration `name:"heartbeat-interval" default:"${default_heartbeat_interval}"`
 	HeartbeatTimeout  time.Duration `name:"heartbeat-timeout" default:"${default_heartbeat_timeout}"`
 	KillGrace         time.Duration `name:"kill-grace" default:"${default_kill_grace}"`
+	// Own is a binary's own default, given in Program.Vars.
+	Own time.Duration `name:"own" default:"${default_own}"`
 }
 
 func (c *defaultsCLI) Run() error { return nil }
@@ -82,7 +86,9 @@ func (c *defaultsCLI) Run() error { return nil }
 func TestFlagDefaultsAreTheConstants(t *testing.T) {
 	var c defaultsCLI
 	var out, errs bytes.Buffer
-	if code := Run(Program{Name: "test"}, &c, nil, &out, &errs); code != ExitOK {
+	const own = 90 * time.Second
+	prog := Program{Name: "test", Vars: kong.Vars{"default_own": FlagDuration(own)}}
+	if code := Run(prog, &c, nil, &out, &errs); code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errs.String())
 	}
 	for _, f := range []struct {
@@ -95,9 +101,27 @@ func TestFlagDefaultsAreTheConstants(t *testing.T) {
 		{"--heartbeat-interval", c.HeartbeatInterval, state.DefaultHeartbeatInterval},
 		{"--heartbeat-timeout", c.HeartbeatTimeout, state.DefaultHeartbeatTimeout},
 		{"--kill-grace", c.KillGrace, state.DefaultKillGrace},
+		{"--own", c.Own, own},
 	} {
 		if f.got != f.want {
 			t.Errorf("%s defaults to %v, want %v", f.name, f.got, f.want)
+		}
+	}
+}
+
+func TestFlagDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		5 * time.Second:        "5s",
+		60 * time.Second:       "60s",
+		90 * time.Second:       "90s",
+		5 * time.Minute:        "5m",
+		250 * time.Millisecond: "250ms",
+	} {
+		if got := FlagDuration(d); got != want {
+			t.Errorf("FlagDuration(%v) = %q, want %q", d, got, want)
+		}
+		if back, err := time.ParseDuration(FlagDuration(d)); err != nil || back != d {
+			t.Errorf("FlagDuration(%v) = %q reads back as %v, %v", d, FlagDuration(d), back, err)
 		}
 	}
 }
