@@ -43,47 +43,44 @@ func TestTerminate(t *testing.T) {
 	p.Terminate("after Close") // does nothing, and starts nothing
 }
 
+// killGrace is the kill grace of TestKillAfterTerm's wrappers.
+const killGrace = 500 * time.Millisecond
+
 func TestKillAfterTerm(t *testing.T) {
 	t.Parallel()
-	const grace = 500 * time.Millisecond
-	tests := []struct {
-		name       string
-		sigterms   int
-		minElapsed time.Duration
-		maxElapsed time.Duration
-	}{
-		// The child ignores SIGTERM: the wrapper kills it after the grace.
-		{"after the grace", 1, grace, grace + 5*time.Second},
-		// A second SIGTERM kills it at once.
-		{"second SIGTERM", 2, 0, grace},
+	// The child ignores SIGTERM: the wrapper kills it after the grace.
+	t.Run("after the grace", func(t *testing.T) { killAfterTerm(t, 1, killGrace, killGrace+5*time.Second) })
+	// A second SIGTERM kills it at once.
+	t.Run("second SIGTERM", func(t *testing.T) { killAfterTerm(t, 2, 0, killGrace) })
+}
+
+// killAfterTerm sends sigterms SIGTERMs to a wrapper with KillAfterTerm
+// whose command ignores SIGTERM, and checks that the command is killed
+// between minElapsed and maxElapsed after the first.
+func killAfterTerm(t *testing.T, sigterms int, minElapsed, maxElapsed time.Duration) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	ready := filepath.Join(t.TempDir(), "ready")
+	cmd, stderr := wrapperCommand(t, ctx, nil, []string{envKillAfterTerm + "=" + killGrace.String()},
+		"sh", "-c", `trap "" TERM; echo > "$1"; sleep 100 & wait; :`, "sh", ready)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-			defer cancel()
-			ready := filepath.Join(t.TempDir(), "ready")
-			cmd, stderr := wrapperCommand(t, ctx, nil, []string{envKillAfterTerm + "=" + grace.String()},
-				"sh", "-c", `trap "" TERM; echo > "$1"; sleep 100 & wait; :`, "sh", ready)
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			readWhenWritten(t, ready)
-			began := time.Now()
-			for range tt.sigterms {
-				if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-					t.Fatal(err)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
-			err := cmd.Wait()
-			elapsed := time.Since(began)
-			if got := cmd.ProcessState.ExitCode(); got != 128+int(syscall.SIGKILL) {
-				t.Errorf("wrapper exit status = %d (%v), want %d; stderr:\n%s", got, err, 128+int(syscall.SIGKILL), stderr)
-			}
-			if elapsed < tt.minElapsed || elapsed > tt.maxElapsed {
-				t.Errorf("the command was killed after %v, want between %v and %v; stderr:\n%s", elapsed, tt.minElapsed, tt.maxElapsed, stderr)
-			}
-		})
+	readWhenWritten(t, ready)
+	began := time.Now()
+	for range sigterms {
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	err := cmd.Wait()
+	elapsed := time.Since(began)
+	if got := cmd.ProcessState.ExitCode(); got != 128+int(syscall.SIGKILL) {
+		t.Errorf("wrapper exit status = %d (%v), want %d; stderr:\n%s", got, err, 128+int(syscall.SIGKILL), stderr)
+	}
+	if elapsed < minElapsed || elapsed > maxElapsed {
+		t.Errorf("the command was killed after %v, want between %v and %v; stderr:\n%s", elapsed, minElapsed, maxElapsed, stderr)
 	}
 }

@@ -13,11 +13,16 @@ import (
 )
 
 // waitChild waits for the child alone, leaving any other children of the
-// process to their own owners, until the child has exited or quit. It polls
-// without blocking, on SIGCHLD and on a fallback tick, so that quit can end
-// it even when the child survives SIGKILL; each poll holds mu, so the reap
-// cannot race a signal to a reused ID.
-func (p *Process) waitChild() {
+// process to their own owners, until the child has exited or quit. It
+// polls without blocking (see watch), so that quit can end it even when
+// the child survives SIGKILL; each poll holds mu, so the reap cannot race
+// a signal to a reused ID.
+func (p *Process) waitChild() { p.watch(p.collectChild) }
+
+// watch calls poll at once, on every SIGCHLD and every reapInterval,
+// until poll reports that it is done, or until quit: then it polls a last
+// time and gives up on a child still not reaped.
+func (p *Process) watch(poll func() (done bool)) {
 	defer p.bg.Done()
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, unix.SIGCHLD)
@@ -25,13 +30,13 @@ func (p *Process) waitChild() {
 	tick := time.NewTicker(reapInterval)
 	defer tick.Stop()
 
-	// The child may have exited before Notify above: poll first.
-	for !p.collectChild() {
+	// SIGCHLD notifications coalesce, and one may have fired before Notify
+	// above, so every wake-up polls, the first one too.
+	for !poll() {
 		select {
 		case <-p.quit:
-			if !p.collectChild() {
-				p.giveUp()
-			}
+			poll()
+			p.giveUp()
 			return
 		case <-chld:
 		case <-tick.C:
@@ -81,26 +86,10 @@ func (p *Process) giveUp() {
 // reaped. Reaping continues after the main child exits, because orphans
 // can outlive it.
 func (p *Process) reap() {
-	defer p.bg.Done()
-	chld := make(chan os.Signal, 1)
-	signal.Notify(chld, unix.SIGCHLD)
-	defer signal.Stop(chld)
-	tick := time.NewTicker(reapInterval)
-	defer tick.Stop()
-
-	// SIGCHLD notifications coalesce, and one may have fired before Notify
-	// above, so every wake-up drains all exited children.
-	for {
-		p.reapAll()
-		select {
-		case <-p.quit:
-			p.reapAll()
-			p.giveUp()
-			return
-		case <-chld:
-		case <-tick.C:
-		}
-	}
+	p.watch(func() bool {
+		p.reapAll() // drains every exited child
+		return false
+	})
 }
 
 func (p *Process) reapAll() {

@@ -30,19 +30,6 @@ import (
 	"github.com/whimbrel/whimbrel/workflow"
 )
 
-// Exit codes of the wrapper's own outcomes: the contract's, documented
-// there. Otherwise it exits with the command's status, or 128+N when the
-// command died of signal N.
-const (
-	ExitDataRefused   = state.ExitDataRefused
-	ExitClaimRefused  = state.ExitClaimRefused
-	ExitNotRecorded   = state.ExitNotRecorded
-	ExitTimeout       = state.ExitTimeout
-	ExitWrapperError  = state.ExitWrapperError
-	ExitCannotExecute = state.ExitCannotExecute
-	ExitNotFound      = state.ExitNotFound
-)
-
 // Defaults of Config.
 const (
 	DefaultRecordTimeout = 5 * time.Minute
@@ -112,7 +99,10 @@ type Config struct {
 	Logger hclog.Logger
 }
 
-// Run runs the activity to its end and returns the wrapper's exit status.
+// Run runs the activity to its end and returns the wrapper's exit status:
+// the command's, 128+N when the command died of signal N, or one of the
+// contract's for the wrapper's own outcomes (state.ExitDataRefused to
+// state.ExitNotFound).
 func Run(ctx context.Context, st state.Store, cfg Config) int {
 	if cfg.RecordTimeout == 0 {
 		cfg.RecordTimeout = DefaultRecordTimeout
@@ -204,7 +194,7 @@ func (r *run) run(ctx context.Context) int {
 			err = &DataError{Problems: []string{err.Error()}}
 		}
 		r.log.Error("command not started: its data could not be prepared", "error", err)
-		return r.finish(&state.Exit{Code: ExitDataRefused}, "", "command not started: "+err.Error(), ExitDataRefused)
+		return r.finish(&state.Exit{Code: state.ExitDataRefused}, "", "command not started: "+err.Error(), state.ExitDataRefused)
 	}
 	r.data = dt
 	defer dt.remove()
@@ -240,7 +230,7 @@ func (r *run) run(ctx context.Context) int {
 	stopReason, timedOut := r.stopReason, r.timedOut
 	r.mu.Unlock()
 	if timedOut {
-		code = ExitTimeout
+		code = state.ExitTimeout
 	}
 	reason := describeExit(exit)
 	if stopReason != "" {
@@ -252,7 +242,7 @@ func (r *run) run(ctx context.Context) int {
 			r.log.Error("the command exited 0, but its output is refused: the activity fails", "error", err)
 			r.outputRefused = true
 			reason = err.Error() + "; " + reason
-			code = ExitDataRefused
+			code = state.ExitDataRefused
 		}
 		r.output = out
 	}
@@ -371,13 +361,13 @@ func (r *run) claim(ctx context.Context, sigs chan os.Signal) (*state.ActivityEx
 		}
 		if refused != nil {
 			r.log.Error("not starting the command: the activity cannot be claimed", "error", refused)
-			return nil, ExitClaimRefused, 0
+			return nil, state.ExitClaimRefused, 0
 		}
 		if last != nil {
 			err = last // more telling than the deadline that ended the retries
 		}
 		r.log.Error("not starting the command: the store could not be used", "error", err)
-		return nil, ExitWrapperError, 0
+		return nil, state.ExitWrapperError, 0
 	}
 	return claimed, 0, sig
 }
@@ -600,7 +590,7 @@ func (r *run) stop(p *process.Process, reason string) {
 }
 
 // finish records the outcome with fresh, bounded retries, then advances
-// the workflow. It returns code, or ExitNotRecorded if nothing could be
+// the workflow. It returns code, or state.ExitNotRecorded if nothing could be
 // written.
 func (r *run) finish(exit *state.Exit, stderrTail, reason string, code int) int {
 	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.RecordTimeout)
@@ -675,7 +665,7 @@ func (r *run) finish(exit *state.Exit, stderrTail, reason string, code int) int 
 		}
 		r.log.Error("OUTCOME NOT RECORDED: "+why, "error", err,
 			"state", to, "exit_code", exit.Code, "signal", exit.Signal, "reason", reason, "stderr_tail", tail)
-		return ExitNotRecorded
+		return state.ExitNotRecorded
 	}
 	r.log.Info("recorded", "state", final.State, "exit_code", exit.Code, "reason", reason)
 	fault.Point(fault.AfterFinish)

@@ -97,7 +97,7 @@ func main() {
 	// or recorded. wrapper.Run handles what is caught.
 	c := CLI{signals: wrapper.CatchSignals()}
 	cli.Main(cli.Program{Name: "whimbrel-run", Description: description,
-		UsageExit: wrapper.ExitWrapperError, FailureExit: wrapper.ExitWrapperError,
+		UsageExit: state.ExitWrapperError, FailureExit: state.ExitWrapperError,
 		Vars: kong.Vars{"default_record_timeout": cli.FlagDuration(wrapper.DefaultRecordTimeout)}}, &c)
 }
 
