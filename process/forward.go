@@ -45,16 +45,19 @@ func (p *Process) forward(sigs chan os.Signal) {
 	defer p.bg.Done()
 	defer signal.Stop(sigs)
 	var grace *time.Timer
-	var graceUp <-chan time.Time // nil until a SIGTERM is relayed
+	var graceUp <-chan time.Time // nil until a SIGTERM is relayed, and once the child exited
 	defer func() {
 		if grace != nil {
 			grace.Stop()
 		}
 	}()
+	exited := p.exited
 	for {
 		select {
 		case <-p.quit:
 			return
+		case <-exited:
+			exited, graceUp = nil, nil // nothing left to kill
 		case <-graceUp:
 			graceUp = nil
 			p.log.Warn("command outlived the kill grace after SIGTERM; killing it", "pid", p.pid, "grace", p.grace)
