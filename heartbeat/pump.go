@@ -17,11 +17,9 @@ import (
 	"github.com/whimbrel/whimbrel/state"
 )
 
-// Defaults, from DESIGN.md: both DynamoDB lock clients beat every 15 s and
-// give up after 4 missed beats.
+// Limits of a lease. Its defaults are the contract's
+// (state.DefaultHeartbeatInterval and state.DefaultHeartbeatTimeout).
 const (
-	DefaultInterval = 15 * time.Second
-	DefaultTimeout  = 60 * time.Second
 	// MinTimeoutFactor is how many intervals a timeout must span at least,
 	// so that one slow beat never loses the lease.
 	MinTimeoutFactor = 2
@@ -42,8 +40,8 @@ type Store interface {
 type Config struct {
 	Key      state.ActivityKey
 	Owner    string        // the claim's owner token
-	Interval time.Duration // between beats (default DefaultInterval)
-	Timeout  time.Duration // without a landed beat, the lease is lost (default DefaultTimeout)
+	Interval time.Duration // between beats (default state.DefaultHeartbeatInterval)
+	Timeout  time.Duration // without a landed beat, the lease is lost (default state.DefaultHeartbeatTimeout)
 	// Since is when the lease was last known good: the claim (default now).
 	Since time.Time
 	// Progress, when set, is asked before each beat for the command's
@@ -68,10 +66,10 @@ type Pump struct {
 // MinTimeoutFactor intervals.
 func Check(interval, timeout time.Duration) error {
 	if interval == 0 {
-		interval = DefaultInterval
+		interval = state.DefaultHeartbeatInterval
 	}
 	if timeout == 0 {
-		timeout = DefaultTimeout
+		timeout = state.DefaultHeartbeatTimeout
 	}
 	if interval < 0 || timeout < 0 {
 		return fmt.Errorf("heartbeat interval %s and timeout %s must be positive", interval, timeout)
@@ -87,10 +85,10 @@ func Check(interval, timeout time.Duration) error {
 // intervals.
 func New(st Store, cfg Config) (*Pump, error) {
 	if cfg.Interval == 0 {
-		cfg.Interval = DefaultInterval
+		cfg.Interval = state.DefaultHeartbeatInterval
 	}
 	if cfg.Timeout == 0 {
-		cfg.Timeout = DefaultTimeout
+		cfg.Timeout = state.DefaultHeartbeatTimeout
 	}
 	if err := Check(cfg.Interval, cfg.Timeout); err != nil {
 		return nil, err

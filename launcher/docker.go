@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/whimbrel/whimbrel/state"
 )
 
 // Docker starts each activity as a detached container through the docker
@@ -47,16 +49,12 @@ func (b *Docker) CallTimeout() time.Duration {
 // outcome.
 const StopMargin = 10 * time.Second
 
-// wrapperKillGrace is whimbrel-run's default --kill-grace
-// (wrapper.DefaultKillGrace, not imported: that package is Linux only).
-const wrapperKillGrace = 30 * time.Second
-
 // StopTimeout returns the stop timeout in whole seconds that the Docker
 // backend gives a container whose wrapper has the given kill grace (0: the
 // wrapper's default).
 func StopTimeout(grace time.Duration) int {
 	if grace <= 0 {
-		grace = wrapperKillGrace
+		grace = state.DefaultKillGrace
 	}
 	return int(math.Ceil((grace + StopMargin).Seconds()))
 }

@@ -755,15 +755,15 @@ func (l *Launcher) job(a *state.ActivityExec, def *workflow.Definition, act *wor
 	for k, v := range l.cfg.StoreEnv {
 		env[k] = v
 	}
-	env["WHIMBREL_ACTIVITY_EXEC_ID"] = a.ActivityExecID
-	env["WHIMBREL_ACTIVITY_NAME"] = a.ActivityName
-	env["WHIMBREL_WORKFLOW_EXEC_ID"] = a.WorkflowExecID
-	env["WHIMBREL_WORKFLOW_NAME"] = def.Name
+	env[state.EnvActivityExecID] = a.ActivityExecID
+	env[state.EnvActivityName] = a.ActivityName
+	env[state.EnvWorkflowExecID] = a.WorkflowExecID
+	env[state.EnvWorkflowName] = def.Name
 	for name, d := range map[string]workflow.Duration{
-		"WHIMBREL_HEARTBEAT_INTERVAL": s.HeartbeatInterval,
-		"WHIMBREL_HEARTBEAT_TIMEOUT":  s.HeartbeatTimeout,
-		"WHIMBREL_TIMEOUT":            s.Timeout,
-		"WHIMBREL_KILL_GRACE":         s.KillGrace,
+		state.EnvHeartbeatInterval: s.HeartbeatInterval,
+		state.EnvHeartbeatTimeout:  s.HeartbeatTimeout,
+		state.EnvTimeout:           s.Timeout,
+		state.EnvKillGrace:         s.KillGrace,
 	} {
 		if d > 0 {
 			env[name] = time.Duration(d).String()

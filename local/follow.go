@@ -8,9 +8,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
-	"github.com/whimbrel/whimbrel/wrapper"
 )
 
 // follower follows one run from its start to its end: it reads the
@@ -53,7 +53,11 @@ func (f *follower) follow(ctx context.Context) (*Result, error) {
 		escalate := false
 		select {
 		case <-ctx.Done():
+			// The caller gives up on the run: nothing this run started
+			// may outlive it, the wrappers (and the goroutines waiting
+			// for them) included.
 			f.c.stop()
+			stopWrappers(backend, maxKillGrace(f.d)+wrapperMargin)
 			return res, ctx.Err()
 		case <-f.interrupt:
 			escalate = true
@@ -76,7 +80,7 @@ func (f *follower) follow(ctx context.Context) (*Result, error) {
 			// cancellation leaves.
 			f.c.stopLauncher()
 			backend.Signal(syscall.SIGTERM)
-			force = time.After(maxKillGrace(f.d) + 15*time.Second)
+			force = time.After(maxKillGrace(f.d) + wrapperMargin)
 		case 2:
 			w.note("forcing: the activities' commands are killed (again to quit at once)")
 			backend.Signal(syscall.SIGTERM) // a wrapper's second signal kills its command
@@ -97,13 +101,34 @@ func (f *follower) follow(ctx context.Context) (*Result, error) {
 	return res, nil
 }
 
+// stopWrappers stops the wrappers b started and waits for them: SIGTERM,
+// which each relays to its command and records, then SIGKILL to those
+// still running after within.
+func stopWrappers(b *launcher.Local, within time.Duration) {
+	b.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.Wait()
+	}()
+	t := time.NewTimer(within)
+	defer t.Stop()
+	select {
+	case <-done:
+		return
+	case <-t.C:
+	}
+	b.Signal(syscall.SIGKILL)
+	<-done
+}
+
 // maxKillGrace is the longest a wrapper of d may wait for its command.
 func maxKillGrace(d *workflow.Definition) time.Duration {
 	longest := time.Duration(0)
 	for _, n := range d.Names() {
 		g := time.Duration(d.Effective(n).KillGrace)
 		if g == 0 {
-			g = wrapper.DefaultKillGrace
+			g = state.DefaultKillGrace
 		}
 		longest = max(longest, g)
 	}

@@ -35,6 +35,10 @@ const (
 	pollInterval    = 250 * time.Millisecond // progress
 	launchInterval  = time.Second            // the launcher's poll; nudges make it sooner
 	monitorInterval = 2 * time.Second
+	// wrapperMargin is how much longer than its kill grace a stopped
+	// wrapper is given to record its command's outcome before it is
+	// insisted on.
+	wrapperMargin = 15 * time.Second
 )
 
 // Options configure Run.

@@ -18,7 +18,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/whimbrel/whimbrel/heartbeat"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -241,7 +240,7 @@ func (s *sweep) heartbeat(ctx context.Context, a *state.ActivityExec) error {
 	}
 	timeout := a.HeartbeatTimeout
 	if timeout <= 0 {
-		timeout = heartbeat.DefaultTimeout
+		timeout = state.DefaultHeartbeatTimeout
 	}
 	age := s.now.Sub(last)
 	if age <= timeout+s.cfg.Skew {

@@ -9,18 +9,20 @@ import (
 	"os/exec"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/whimbrel/whimbrel/state"
 )
 
-// Exit codes the wrapper uses when the command's own status is not available.
-// They follow the convention of env(1), nohup(1) and docker run, so a caller
-// can tell a wrapper failure from a command failure.
+// Exit codes the wrapper uses when the command's own status is not
+// available: the contract's (see state), in the convention of env(1),
+// nohup(1) and docker run.
 const (
 	// ExitWrapperError means the wrapper itself failed.
-	ExitWrapperError = 125
+	ExitWrapperError = state.ExitWrapperError
 	// ExitCannotExecute means the command exists but could not be executed.
-	ExitCannotExecute = 126
+	ExitCannotExecute = state.ExitCannotExecute
 	// ExitNotFound means the command could not be found.
-	ExitNotFound = 127
+	ExitNotFound = state.ExitNotFound
 )
 
 var (
@@ -31,7 +33,8 @@ var (
 	ErrExited = errors.New("child has exited")
 	// ErrStopTimeout is returned by Stop when the child is still not reaped
 	// a few seconds after SIGKILL, which happens only when it is stuck in
-	// uninterruptible sleep in the kernel.
+	// uninterruptible sleep in the kernel; Wait reports it after Close has
+	// given up on such a child.
 	ErrStopTimeout = errors.New("child did not exit after SIGKILL")
 	// ErrLostChild is returned by Wait when the child's status was collected
 	// by someone else, for example by another reaper in the same process.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -38,14 +39,29 @@ func relayed(sig syscall.Signal) bool {
 
 // forward relays signals caught by Start until quit. It keeps running after
 // the child exits so that a late SIGTERM cannot kill the wrapper before it
-// has reported the child's status.
+// has reported the child's status. With KillAfterTerm it also owns the
+// kill grace that a relayed SIGTERM arms (see Config.KillAfterTerm).
 func (p *Process) forward(sigs chan os.Signal) {
 	defer p.bg.Done()
 	defer signal.Stop(sigs)
+	var grace *time.Timer
+	var graceUp <-chan time.Time // nil until a SIGTERM is relayed, and once the child exited
+	defer func() {
+		if grace != nil {
+			grace.Stop()
+		}
+	}()
+	exited := p.exited
 	for {
 		select {
 		case <-p.quit:
 			return
+		case <-exited:
+			exited, graceUp = nil, nil // nothing left to kill
+		case <-graceUp:
+			graceUp = nil
+			p.log.Warn("command outlived the kill grace after SIGTERM; killing it", "pid", p.pid, "grace", p.grace)
+			p.kill()
 		case sig := <-sigs:
 			s, ok := sig.(syscall.Signal)
 			if !ok || !relayed(s) {
@@ -63,6 +79,17 @@ func (p *Process) forward(sigs chan os.Signal) {
 				continue
 			}
 			p.log.Debug("relayed signal", "signal", s, "pid", p.pid)
+			if !p.termKill || s != unix.SIGTERM {
+				continue
+			}
+			if grace == nil {
+				p.log.Info("relayed SIGTERM to the command; it is killed if it outlives the kill grace", "pid", p.pid, "grace", p.grace)
+				grace = time.NewTimer(p.grace)
+				graceUp = grace.C
+				continue
+			}
+			p.log.Warn("second SIGTERM; killing the command", "pid", p.pid)
+			p.kill()
 		}
 	}
 }

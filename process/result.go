@@ -10,7 +10,7 @@ type Result struct {
 	// Pid is the child's process ID, which is also its process group ID.
 	Pid int
 	// Code is the exit code, -1 when the child was killed by a signal, or
-	// ExitWrapperError when Wait reports ErrLostChild.
+	// ExitWrapperError when Wait reports ErrLostChild or ErrStopTimeout.
 	Code int
 	// Signal is the signal that killed the child, or 0 if it exited.
 	Signal syscall.Signal

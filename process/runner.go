@@ -28,14 +28,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/whimbrel/whimbrel/internal/fault"
+	"github.com/whimbrel/whimbrel/state"
 )
 
 // Defaults for the zero values of Config.
 const (
 	// DefaultStderrTailSize is how many trailing bytes of stderr are kept.
 	DefaultStderrTailSize = 4096
-	// DefaultKillGrace is how long Stop waits after SIGTERM before SIGKILL.
-	DefaultKillGrace = 30 * time.Second
 	// DefaultDrainTimeout bounds how long Wait keeps copying stderr after
 	// the child exits. Descendants that inherited stderr can hold the pipe
 	// open indefinitely, so the copy cannot simply run to end of file; it
@@ -85,8 +84,15 @@ type Config struct {
 	DrainTimeout time.Duration
 
 	// KillGrace is how long Stop waits between SIGTERM and SIGKILL; zero or
-	// less means DefaultKillGrace.
+	// less means state.DefaultKillGrace.
 	KillGrace time.Duration
+	// KillAfterTerm, with ForwardSignals, makes a relayed SIGTERM (docker
+	// stop, ECS's StopTask) arm the kill grace: if the child outlives it,
+	// its process group is killed, so that its end is known before
+	// whoever sent the SIGTERM kills the wrapper. A second SIGTERM kills
+	// it at once (someone means it). The child is not marked Stopped: the
+	// signal's sender, not the runner, decided it should end.
+	KillAfterTerm bool
 
 	// ForwardSignals relays every signal the wrapper receives to the
 	// child's process group until Close, except SIGCHLD, SIGURG, SIGPIPE,
@@ -138,6 +144,7 @@ type Process struct {
 	stderrOut io.Writer
 	tail      *tail
 	childOnly bool     // relay signals to the child, not its group
+	termKill  bool     // Config.KillAfterTerm
 	tty       *os.File // the terminal whose foreground group the child got, or nil
 	guard     *guard   // nil without Config.Guard
 	exitTime  time.Time
@@ -160,10 +167,12 @@ type Process struct {
 	stopErr   error
 	closeOnce sync.Once
 	closeErr  error
+	closing   bool // set under mu once Close waits for bg: no goroutine may join it
 
-	// quit ends the goroutines that outlive the child (reaper, forwarder);
-	// bg tracks them so Close can wait. The waiter and pump end by
-	// themselves when the child exits and are awaited through done.
+	// bg tracks every goroutine the Process starts (waiter or reaper,
+	// stderr pump, forwarder, guard waiter, asynchronous stops), so that
+	// Close can wait for them all; quit tells those that outlive the
+	// child to end.
 	quit chan struct{}
 	bg   sync.WaitGroup
 }
@@ -195,7 +204,7 @@ func Start(cfg Config) (*Process, error) {
 
 	reaping := cfg.Reap || os.Getpid() == 1
 	p := &Process{
-		grace:     orDefault(cfg.KillGrace, DefaultKillGrace),
+		grace:     orDefault(cfg.KillGrace, state.DefaultKillGrace),
 		drain:     orDefault(cfg.DrainTimeout, DefaultDrainTimeout),
 		log:       cfg.Logger,
 		stderrOut: cfg.Stderr,
@@ -219,6 +228,7 @@ func Start(cfg Config) (*Process, error) {
 	}
 
 	p.childOnly = cfg.SignalChildOnly
+	p.termKill = cfg.KillAfterTerm
 
 	if cfg.Reap {
 		// Orphaned descendants are reparented to the nearest subreaper, so
@@ -336,9 +346,9 @@ func Start(cfg Config) (*Process, error) {
 	// Tests die here: the command has started, nothing else has.
 	fault.Point(fault.AfterCommandStart)
 
+	p.bg.Add(2)
 	go p.pump()
 	if reaping {
-		p.bg.Add(1)
 		go p.reap()
 	} else {
 		go p.waitChild()
@@ -357,7 +367,8 @@ func (p *Process) Pid() int { return p.pid }
 func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Wait blocks until the child has exited and its stderr has been drained.
-// The error is ErrLostChild when the status could not be collected; the
+// The error is ErrLostChild when the status could not be collected, or
+// ErrStopTimeout when Close gave up on a child that survived SIGKILL; the
 // Result then reports ExitWrapperError.
 func (p *Process) Wait() (Result, error) {
 	<-p.done
@@ -393,18 +404,43 @@ func (p *Process) signalTargetLocked(target int, sig syscall.Signal) error {
 // Stop ends the child: SIGTERM to its process group, then SIGKILL if it is
 // still running after KillGrace. It returns once the child has exited, or
 // with ErrStopTimeout if it survives SIGKILL for a few seconds. Only the first
-// call acts and records reason; later and concurrent calls wait for it and
-// return its result. Stop after the child has exited does nothing.
+// call (of Stop and Terminate) acts and records reason; later and
+// concurrent calls wait for it and return its result. Stop after the child
+// has exited does nothing.
+//
+// The Process is the one owner of stopping its child (signal, grace, kill,
+// reap): callers say why, never how.
 func (p *Process) Stop(reason string) error {
-	p.stopOnce.Do(func() { p.stopErr = p.stop(reason) })
+	p.term(reason)
+	p.stopOnce.Do(func() { p.stopErr = p.escalate() })
 	return p.stopErr
 }
 
-func (p *Process) stop(reason string) error {
+// Terminate is Stop without the wait: it sends SIGTERM and returns, and the
+// child's exit shows in Done and Wait. The grace and SIGKILL run on a
+// goroutine of the Process, which Close waits for. Terminate after Close
+// does nothing.
+func (p *Process) Terminate(reason string) {
+	p.term(reason)
 	p.mu.Lock()
-	if p.reaped {
+	defer p.mu.Unlock()
+	if p.closing {
+		return
+	}
+	p.bg.Add(1)
+	go func() {
+		defer p.bg.Done()
+		_ = p.Stop(reason)
+	}()
+}
+
+// term records reason and sends SIGTERM to the child's group, the first
+// time it is called while the child runs.
+func (p *Process) term(reason string) {
+	p.mu.Lock()
+	if p.reaped || p.stopped {
 		p.mu.Unlock()
-		return nil
+		return
 	}
 	p.stopped, p.stopReason = true, reason
 	err := p.signalLocked(unix.SIGTERM)
@@ -412,17 +448,19 @@ func (p *Process) stop(reason string) error {
 	p.log.Info("stopping child", "pid", p.pid, "reason", reason, "grace", p.grace)
 	if err != nil {
 		// The group may already be gone with only the zombie leader left;
-		// the wait below settles it either way.
+		// the wait in escalate settles it either way.
 		p.log.Debug("SIGTERM failed", "error", err)
 	}
+}
 
+// escalate waits the grace for the child that term signalled, then kills
+// it.
+func (p *Process) escalate() error {
 	if waitFor(p.exited, p.grace) {
 		return nil
 	}
 	p.log.Warn("child outlived grace period, killing", "pid", p.pid)
-	if err := p.Signal(unix.SIGKILL); err != nil {
-		p.log.Debug("SIGKILL failed", "error", err)
-	}
+	p.kill()
 	if waitFor(p.exited, killWait) {
 		return nil
 	}
@@ -430,10 +468,11 @@ func (p *Process) stop(reason string) error {
 }
 
 // Close stops the child if it is still running, waits for its Result, and
-// then ends signal forwarding and reaping. Descendants orphaned after Close
-// are no longer reaped. Close is idempotent. If the child survives SIGKILL,
-// Close returns ErrStopTimeout and the goroutine waiting for the child stays
-// until the child exits; in reaping mode nothing will reap it any more.
+// then ends signal forwarding and reaping; when it returns, every goroutine
+// of the Process has ended. Descendants orphaned after Close are no longer
+// reaped. Close is idempotent. If the child survives SIGKILL, Close returns
+// ErrStopTimeout, and Wait reports it: the child is given up on, and
+// nothing will reap it any more.
 func (p *Process) Close() error {
 	p.closeOnce.Do(func() {
 		p.closeErr = p.Stop("runner closed")
@@ -443,10 +482,21 @@ func (p *Process) Close() error {
 		if p.guard != nil {
 			p.guard.release()
 		}
+		p.mu.Lock()
+		p.closing = true
+		p.mu.Unlock()
 		close(p.quit)
 		p.bg.Wait()
 	})
 	return p.closeErr
+}
+
+// kill sends SIGKILL to the child's process group, unless it has been
+// reaped.
+func (p *Process) kill() {
+	if err := p.Signal(unix.SIGKILL); err != nil {
+		p.log.Debug("SIGKILL failed", "error", err)
+	}
 }
 
 // waitFor reports whether ch closed within d.

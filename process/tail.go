@@ -42,8 +42,10 @@ func (t *tail) bytes() []byte {
 // pump copies the child's stderr to the configured writer and the tail until
 // end of file, or until the drain deadline set when the child exits, and then
 // publishes the Result. Being the last goroutine to touch stderr, it is the
-// one that closes it.
+// one that closes it. It ends once the child has exited, or has been given
+// up on (see Close).
 func (p *Process) pump() {
+	defer p.bg.Done()
 	if p.stderr == nil { // the child writes to the terminal itself
 		<-p.exited
 		p.finish()

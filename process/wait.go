@@ -13,35 +13,16 @@ import (
 )
 
 // waitChild waits for the child alone, leaving any other children of the
-// process to their own owners. It first waits without reaping, so that the
-// reap itself happens under mu and cannot race a signal to a reused ID.
-func (p *Process) waitChild() {
-	var info unix.Siginfo
-	err := retryEINTR(func() error {
-		return unix.Waitid(unix.P_PID, p.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-	})
+// process to their own owners, until the child has exited or quit. It
+// polls without blocking (see watch), so that quit can end it even when
+// the child survives SIGKILL; each poll holds mu, so the reap cannot race
+// a signal to a reused ID.
+func (p *Process) waitChild() { p.watch(p.collectChild) }
 
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var ws unix.WaitStatus
-	if err == nil {
-		// The child is known to have exited, so this does not block.
-		err = retryEINTR(func() error {
-			_, err := unix.Wait4(p.pid, &ws, 0, nil)
-			return err
-		})
-	}
-	if err != nil {
-		err = fmt.Errorf("wait for child %d: %w: %w", p.pid, ErrLostChild, err)
-	}
-	p.exitedLocked(ws, err)
-}
-
-// reap owns all waiting in reaping mode, until quit. Any waited-for child
-// that is not the main child is an orphaned descendant and is simply
-// reaped. Reaping continues after the main child exits, because orphans
-// can outlive it.
-func (p *Process) reap() {
+// watch calls poll at once, on every SIGCHLD and every reapInterval,
+// until poll reports that it is done, or until quit: then it polls a last
+// time and gives up on a child still not reaped.
+func (p *Process) watch(poll func() (done bool)) {
 	defer p.bg.Done()
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, unix.SIGCHLD)
@@ -50,17 +31,65 @@ func (p *Process) reap() {
 	defer tick.Stop()
 
 	// SIGCHLD notifications coalesce, and one may have fired before Notify
-	// above, so every wake-up drains all exited children.
-	for {
-		p.reapAll()
+	// above, so every wake-up polls, the first one too.
+	for !poll() {
 		select {
 		case <-p.quit:
-			p.reapAll()
+			poll()
+			p.giveUp()
 			return
 		case <-chld:
 		case <-tick.C:
 		}
 	}
+}
+
+// collectChild reaps the child if it has exited, and reports whether its
+// end is recorded.
+func (p *Process) collectChild() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reaped {
+		return true
+	}
+	var ws unix.WaitStatus
+	var pid int
+	err := retryEINTR(func() error {
+		var err error
+		pid, err = unix.Wait4(p.pid, &ws, unix.WNOHANG, nil)
+		return err
+	})
+	switch {
+	case err != nil:
+		p.exitedLocked(0, fmt.Errorf("wait for child %d: %w: %w", p.pid, ErrLostChild, err))
+	case pid == 0:
+		return false
+	default:
+		p.exitedLocked(ws, nil)
+	}
+	return true
+}
+
+// giveUp records, at Close, a child that is still not reaped: it survived
+// SIGKILL (see Stop). It is no longer signalled, and Wait reports
+// ErrStopTimeout, so that no goroutine is left waiting for it.
+func (p *Process) giveUp() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.reaped {
+		p.exitedLocked(0, fmt.Errorf("wait for child %d: %w", p.pid, ErrStopTimeout))
+	}
+}
+
+// reap owns all waiting in reaping mode, until quit. Any waited-for child
+// that is not the main child is an orphaned descendant and is simply
+// reaped. Reaping continues after the main child exits, because orphans
+// can outlive it.
+func (p *Process) reap() {
+	p.watch(func() bool {
+		p.reapAll() // drains every exited child
+		return false
+	})
 }
 
 func (p *Process) reapAll() {
@@ -124,7 +153,7 @@ func (p *Process) finish() {
 		StderrTail: p.tail.bytes(),
 	}
 	switch {
-	case p.waitErr != nil:
+	case p.waitErr != nil: // lost, or given up on
 		res.Code = ExitWrapperError
 	case p.status.Signaled():
 		res.Code, res.Signal = -1, p.status.Signal()

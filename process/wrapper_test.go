@@ -29,6 +29,9 @@ const (
 	envSubreaperOnly = "RUNNER_TEST_SUBREAPER_ONLY"
 	// envGuard sets Config.Guard, with a kill grace of envGuard's value.
 	envGuard = "RUNNER_TEST_GUARD"
+	// envKillAfterTerm sets Config.KillAfterTerm, with a kill grace of
+	// envKillAfterTerm's value.
+	envKillAfterTerm = "RUNNER_TEST_KILL_AFTER_TERM"
 	// envChildOnly sets Config.SignalChildOnly.
 	envChildOnly = "RUNNER_TEST_CHILD_ONLY"
 	// envSigconf makes TestMain ignore SIGINT, SIGHUP and SIGTTOU, block
@@ -74,12 +77,21 @@ func wrapperMain() int {
 			return ExitWrapperError
 		}
 	}
+	guard := grace > 0
+	if v := os.Getenv(envKillAfterTerm); v != "" {
+		var err error
+		if grace, err = time.ParseDuration(v); err != nil {
+			logger.Error("bad "+envKillAfterTerm, "error", err)
+			return ExitWrapperError
+		}
+	}
 	p, err := Start(Config{
 		Args:            os.Args[1:],
 		Env:             env,
 		ForwardSignals:  true,
+		KillAfterTerm:   os.Getenv(envKillAfterTerm) != "",
 		SignalChildOnly: os.Getenv(envChildOnly) == "1",
-		Guard:           grace > 0,
+		Guard:           guard,
 		KillGrace:       grace,
 		Reap:            os.Getenv(envReap) == "1",
 		Logger:          logger,

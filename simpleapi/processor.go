@@ -40,7 +40,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/whimbrel/whimbrel/heartbeat"
 	"github.com/whimbrel/whimbrel/simpleapi/dynamoinbox"
 	"github.com/whimbrel/whimbrel/simpleapi/inbox"
 	"github.com/whimbrel/whimbrel/state"
@@ -982,10 +981,10 @@ func claim(ev *state.ActivityEvent, wf *state.WorkflowExec, a *state.ActivityExe
 	}
 	if cl.HeartbeatEnabled {
 		if cl.HeartbeatInterval == 0 {
-			cl.HeartbeatInterval = heartbeat.DefaultInterval
+			cl.HeartbeatInterval = state.DefaultHeartbeatInterval
 		}
 		if cl.HeartbeatTimeout == 0 {
-			cl.HeartbeatTimeout = heartbeat.DefaultTimeout
+			cl.HeartbeatTimeout = state.DefaultHeartbeatTimeout
 		}
 	}
 	return cl

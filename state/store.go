@@ -1,7 +1,10 @@
 // Package state is the contract every Whimbrel participant shares: the items
 // of the seven tables, the activity and workflow states with the legal moves
 // between them, the two time encodings, and the Store through which all of
-// them are read and changed.
+// them are read and changed. The values every layer must agree on (table
+// names, defaults of the lease and the kill grace, limits, the names of the
+// command's environment, whimbrel-run's exit statuses) are defined once, in
+// contract.go.
 //
 // Whimbrel has no server. Wrappers, launchers, monitors and the operator CLI
 // coordinate only through the Store, whose every state change is one
@@ -209,16 +212,6 @@ type ActivityChange struct {
 	// rides on a heartbeat.
 	Progress string
 }
-
-// Limits on what a command hands the wrapper, in bytes.
-const (
-	// MaxOutput bounds an activity's output after compaction: it is
-	// recorded on the activity item, which DynamoDB caps at 400 KB, and
-	// read by every downstream activity.
-	MaxOutput = 32 << 10
-	// MaxProgress bounds a progress line: it rides on a heartbeat.
-	MaxProgress = 1 << 10
-)
 
 // Claim is what a wrapper records when it takes an activity.
 type Claim struct {

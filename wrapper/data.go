@@ -20,22 +20,9 @@ import (
 	"github.com/whimbrel/whimbrel/workflow"
 )
 
-// The data contract between the wrapper and its command: plain files and
-// environment variables, so that a command in any language needs no SDK.
-// The wrapper is the only participant that reads what the command writes;
-// it creates the files in a fresh directory of its own (inside the
-// container, for Docker and ECS), so no volume is needed.
-const (
-	// EnvInputs names a JSON file the wrapper writes before the command
-	// starts: {"params": {...}, "outputs": {"<upstream>": {...}, ...}}.
-	EnvInputs = "WHIMBREL_INPUTS"
-	// EnvOutput names a file the command may write: a JSON object that is
-	// recorded with the outcome when the command exits 0.
-	EnvOutput = "WHIMBREL_OUTPUT"
-	// EnvProgress names a file the command may overwrite at any time with
-	// a short line or a JSON object; the next heartbeat carries it.
-	EnvProgress = "WHIMBREL_PROGRESS"
-)
+// The data contract between the wrapper and its command is state's
+// (state.EnvInputs, state.EnvOutput, state.EnvProgress): plain files named in the
+// command's environment.
 
 // maxOutputFile bounds what is read of an output file: more than this
 // cannot compact to state.MaxOutput in any reasonable file.
@@ -169,7 +156,7 @@ func (r *run) prepare(ctx context.Context, claimed *state.ActivityExec) (*data, 
 		}
 	}
 	// The contract's variables win over the definition's env.
-	env[EnvInputs], env[EnvOutput], env[EnvProgress] = dt.inputs, dt.output, dt.progress
+	env[state.EnvInputs], env[state.EnvOutput], env[state.EnvProgress] = dt.inputs, dt.output, dt.progress
 	for k, v := range params {
 		env[workflow.ParamEnv(k)] = v
 	}
@@ -234,12 +221,12 @@ func (d *data) readOutput() (string, error) {
 		return "", nil
 	}
 	if err != nil {
-		return "", &DataError{Problems: []string{fmt.Sprintf("output file %s (%s): %v", d.output, EnvOutput, err)}}
+		return "", &DataError{Problems: []string{fmt.Sprintf("output file %s (%s): %v", d.output, state.EnvOutput, err)}}
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxOutputFile+1))
 	if err != nil {
-		return "", &DataError{Problems: []string{fmt.Sprintf("output file %s (%s): %v", d.output, EnvOutput, err)}}
+		return "", &DataError{Problems: []string{fmt.Sprintf("output file %s (%s): %v", d.output, state.EnvOutput, err)}}
 	}
 	return compactOutput(d.output, b)
 }
@@ -247,7 +234,7 @@ func (d *data) readOutput() (string, error) {
 // compactOutput checks and compacts an output file's content.
 func compactOutput(file string, b []byte) (string, error) {
 	fail := func(format string, args ...any) (string, error) {
-		return "", &DataError{Problems: []string{fmt.Sprintf("output file %s (%s) ", file, EnvOutput) + fmt.Sprintf(format, args...)}}
+		return "", &DataError{Problems: []string{fmt.Sprintf("output file %s (%s) ", file, state.EnvOutput) + fmt.Sprintf(format, args...)}}
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
 		return "", nil
@@ -289,7 +276,7 @@ func (d *data) readProgress() (string, error) {
 	}
 	p := strings.ToValidUTF8(strings.TrimRight(string(b), "\r\n \t"), "\uFFFD")
 	if len(p) > state.MaxProgress {
-		return "", fmt.Errorf("progress file %s (%s) holds more than %d bytes: write a short line or a small JSON object", d.progress, EnvProgress, state.MaxProgress)
+		return "", fmt.Errorf("progress file %s (%s) holds more than %d bytes: write a short line or a small JSON object", d.progress, state.EnvProgress, state.MaxProgress)
 	}
 	return p, nil
 }

@@ -29,37 +29,8 @@ import (
 	"github.com/whimbrel/whimbrel/state"
 )
 
-// Exit codes of the wrapper's own outcomes. Otherwise it exits with the
-// command's status, or 128+N when the command died of signal N.
-const (
-	// ExitClaimRefused: the activity could not be claimed (another
-	// participant holds it, it is in a state that cannot start, or its
-	// workflow is not RUNNING). The command was not started.
-	ExitClaimRefused = 122
-	// ExitNotRecorded: the command ran, but its outcome could not be
-	// written to the store within the record timeout. The outcome is in
-	// the wrapper's log.
-	ExitNotRecorded = 123
-	// ExitTimeout: the command ran longer than --timeout and was stopped,
-	// as timeout(1) reports it.
-	ExitTimeout = 124
-	// ExitWrapperError: the wrapper failed before the command started
-	// (a usage error, an unreachable store).
-	ExitWrapperError = process.ExitWrapperError
-	// ExitCannotExecute: the command exists but could not be executed.
-	ExitCannotExecute = process.ExitCannotExecute
-	// ExitNotFound: the command was not found.
-	ExitNotFound = process.ExitNotFound
-	// ExitDataRefused: the activity FAILED over its data: a template of
-	// its command or env could not be resolved (the command was not
-	// started), or the command exited 0 but its WHIMBREL_OUTPUT file is
-	// not a JSON object within the limit.
-	ExitDataRefused = 121
-)
-
 // Defaults of Config.
 const (
-	DefaultKillGrace     = 30 * time.Second // ECS's default stop timeout
 	DefaultRecordTimeout = 5 * time.Minute
 	// claimTimeout bounds the claim through passing store errors; nothing
 	// has started yet, so giving up is cheap. A termination signal ends
@@ -80,7 +51,7 @@ type Config struct {
 	Command []string
 
 	// Heartbeat enables heartbeats; Interval and Timeout default to the
-	// heartbeat package's.
+	// contract's (state.DefaultHeartbeatInterval, DefaultHeartbeatTimeout).
 	Heartbeat         bool
 	HeartbeatInterval time.Duration
 	HeartbeatTimeout  time.Duration
@@ -89,7 +60,7 @@ type Config struct {
 	// The state is not changed either way. Cancellation always stops it.
 	KeepRunningOnLeaseLoss bool
 
-	KillGrace     time.Duration // between SIGTERM and SIGKILL (default DefaultKillGrace)
+	KillGrace     time.Duration // between SIGTERM and SIGKILL (default state.DefaultKillGrace)
 	Timeout       time.Duration // the command's longest run (0: none)
 	RecordTimeout time.Duration // how long the final writes retry (default DefaultRecordTimeout)
 	Subreaper     bool          // reap orphans even when not PID 1
@@ -123,21 +94,20 @@ type Config struct {
 	Logger hclog.Logger
 }
 
-// Run runs the activity to its end, reporting through st, and returns the
-// wrapper's exit status.
+// Run runs the activity to its end, reporting through st, and returns the wrapper's exit status:
+// the command's, 128+N when the command died of signal N, or one of the
+// contract's for the wrapper's own outcomes (state.ExitDataRefused to
+// state.ExitNotFound).
 func Run(ctx context.Context, st Reporter, cfg Config) int {
-	if cfg.KillGrace == 0 {
-		cfg.KillGrace = DefaultKillGrace
-	}
 	if cfg.RecordTimeout == 0 {
 		cfg.RecordTimeout = DefaultRecordTimeout
 	}
 	if cfg.Heartbeat {
 		if cfg.HeartbeatInterval == 0 {
-			cfg.HeartbeatInterval = heartbeat.DefaultInterval
+			cfg.HeartbeatInterval = state.DefaultHeartbeatInterval
 		}
 		if cfg.HeartbeatTimeout == 0 {
-			cfg.HeartbeatTimeout = heartbeat.DefaultTimeout
+			cfg.HeartbeatTimeout = state.DefaultHeartbeatTimeout
 		}
 	}
 	if cfg.Logger == nil {
@@ -219,7 +189,7 @@ func (r *run) run(ctx context.Context) int {
 			err = &DataError{Problems: []string{err.Error()}}
 		}
 		r.log.Error("command not started: its data could not be prepared", "error", err)
-		return r.finish(&state.Exit{Code: ExitDataRefused}, "", "command not started: "+err.Error(), ExitDataRefused)
+		return r.finish(&state.Exit{Code: state.ExitDataRefused}, "", "command not started: "+err.Error(), state.ExitDataRefused)
 	}
 	r.data = dt
 	defer dt.remove()
@@ -232,6 +202,7 @@ func (r *run) run(ctx context.Context) int {
 		Stderr:          stderrWriter(r.cfg.Stderr),
 		KillGrace:       r.cfg.KillGrace,
 		ForwardSignals:  true,
+		KillAfterTerm:   true,
 		Signals:         sigs,
 		SignalChildOnly: r.cfg.SignalChildOnly,
 		Guard:           r.cfg.Guard,
@@ -254,7 +225,7 @@ func (r *run) run(ctx context.Context) int {
 	stopReason, timedOut := r.stopReason, r.timedOut
 	r.mu.Unlock()
 	if timedOut {
-		code = ExitTimeout
+		code = state.ExitTimeout
 	}
 	reason := describeExit(exit)
 	if stopReason != "" {
@@ -266,7 +237,7 @@ func (r *run) run(ctx context.Context) int {
 			r.log.Error("the command exited 0, but its output is refused: the activity fails", "error", err)
 			r.outputRefused = true
 			reason = err.Error() + "; " + reason
-			code = ExitDataRefused
+			code = state.ExitDataRefused
 		}
 		r.output = out
 	}
@@ -385,13 +356,13 @@ func (r *run) claim(ctx context.Context, sigs chan os.Signal) (*state.ActivityEx
 		}
 		if refused != nil {
 			r.log.Error("not starting the command: the activity cannot be claimed", "error", refused)
-			return nil, ExitClaimRefused, 0
+			return nil, state.ExitClaimRefused, 0
 		}
 		if last != nil {
 			err = last // more telling than the deadline that ended the retries
 		}
 		r.log.Error("not starting the command: the store could not be used", "error", err)
-		return nil, ExitWrapperError, 0
+		return nil, state.ExitWrapperError, 0
 	}
 	return claimed, 0, sig
 }
@@ -543,37 +514,11 @@ func (r *run) supervise(ctx context.Context, p *process.Process, since time.Time
 
 	// The runner relays every signal to the command. SIGTERM (docker
 	// stop, ECS's StopTask, whimbrel run's Ctrl-C) also arms the kill
-	// grace: if the command outlives it, it is killed, so that its outcome
-	// is recorded before the engine kills the wrapper (the launcher gives
-	// containers a stop timeout longer than the grace). A second SIGTERM
-	// kills it at once (someone means it). SIGINT and the others are only
-	// relayed: a command may handle them and carry on, as under tini.
-	term := make(chan os.Signal, 2)
-	notify(term, syscall.SIGTERM)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer signal.Stop(term)
-		select {
-		case <-sctx.Done():
-			return
-		case sig := <-term:
-			r.log.Info("relayed signal to the command", "signal", sig)
-			t := time.NewTimer(r.cfg.KillGrace)
-			defer t.Stop()
-			select {
-			case <-sctx.Done():
-			case <-p.Done():
-			case <-t.C:
-				r.log.Warn("command outlived the kill grace; killing it", "grace", r.cfg.KillGrace)
-				_ = p.Signal(syscall.SIGKILL)
-			case sig := <-term:
-				r.log.Warn("second signal; killing the command", "signal", sig)
-				_ = p.Signal(syscall.SIGKILL)
-			}
-		}
-	}()
-
+	// grace there (process.Config.KillAfterTerm), so that the outcome is
+	// recorded before the engine kills the wrapper (the launcher gives
+	// containers a stop timeout longer than the grace). SIGINT and the
+	// others are only relayed: a command may handle them and carry on, as
+	// under tini.
 	res, err := p.Wait()
 	if err != nil {
 		r.log.Error("lost the command's exit status", "error", err)
@@ -623,18 +568,19 @@ func pendingSignal(c chan os.Signal) syscall.Signal {
 	return 0
 }
 
-// stop stops the command once, recording the first reason.
+// stop asks the runner to stop the command, recording the first reason.
+// It does not wait: the command's exit ends supervise.
 func (r *run) stop(p *process.Process, reason string) {
 	r.mu.Lock()
 	if r.stopReason == "" {
 		r.stopReason = reason
 	}
 	r.mu.Unlock()
-	go func() { _ = p.Stop(reason) }() // Stop blocks for the grace; the command's exit ends supervise
+	p.Terminate(reason)
 }
 
 // finish records the outcome with fresh, bounded retries, then advances
-// the workflow. It returns code, or ExitNotRecorded if nothing could be
+// the workflow. It returns code, or state.ExitNotRecorded if nothing could be
 // written.
 func (r *run) finish(exit *state.Exit, stderrTail, reason string, code int) int {
 	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.RecordTimeout)
@@ -709,7 +655,7 @@ func (r *run) finish(exit *state.Exit, stderrTail, reason string, code int) int 
 		}
 		r.log.Error("OUTCOME NOT RECORDED: "+why, "error", err,
 			"state", to, "exit_code", exit.Code, "signal", exit.Signal, "reason", reason, "stderr_tail", tail)
-		return ExitNotRecorded
+		return state.ExitNotRecorded
 	}
 	r.log.Info("recorded", "state", final.State, "exit_code", exit.Code, "reason", reason)
 	fault.Point(fault.AfterFinish)

@@ -90,8 +90,8 @@ func TestClaimThatMovedOnIsNotRun(t *testing.T) {
 			t.Error(err)
 		}
 	}}
-	if code := runActivity(t, l, k, marker); code != wrapper.ExitClaimRefused || ran(marker) {
-		t.Fatalf("exit %d, ran %v; want %d and not run", code, ran(marker), wrapper.ExitClaimRefused)
+	if code := runActivity(t, l, k, marker); code != state.ExitClaimRefused || ran(marker) {
+		t.Fatalf("exit %d, ran %v; want %d and not run", code, ran(marker), state.ExitClaimRefused)
 	}
 	a, _ := st.GetActivity(context.Background(), k)
 	if a.State != state.TimedOut || !strings.Contains(a.Reason, "claimed, but not started") {
@@ -115,7 +115,7 @@ func TestClaimRefusedAfterLandingIsRecorded(t *testing.T) {
 			t.Error(err)
 		}
 	}}
-	if code := runActivity(t, l, k, marker); code != wrapper.ExitClaimRefused || ran(marker) {
+	if code := runActivity(t, l, k, marker); code != state.ExitClaimRefused || ran(marker) {
 		t.Fatalf("exit %d, ran %v", code, ran(marker))
 	}
 	a, _ := st.GetActivity(context.Background(), k)

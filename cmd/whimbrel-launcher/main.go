@@ -25,11 +25,11 @@ type CLI struct {
 	Version kong.VersionFlag `name:"version" help:"Print the version and exit."`
 
 	Once        bool          `name:"once" help:"Make one pass and exit."`
-	Interval    time.Duration `name:"interval" default:"1s" help:"Time between polls (a local activity that readies another wakes the launcher at once)."`
+	Interval    time.Duration `name:"interval" default:"${default_interval}" help:"Time between polls (a local activity that readies another wakes the launcher at once)."`
 	MaxRunning  int           `name:"max-running" default:"0" help:"Most activities started by this launcher that may run at once (0: no limit)."`
-	Workers     int           `name:"workers" default:"16" help:"Launches carried out at once, so that one slow backend call never holds up the others."`
-	RetryFor    time.Duration `name:"retry-for" default:"3m" help:"How long a launch that fails for a reason that may pass (throttling, 5xx, an unreachable endpoint, ECS short of capacity) is retried before its activity is failed; a definition's launch.retry_for wins."`
-	CallTimeout time.Duration `name:"call-timeout" default:"30s" help:"Deadline of one backend call (RunTask; docker run, which may pull its image, gets at least 2m); a call cut off by it is retried under the same launch token."`
+	Workers     int           `name:"workers" default:"${default_workers}" help:"Launches carried out at once, so that one slow backend call never holds up the others."`
+	RetryFor    time.Duration `name:"retry-for" default:"${default_retry_for}" help:"How long a launch that fails for a reason that may pass (throttling, 5xx, an unreachable endpoint, ECS short of capacity) is retried before its activity is failed; a definition's launch.retry_for wins."`
+	CallTimeout time.Duration `name:"call-timeout" default:"${default_call_timeout}" help:"Deadline of one backend call (RunTask; docker run, which may pull its image, gets at least 2m); a call cut off by it is retried under the same launch token."`
 	Types       []string      `name:"types" placeholder:"local,docker,ecs" help:"Launch types this launcher serves; activities of other types are left to other launchers. Default: local, docker if the docker CLI is found, ecs if --ecs-cluster is given. A type named here that cannot be served stops the launcher at start."`
 	Wrapper     string        `name:"wrapper" type:"path" help:"The whimbrel-run binary for local activities (default: beside this binary, else on PATH)."`
 	LogDir      string        `name:"log-dir" type:"path" help:"Write each local activity's output to DIR/ACTIVITY_EXEC_ID.log instead of this launcher's stdout and stderr (created if missing)."`
@@ -40,7 +40,7 @@ type CLI struct {
 
 func main() {
 	var c CLI
-	cli.Main(cli.Program{Name: "whimbrel-launcher", Description: description}, &c)
+	cli.Main(cli.Program{Name: "whimbrel-launcher", Description: description, Vars: kong.Vars{"default_interval": cli.FlagDuration(launcher.DefaultInterval), "default_workers": fmt.Sprint(launcher.DefaultWorkers), "default_retry_for": cli.FlagDuration(launcher.DefaultRetryFor), "default_call_timeout": cli.FlagDuration(launcher.DefaultCallTimeout)}}, &c)
 }
 
 // Run checks what can be checked, wires the backends and runs the

@@ -16,6 +16,7 @@ import (
 	"github.com/whimbrel/whimbrel/monitor"
 	"github.com/whimbrel/whimbrel/schedule"
 	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // CLI is the whole grammar of whimbrel-monitor.
@@ -25,14 +26,14 @@ type CLI struct {
 	Version kong.VersionFlag `name:"version" help:"Print the version and exit."`
 
 	Once          bool          `name:"once" help:"Sweep once and exit."`
-	Interval      time.Duration `name:"interval" default:"30s" help:"Time between sweeps."`
-	Skew          time.Duration `name:"skew" default:"5s" help:"Allowance for clocks that disagree between wrappers and monitors."`
-	QueuedTimeout time.Duration `name:"queued-timeout" default:"10m" help:"For activities whose definition sets none: longest time between launch and start."`
+	Interval      time.Duration `name:"interval" default:"${default_interval}" help:"Time between sweeps."`
+	Skew          time.Duration `name:"skew" default:"${default_skew}" help:"Allowance for clocks that disagree between wrappers and monitors."`
+	QueuedTimeout time.Duration `name:"queued-timeout" default:"${default_queued_timeout}" help:"For activities whose definition sets none: longest time between launch and start."`
 }
 
 func main() {
 	var c CLI
-	cli.Main(cli.Program{Name: "whimbrel-monitor", Description: description}, &c)
+	cli.Main(cli.Program{Name: "whimbrel-monitor", Description: description, Vars: kong.Vars{"default_interval": cli.FlagDuration(monitor.DefaultInterval), "default_skew": cli.FlagDuration(monitor.DefaultSkew), "default_queued_timeout": cli.FlagDuration(workflow.DefaultQueuedTimeout)}}, &c)
 }
 
 // Run sweeps once or until stopped.

@@ -14,6 +14,7 @@ import (
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
 	"github.com/whimbrel/whimbrel/heartbeat"
 	"github.com/whimbrel/whimbrel/simpleapi/report"
+	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/wrapper"
 )
 
@@ -28,13 +29,13 @@ type CLI struct {
 	WorkflowExecID string `name:"workflow-exec-id" env:"WHIMBREL_WORKFLOW_EXEC_ID" placeholder:"NAME::UUID" help:"The workflow execution it belongs to."`
 	WorkflowName   string `name:"workflow-name" env:"WHIMBREL_WORKFLOW_NAME" help:"The workflow's name (checked against the ID)."`
 
-	HeartbeatInterval      time.Duration `name:"heartbeat-interval" env:"WHIMBREL_HEARTBEAT_INTERVAL" default:"15s" help:"Time between heartbeats."`
-	HeartbeatTimeout       time.Duration `name:"heartbeat-timeout" env:"WHIMBREL_HEARTBEAT_TIMEOUT" default:"60s" help:"Without a landed heartbeat for this long the lease is lost and CMD is stopped; the monitor times the activity out after it. At least twice the interval."`
+	HeartbeatInterval      time.Duration `name:"heartbeat-interval" env:"WHIMBREL_HEARTBEAT_INTERVAL" default:"${default_heartbeat_interval}" help:"Time between heartbeats."`
+	HeartbeatTimeout       time.Duration `name:"heartbeat-timeout" env:"WHIMBREL_HEARTBEAT_TIMEOUT" default:"${default_heartbeat_timeout}" help:"Without a landed heartbeat for this long the lease is lost and CMD is stopped; the monitor times the activity out after it. At least twice the interval."`
 	NoHeartbeat            bool          `name:"no-heartbeat" help:"Do not heartbeat (the monitor then never times the activity out, and cancellation is not noticed)."`
 	KeepRunningOnLeaseLoss bool          `name:"keep-running-on-lease-loss" help:"When the activity is timed out or the lease is lost, let CMD run to its end instead of stopping it. The state is not changed. Cancellation still stops CMD."`
-	KillGrace              time.Duration `name:"kill-grace" env:"WHIMBREL_KILL_GRACE" default:"30s" help:"Time between SIGTERM and SIGKILL when CMD is stopped."`
+	KillGrace              time.Duration `name:"kill-grace" env:"WHIMBREL_KILL_GRACE" default:"${default_kill_grace}" help:"Time between SIGTERM and SIGKILL when CMD is stopped."`
 	Timeout                time.Duration `name:"timeout" env:"WHIMBREL_TIMEOUT" default:"0s" help:"Stop CMD and record FAILED if it runs longer than this (0: no limit)."`
-	RecordTimeout          time.Duration `name:"record-timeout" default:"5m" help:"How long to retry recording the outcome through store errors."`
+	RecordTimeout          time.Duration `name:"record-timeout" default:"${default_record_timeout}" help:"How long to retry recording the outcome through store errors."`
 	Subreaper              bool          `name:"subreaper" help:"Reap orphaned descendants even when not PID 1 (PR_SET_CHILD_SUBREAPER). Without it, and when not PID 1, whimbrel-run warns."`
 	SignalChildOnly        bool          `name:"signal-child-only" env:"WHIMBREL_SIGNAL_CHILD_ONLY" help:"Relay signals to CMD alone, not to its whole process group (tini's default; the default here is the group, as tini -g). Stopping CMD always signals the group."`
 	Guard                  bool          `name:"guard" env:"WHIMBREL_GUARD" default:"true" negatable:"" help:"When not PID 1, run a guard process that stops CMD's process group (SIGTERM, then SIGKILL after --kill-grace) if whimbrel-run is killed outright (kill -9). --no-guard saves that process."`
@@ -55,7 +56,8 @@ func main() {
 	// or recorded. wrapper.Run handles what is caught.
 	c := CLI{signals: wrapper.CatchSignals()}
 	cli.Main(cli.Program{Name: "whimbrel-run", Description: description,
-		UsageExit: wrapper.ExitWrapperError, FailureExit: wrapper.ExitWrapperError}, &c)
+		UsageExit: state.ExitWrapperError, FailureExit: state.ExitWrapperError,
+		Vars: kong.Vars{"default_record_timeout": cli.FlagDuration(wrapper.DefaultRecordTimeout)}}, &c)
 }
 
 // Run checks the command line, then runs the activity.

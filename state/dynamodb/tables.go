@@ -17,17 +17,17 @@ import (
 )
 
 // DefaultPrefix is the table prefix seed 000 gives.
-const DefaultPrefix = "whimbrel_"
+const DefaultPrefix = state.DefaultTablePrefix
 
-// The tables, by name without prefix.
+// The tables, by name without prefix: the contract's (see state).
 const (
-	TableInstallStatus      = "install_status"
-	TableWorkflowRequest    = "workflow_request"
-	TableActivityEvent      = "activity_event"
-	TableWorkflowExec       = "workflow_exec"
-	TableActivityExec       = "activity_exec"
-	TableActivityDependency = "activity_exec_dependency"
-	TableWorkflowLambda     = "workflow_lambda"
+	TableInstallStatus      = state.TableInstallStatus
+	TableWorkflowRequest    = state.TableWorkflowRequest
+	TableActivityEvent      = state.TableActivityEvent
+	TableWorkflowExec       = state.TableWorkflowExec
+	TableActivityExec       = state.TableActivityExec
+	TableActivityDependency = state.TableActivityDependency
+	TableWorkflowLambda     = state.TableWorkflowLambda
 	// TableStreamPosition is not the seed's: the stream poller keeps its
 	// place in each shard there, so a restart resumes where it left.
 	TableStreamPosition = "stream_position"

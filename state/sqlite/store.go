@@ -39,7 +39,7 @@ const schemaVersion = 2
 
 // Options configure a Store.
 type Options struct {
-	Prefix string       // prepended to every table name (default "whimbrel_")
+	Prefix string       // prepended to every table name (default state.DefaultTablePrefix)
 	Logger hclog.Logger // default: none
 }
 
@@ -62,7 +62,7 @@ var (
 // creates the tables.
 func Open(path string, opts Options) (*Store, error) {
 	if opts.Prefix == "" {
-		opts.Prefix = "whimbrel_"
+		opts.Prefix = state.DefaultTablePrefix
 	}
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
@@ -124,16 +124,16 @@ type table struct {
 }
 
 var tables = []table{
-	{base: "install_status", keys: []string{"object_id", "object_type"}},
-	{base: "workflow_request", keys: []string{"workflow_request_id", "workflow_name"}},
-	{base: "activity_event", keys: []string{"activity_event_id", "activity_exec_id"}, indexes: [][]string{{"activity_exec_id"}}},
-	{base: "workflow_exec", keys: []string{"workflow_exec_id", "workflow_name"},
+	{base: state.TableInstallStatus, keys: []string{"object_id", "object_type"}},
+	{base: state.TableWorkflowRequest, keys: []string{"workflow_request_id", "workflow_name"}},
+	{base: state.TableActivityEvent, keys: []string{"activity_event_id", "activity_exec_id"}, indexes: [][]string{{"activity_exec_id"}}},
+	{base: state.TableWorkflowExec, keys: []string{"workflow_exec_id", "workflow_name"},
 		derived: []string{"state", "start_time_epoch"}, indexes: [][]string{{"state", "start_time_epoch"}, {"workflow_name", "start_time_epoch"}}},
-	{base: "activity_exec", keys: []string{"activity_exec_id", "workflow_exec_id"},
+	{base: state.TableActivityExec, keys: []string{"activity_exec_id", "workflow_exec_id"},
 		derived: []string{"state", "state_time_epoch"}, indexes: [][]string{{"state", "state_time_epoch"}, {"workflow_exec_id"}}},
-	{base: "activity_exec_dependency", keys: []string{"activity_exec_dependency", "activity_exec_id"},
+	{base: state.TableActivityDependency, keys: []string{"activity_exec_dependency", "activity_exec_id"},
 		derived: []string{"workflow_exec_id", "dependent_activity_exec_id"}, indexes: [][]string{{"dependent_activity_exec_id"}, {"workflow_exec_id"}}},
-	{base: "workflow_lambda", keys: []string{"workflow_name"}},
+	{base: state.TableWorkflowLambda, keys: []string{"workflow_name"}},
 }
 
 func tableOf(base string) table {

@@ -42,11 +42,11 @@ const (
 // StoreFlags choose the store every binary talks to.
 type StoreFlags struct {
 	Store  string `name:"store" env:"WHIMBREL_STORE" placeholder:"dynamodb|sqlite:PATH" help:"Where the state lives: 'dynamodb' (region, credentials and endpoint from the AWS SDK's default chain, e.g. AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB), or 'sqlite:PATH' (one local file, shared by every process on this machine). Default: the embedded store .whimbrel/state.db in this folder or the nearest parent that has one, else dynamodb (whimbrel run: else a new .whimbrel/state.db here)."`
-	Prefix string `name:"prefix" env:"WHIMBREL_TABLE_PREFIX" default:"whimbrel_" help:"Prefix of every table name."`
+	Prefix string `name:"prefix" env:"WHIMBREL_TABLE_PREFIX" default:"${default_table_prefix}" help:"Prefix of every table name."`
 	// Every DynamoDB call is bounded, so a silent endpoint costs a bounded
 	// wait, never a hang.
-	StoreTimeout        time.Duration `name:"store-timeout" env:"WHIMBREL_STORE_TIMEOUT" default:"15s" help:"Longest wait for one DynamoDB call, the SDK's retries included; then a command fails and a daemon tries again at its next pass."`
-	StoreAttemptTimeout time.Duration `name:"store-attempt-timeout" env:"WHIMBREL_STORE_ATTEMPT_TIMEOUT" default:"5s" help:"Longest wait for one HTTP attempt to DynamoDB (connecting included), within --store-timeout."`
+	StoreTimeout        time.Duration `name:"store-timeout" env:"WHIMBREL_STORE_TIMEOUT" default:"${default_store_timeout}" help:"Longest wait for one DynamoDB call, the SDK's retries included; then a command fails and a daemon tries again at its next pass."`
+	StoreAttemptTimeout time.Duration `name:"store-attempt-timeout" env:"WHIMBREL_STORE_ATTEMPT_TIMEOUT" default:"${default_store_attempt_timeout}" help:"Longest wait for one HTTP attempt to DynamoDB (connecting included), within --store-timeout."`
 }
 
 // Store is what a command gets from Open: the state, the Simple Lambda
@@ -217,6 +217,34 @@ type UsageError struct{ Msg string }
 
 func (e *UsageError) Error() string { return e.Msg }
 
+// Vars are the values that flag tags refer to as ${name}: the version, and
+// the defaults of the contract (package state) and of the store, so that
+// a flag's default is the one definition rather than a copy of it.
+func Vars() kong.Vars {
+	return kong.Vars{
+		"version":                       Version,
+		"default_table_prefix":          state.DefaultTablePrefix,
+		"default_store_timeout":         FlagDuration(dynamodb.DefaultCallTimeout),
+		"default_store_attempt_timeout": FlagDuration(dynamodb.DefaultAttemptTimeout),
+		"default_heartbeat_interval":    FlagDuration(state.DefaultHeartbeatInterval),
+		"default_heartbeat_timeout":     FlagDuration(state.DefaultHeartbeatTimeout),
+		"default_kill_grace":            FlagDuration(state.DefaultKillGrace),
+	}
+}
+
+// FlagDuration writes d for a flag's default as it reads in --help: whole
+// minutes above one as "5m", other whole seconds as "60s", rather than Go's
+// "5m0s" and "1m0s".
+func FlagDuration(d time.Duration) string {
+	if d > time.Minute && d%time.Minute == 0 {
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	if d%time.Second == 0 {
+		return fmt.Sprintf("%ds", d/time.Second)
+	}
+	return d.String()
+}
+
 // Program names a binary and the exit codes of its own failures.
 type Program struct {
 	Name        string
@@ -226,6 +254,9 @@ type Program struct {
 	// StoreExit is for a store that could not be used (state.ErrUnavailable):
 	// default ExitStore, or FailureExit when that is set.
 	StoreExit int
+	// Vars adds to Vars the binary's own values for its flag tags, such
+	// as its components' defaults (see FlagDuration).
+	Vars kong.Vars
 }
 
 // ExitError makes a command exit with Code. With an empty Msg nothing is
@@ -264,7 +295,7 @@ func Run(prog Program, cli any, args []string, stdout, stderr io.Writer, binding
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(code int) { exit = code }),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
-		kong.Vars{"version": Version},
+		Vars().CloneWith(prog.Vars),
 		kong.Bind(bindings...),
 	)
 	if err != nil {

@@ -1,9 +1,16 @@
 package cli
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/state/dynamodb"
 )
 
 func touch(t *testing.T, path string) {
@@ -58,5 +65,63 @@ func TestChoose(t *testing.T) {
 				t.Errorf("Embedded() = %v for %s", got.Embedded(), got.Store)
 			}
 		})
+	}
+}
+
+// defaultsCLI takes the defaults that Vars provides, as the binaries' flags
+// do.
+type defaultsCLI struct {
+	StoreFlags
+	HeartbeatInterval time.Duration `name:"heartbeat-interval" default:"${default_heartbeat_interval}"`
+	HeartbeatTimeout  time.Duration `name:"heartbeat-timeout" default:"${default_heartbeat_timeout}"`
+	KillGrace         time.Duration `name:"kill-grace" default:"${default_kill_grace}"`
+	// Own is a binary's own default, given in Program.Vars.
+	Own time.Duration `name:"own" default:"${default_own}"`
+}
+
+func (c *defaultsCLI) Run() error { return nil }
+
+// TestFlagDefaultsAreTheConstants: a flag default written as ${name} is the
+// one definition of that value.
+func TestFlagDefaultsAreTheConstants(t *testing.T) {
+	var c defaultsCLI
+	var out, errs bytes.Buffer
+	const own = 90 * time.Second
+	prog := Program{Name: "test", Vars: kong.Vars{"default_own": FlagDuration(own)}}
+	if code := Run(prog, &c, nil, &out, &errs); code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errs.String())
+	}
+	for _, f := range []struct {
+		name      string
+		got, want any
+	}{
+		{"--prefix", c.Prefix, state.DefaultTablePrefix},
+		{"--store-timeout", c.StoreTimeout, dynamodb.DefaultCallTimeout},
+		{"--store-attempt-timeout", c.StoreAttemptTimeout, dynamodb.DefaultAttemptTimeout},
+		{"--heartbeat-interval", c.HeartbeatInterval, state.DefaultHeartbeatInterval},
+		{"--heartbeat-timeout", c.HeartbeatTimeout, state.DefaultHeartbeatTimeout},
+		{"--kill-grace", c.KillGrace, state.DefaultKillGrace},
+		{"--own", c.Own, own},
+	} {
+		if f.got != f.want {
+			t.Errorf("%s defaults to %v, want %v", f.name, f.got, f.want)
+		}
+	}
+}
+
+func TestFlagDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		5 * time.Second:        "5s",
+		60 * time.Second:       "60s",
+		90 * time.Second:       "90s",
+		5 * time.Minute:        "5m",
+		250 * time.Millisecond: "250ms",
+	} {
+		if got := FlagDuration(d); got != want {
+			t.Errorf("FlagDuration(%v) = %q, want %q", d, got, want)
+		}
+		if back, err := time.ParseDuration(FlagDuration(d)); err != nil || back != d {
+			t.Errorf("FlagDuration(%v) = %q reads back as %v, %v", d, FlagDuration(d), back, err)
+		}
 	}
 }
