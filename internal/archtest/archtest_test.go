@@ -87,7 +87,7 @@ var levels = map[string]int{
 	"internal/inert": 0, "internal/fault": 0, "internal/nudge": 0, "internal/testbin": 0,
 	// The contract, and what sits right on it.
 	"state":                   2,
-	"process":                 2,
+	"process":                 3,
 	"state/internal/attr":     4,
 	"state/internal/fuzzitem": 4,
 	"state/storetest":         4,
