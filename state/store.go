@@ -65,9 +65,11 @@ type Store interface {
 	// consistent reads of the items an index lists), ordered by ID.
 	Activities(ctx context.Context, workflowExecID string) ([]*ActivityExec, error)
 
-	// ActivitiesInState lists the keys of activities in a state through an
-	// index, oldest state change first. Index reads are eventually
-	// consistent: read the item before acting on it.
+	// ActivitiesInState lists the keys of activities in a live state
+	// through an index, oldest state change first; a terminal state is
+	// refused (the index is sparse: an activity that ended leaves it).
+	// Index reads are eventually consistent: read the item before acting
+	// on it.
 	ActivitiesInState(ctx context.Context, q ActivityQuery) ([]ActivityRef, error)
 
 	// UpdateActivity changes an activity in one conditional write and returns

@@ -742,6 +742,11 @@ func testStateIndex(t *testing.T, h Harness) {
 	if err != nil || len(refs) != 0 {
 		t.Errorf("READY before the moves: %+v, %v; want none", refs, err)
 	}
+	// The state index is sparse: an activity that ended is in none of
+	// its listings, and a terminal state is refused.
+	if _, err := st.ActivitiesInState(ctx(t), state.ActivityQuery{State: state.Completed}); err == nil {
+		t.Error("COMPLETED activities were listed; want an error: the index holds live states only")
+	}
 }
 
 func testWorkflowMoves(t *testing.T, h Harness) {

@@ -34,6 +34,9 @@ type Update struct {
 	// first attempt; a retry's item carries its own attempt, which stays.
 	FirstAttempt bool
 	Delete       string // removed from pending_dependencies; the attribute goes when empty
+	// Remove lists attributes the write removes (a store's own index
+	// attributes, such as the DynamoDB store's state_shard).
+	Remove []string
 }
 
 // Holds evaluates the condition on an item, as DynamoDB would.
@@ -150,6 +153,9 @@ func joinOr(s []string) string {
 func (u Update) Apply(it Item) {
 	for k, v := range u.Set {
 		it[k] = v
+	}
+	for _, name := range u.Remove {
+		delete(it, name)
 	}
 	if u.FirstAttempt {
 		if _, present := it["attempt"]; !present {
