@@ -212,6 +212,12 @@ type ActivityChange struct {
 	// Progress records the command's latest progress, at At; with Beat it
 	// rides on a heartbeat.
 	Progress string
+	// Resolve, on a move from REQUESTED to READY, resolves the last
+	// dependency in the same write: the write requires that this upstream
+	// is the only one pending and removes it, instead of requiring that
+	// nothing is pending. The edge is then removed exactly once, as by
+	// ResolveDependency, and one write does the work of two.
+	Resolve string
 }
 
 // Limits on what a command hands the wrapper, in bytes.

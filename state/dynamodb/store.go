@@ -824,6 +824,9 @@ func expressionOf(c attr.Cond, u attr.Update) (expression.Expression, error) {
 		// Set is one, as the SQLite store reads it.
 		p := expression.Name("pending_dependencies")
 		parts = append(parts, expression.Contains(p, c.Contains), expression.AttributeType(p, expression.StringSet))
+		if c.OnlyPending {
+			parts = append(parts, expression.Size(p).Equal(expression.Value(avN("1"))))
+		}
 	}
 	if c.NumericAttempt {
 		a := expression.Name("attempt")
