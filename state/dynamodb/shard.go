@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -149,6 +150,10 @@ func (st *Store) ActivitiesInState(ctx context.Context, q state.ActivityQuery) (
 	for _, r := range results {
 		out = append(out, r.refs...)
 		if _, other := state.Skipped(r.err); other != nil {
+			if strings.Contains(other.Error(), "does not have the specified index") {
+				return nil, fmt.Errorf("list %s activities: table %s has no index %s (it was installed before schema version 3): run `whimbrel install`, which adds it: %w",
+					q.State, st.prefix+TableActivityExec, indexStateShard, other)
+			}
 			return nil, fmt.Errorf("list %s activities: %w", q.State, other)
 		}
 		if r.err != nil {

@@ -107,6 +107,9 @@ func TestInstallMigratesToTheShardedIndex(t *testing.T) {
 	ready := putRaw(t, client, prefix, wf, "ready", state.Ready, now.Add(-2*time.Second))
 	running := putRaw(t, client, prefix, wf, "running", state.Running, now.Add(-time.Second))
 	putRaw(t, client, prefix, wf, "done", state.Completed, now)
+	if _, err := st.ActivitiesInState(ctx, state.ActivityQuery{State: state.Ready}); err == nil || !strings.Contains(err.Error(), "run `whimbrel install`") {
+		t.Errorf("listing before the install: %v, want an error that says to run whimbrel install", err)
+	}
 
 	did, err := st.Install(ctx, false)
 	if err != nil && strings.Contains(err.Error(), "gave up") && count(did, "add index state-shard-index") == 1 {
