@@ -53,7 +53,8 @@ type Options struct {
 	// Logger receives the Store's and the SDK's log lines (default: none).
 	Logger hclog.Logger
 	// Capacity, when set, asks DynamoDB for the capacity each call consumed
-	// and reports it. Benchmarks and cost tests use it.
+	// and reports it, from several goroutines at once (the shards of the
+	// state index are read in parallel). Benchmarks and cost tests use it.
 	Capacity func(Capacity)
 	// TableWait bounds how long Install waits for a table or an index to
 	// become active (default DefaultTableWait).
