@@ -68,9 +68,11 @@ type Store interface {
 	// consistent reads of the items an index lists), ordered by ID.
 	Activities(ctx context.Context, workflowExecID string) ([]*ActivityExec, error)
 
-	// ActivitiesInState lists the keys of activities in a state through an
-	// index, oldest state change first. Index reads are eventually
-	// consistent: read the item before acting on it.
+	// ActivitiesInState lists the keys of activities in a live state
+	// through an index, oldest state change first; a terminal state is
+	// refused (the index is sparse: an activity that ended leaves it).
+	// Index reads are eventually consistent: read the item before acting
+	// on it.
 	ActivitiesInState(ctx context.Context, q ActivityQuery) ([]ActivityRef, error)
 
 	// UpdateActivity changes an activity in one conditional write and returns
@@ -211,6 +213,12 @@ type ActivityChange struct {
 	// Progress records the command's latest progress, at At; with Beat it
 	// rides on a heartbeat.
 	Progress string
+	// Resolve, on a move from REQUESTED to READY, resolves the last
+	// dependency in the same write: the write requires that this upstream
+	// is the only one pending and removes it, instead of requiring that
+	// nothing is pending. The edge is then removed exactly once, as by
+	// ResolveDependency, and one write does the work of two.
+	Resolve string
 }
 
 // Claim is what a wrapper records when it takes an activity.

@@ -126,6 +126,16 @@ func (g graph) dependents(ctx context.Context, st Advancer, activityExecID strin
 	return out, nil
 }
 
+// waitsOnOne reports whether the definition has k wait on one activity.
+func (g graph) waitsOnOne(k state.ActivityKey) bool {
+	if g.def == nil {
+		return false
+	}
+	name, _, err := state.SplitID(k.ActivityExecID)
+	act, ok := g.def.Activities[name]
+	return err == nil && ok && len(act.DependsOn) == 1
+}
+
 // upstreamsCompleted reports, from the dependency items, whether every
 // activity k waits on has completed.
 func (g graph) upstreamsCompleted(ctx context.Context, st Advancer, k state.ActivityKey) (bool, error) {
@@ -167,6 +177,22 @@ func readyDependents(ctx context.Context, st Advancer, g graph, a *state.Activit
 		return nil, false, fmt.Errorf("advance after %s: %w", a.ActivityExecID, err)
 	}
 	for _, k := range deps {
+		if g.waitsOnOne(k) {
+			// Its only edge: resolve it and ready it in one write.
+			_, err := st.UpdateActivity(ctx, k, state.ActivityChange{
+				From: []state.ActivityState{state.Requested}, To: state.Ready, Resolve: upID,
+				Reason: "every activity it waits on completed",
+			})
+			if err == nil {
+				log.Info("readied a dependent", "dependent", k.ActivityExecID)
+				readied = append(readied, k.ActivityExecID)
+				continue
+			}
+			if !errors.Is(err, state.ErrConflict) {
+				return readied, waiting, fmt.Errorf("advance after %s: ready %s: %w", a.ActivityExecID, k.ActivityExecID, err)
+			}
+			// Resolved before (a replay), or moved on: as below.
+		}
 		dep, _, err := st.ResolveDependency(ctx, k, upID)
 		if err != nil {
 			return readied, waiting, fmt.Errorf("advance after %s: %w", a.ActivityExecID, err)

@@ -84,6 +84,7 @@ func (st *Store) UpdateActivityWith(ctx context.Context, key state.ActivityKey, 
 	if err != nil {
 		return nil, fmt.Errorf("update activity %s: %w", key.ActivityExecID, err)
 	}
+	upd = shardUpdate(key, upd) // a move takes the item to its new state's shard, as UpdateActivity's do
 	if len(also) == 0 {
 		return st.updateActivity(ctx, "UpdateActivity", key, cond, upd)
 	}
@@ -135,3 +136,6 @@ func ValueToAV(v codec.Value) types.AttributeValue { return toAV(v) }
 // IndexActivity is the activity_event table's index by activity_exec_id
 // (sorted by when_epoch), which whimbrel install creates.
 const IndexActivity = indexActivity
+
+// maxTransactItems is the most items DynamoDB takes in one transaction.
+const maxTransactItems = 100

@@ -22,7 +22,7 @@ func (st *Store) CreateActivity(ctx context.Context, a *state.ActivityExec) erro
 	}
 	out, err := st.api.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                           st.table(TableActivityExec),
-		Item:                                toAVItem(attr.EncodeActivity(a)),
+		Item:                                toAVItem(withShard(attr.EncodeActivity(a))),
 		ConditionExpression:                 aws.String("attribute_not_exists(activity_exec_id)"),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		ReturnConsumedCapacity:              st.returnCapacity(),

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -52,7 +53,8 @@ type Options struct {
 	// Logger receives the Store's and the SDK's log lines (default: none).
 	Logger hclog.Logger
 	// Capacity, when set, asks DynamoDB for the capacity each call consumed
-	// and reports it. Benchmarks and cost tests use it.
+	// and reports it, from several goroutines at once (the shards of the
+	// state index are read in parallel). Benchmarks and cost tests use it.
 	Capacity func(Capacity)
 	// TableWait bounds how long Install waits for a table or an index to
 	// become active (default DefaultTableWait).
@@ -214,129 +216,134 @@ func reportOne(cc *types.ConsumedCapacity) []types.ConsumedCapacity {
 
 // --- workflows
 
-// CreateWorkflow implements state.Store. The items go in transactions of at
-// most maxTransactItems; the first carries the request and the workflow item
-// with the conditions that make a repeated request answer with the first
-// execution, and every later one a check that the workflow is still
-// REQUESTED, so nothing is added to a workflow that has moved on. Activity
-// and dependency items are put only if absent, so a retry after a partial
-// write completes it without touching what exists.
+// CreateWorkflow implements state.Store, without transactions: a
+// transaction costs twice the write units of each item it writes, on the
+// table and on every index. The request and the workflow item go first,
+// each one conditional PutItem that makes a repeated request answer with
+// the first execution; then the activity and dependency items, each put
+// only if absent, in parallel, in batches of batchItems. Before each batch
+// after the first the workflow is read again (one consistent read), and
+// nothing more is added once it has left REQUESTED. A retry after a
+// partial write completes it without touching what exists; a creator that
+// dies half-way leaves a REQUESTED workflow, which nobody launches and the
+// monitor fails once stale, cancelling what it holds.
 func (st *Store) CreateWorkflow(ctx context.Context, w *state.NewWorkflow) error {
 	if err := attr.CheckNewWorkflow(w); err != nil {
 		return fmt.Errorf("create workflow %s: %w", w.Exec.WorkflowExecID, err)
 	}
-	requested := map[string]types.AttributeValue{":r": avS(string(state.WorkflowRequested))}
-	stateName := map[string]string{"#s": "state"}
-	var head []types.TransactWriteItem // guarded: their failure means "exists"
 	if w.Request != nil {
-		head = append(head, types.TransactWriteItem{Put: &types.Put{
+		err := st.putGuarded(ctx, w, &dynamodb.PutItemInput{
 			TableName:           st.table(TableWorkflowRequest),
 			Item:                toAVItem(attr.EncodeRequest(w.Request)),
 			ConditionExpression: aws.String("attribute_not_exists(workflow_request_id) OR workflow_exec_id = :e"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{
 				":e": avS(w.Exec.WorkflowExecID),
 			},
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}})
+		})
+		if err != nil {
+			return fmt.Errorf("create workflow %s: %w", w.Exec.WorkflowExecID, err)
+		}
 	}
-	head = append(head, types.TransactWriteItem{Put: &types.Put{
-		TableName:                           st.table(TableWorkflowExec),
-		Item:                                toAVItem(attr.EncodeWorkflow(&w.Exec)),
-		ConditionExpression:                 aws.String("attribute_not_exists(workflow_exec_id) OR #s = :r"),
-		ExpressionAttributeNames:            stateName,
-		ExpressionAttributeValues:           requested,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}})
-	stillRequested := types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
-		TableName:                           st.table(TableWorkflowExec),
-		Key:                                 workflowKey(w.Exec.WorkflowExecID, w.Exec.WorkflowName),
-		ConditionExpression:                 aws.String("#s = :r"),
-		ExpressionAttributeNames:            stateName,
-		ExpressionAttributeValues:           requested,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}}
+	err := st.putGuarded(ctx, w, &dynamodb.PutItemInput{
+		TableName:                 st.table(TableWorkflowExec),
+		Item:                      toAVItem(attr.EncodeWorkflow(&w.Exec)),
+		ConditionExpression:       aws.String("attribute_not_exists(workflow_exec_id) OR #s = :r"),
+		ExpressionAttributeNames:  map[string]string{"#s": "state"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":r": avS(string(state.WorkflowRequested))},
+	})
+	if err != nil {
+		return fmt.Errorf("create workflow %s: %w", w.Exec.WorkflowExecID, err)
+	}
 
-	var rest []types.TransactWriteItem
+	var rest []*dynamodb.PutItemInput
 	for i := range w.Activities {
-		rest = append(rest, types.TransactWriteItem{Put: &types.Put{
+		rest = append(rest, &dynamodb.PutItemInput{
 			TableName:           st.table(TableActivityExec),
-			Item:                toAVItem(attr.EncodeActivity(&w.Activities[i])),
+			Item:                toAVItem(withShard(attr.EncodeActivity(&w.Activities[i]))),
 			ConditionExpression: aws.String("attribute_not_exists(activity_exec_id)"),
-		}})
+		})
 	}
 	for i := range w.Dependencies {
-		rest = append(rest, types.TransactWriteItem{Put: &types.Put{
+		rest = append(rest, &dynamodb.PutItemInput{
 			TableName:           st.table(TableActivityDependency),
 			Item:                toAVItem(attr.EncodeDependency(&w.Dependencies[i])),
 			ConditionExpression: aws.String("attribute_not_exists(activity_exec_dependency)"),
-		}})
+		})
 	}
-
-	chunk := append(head, rest[:min(maxTransactItems-len(head), len(rest))]...)
-	rest = rest[len(chunk)-len(head):]
-	if err := st.transact(ctx, w, chunk, len(head)); err != nil {
-		return fmt.Errorf("create workflow %s: %w", w.Exec.WorkflowExecID, err)
-	}
-	for len(rest) > 0 {
-		n := min(maxTransactItems-1, len(rest))
-		chunk := append([]types.TransactWriteItem{stillRequested}, rest[:n]...)
-		rest = rest[n:]
-		if err := st.transact(ctx, w, chunk, 1); err != nil {
+	for first := true; len(rest) > 0; first = false {
+		if !first {
+			wf, err := st.get(ctx, "GetWorkflow", TableWorkflowExec, workflowKey(w.Exec.WorkflowExecID, w.Exec.WorkflowName))
+			if err != nil {
+				return fmt.Errorf("create workflow %s: %w", w.Exec.WorkflowExecID, err)
+			}
+			if s, _ := wf["state"].(attr.S); s != attr.S(state.WorkflowRequested) {
+				return fmt.Errorf("create workflow %s: %w", w.Exec.WorkflowExecID, existsError(w, wf))
+			}
+		}
+		n := min(batchItems, len(rest))
+		if err := st.putAbsent(ctx, rest[:n]); err != nil {
 			return fmt.Errorf("create workflow %s: %w", w.Exec.WorkflowExecID, err)
 		}
+		rest = rest[n:]
 	}
 	return nil
 }
 
-// maxTransactItems is DynamoDB's limit of items in one transaction.
-const maxTransactItems = 100
+// batchItems is how many items CreateWorkflow writes between two checks
+// that the workflow is still REQUESTED; putters of them run at once.
+const (
+	batchItems = 98
+	putters    = 16
+)
 
-// transact writes one chunk. The first guarded writes must succeed, or the
-// workflow exists already (or has moved on); any other write whose
-// condition fails exists already from an earlier attempt and is dropped
-// before trying again.
-func (st *Store) transact(ctx context.Context, w *state.NewWorkflow, writes []types.TransactWriteItem, guarded int) error {
-	op := func() error {
-		out, err := st.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-			TransactItems:          writes,
-			ReturnConsumedCapacity: st.returnCapacity(),
-		})
-		if err == nil {
-			st.report("CreateWorkflow", out.ConsumedCapacity...)
-			return nil
-		}
-		var tc *types.TransactionCanceledException
-		if !errors.As(err, &tc) || len(tc.CancellationReasons) != len(writes) {
-			return backoff.Permanent(err) // the SDK has retried what is retryable
-		}
-		var keep []types.TransactWriteItem
-		contention := false
-		for i, r := range tc.CancellationReasons {
-			switch code := aws.ToString(r.Code); code {
-			case "", "None":
-			case "ConditionalCheckFailed":
-				if i < guarded {
-					return backoff.Permanent(existsError(w, fromAVItem(r.Item)))
-				}
-				continue // written by an earlier attempt
-			case "TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded":
-				contention = true
-			default:
-				return backoff.Permanent(fmt.Errorf("item %d of the transaction: %s: %s", i, code, aws.ToString(r.Message)))
-			}
-			keep = append(keep, writes[i])
-		}
-		writes = keep
-		if contention {
-			return fmt.Errorf("transaction cancelled by contention: %w", err)
-		}
-		return errors.New("some items exist already; writing the rest")
+// putGuarded makes one conditional put whose failure means that the
+// execution (or its request) exists: the answer names it.
+func (st *Store) putGuarded(ctx context.Context, w *state.NewWorkflow, in *dynamodb.PutItemInput) error {
+	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	in.ReturnConsumedCapacity = st.returnCapacity()
+	out, err := st.api.PutItem(ctx, in)
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		return existsError(w, nilIfEmpty(ccf.Item))
+	case err != nil:
+		return err
 	}
-	b := backoff.WithContext(backoff.WithMaxRetries(backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(10*time.Millisecond)), 10), ctx)
-	return backoff.RetryNotify(op, b, func(err error, wait time.Duration) {
-		st.log.Debug("retrying a workflow's transaction", "error", err, "wait", wait)
-	})
+	st.report("CreateWorkflow", reportOne(out.ConsumedCapacity)...)
+	return nil
+}
+
+// putAbsent puts items that must not exist yet, putters at a time; one
+// that exists was written by an earlier attempt and is left as it is.
+func (st *Store) putAbsent(ctx context.Context, ins []*dynamodb.PutItemInput) error {
+	errs := make([]error, len(ins))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(putters, len(ins)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				in := ins[i]
+				in.ReturnConsumedCapacity = st.returnCapacity()
+				out, err := st.api.PutItem(ctx, in)
+				var ccf *types.ConditionalCheckFailedException
+				switch {
+				case errors.As(err, &ccf):
+				case err != nil:
+					errs[i] = err
+				default:
+					st.report("CreateWorkflow", reportOne(out.ConsumedCapacity)...)
+				}
+			}
+		}()
+	}
+	for i := range ins {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // existsError names the execution that exists instead of w.
@@ -494,6 +501,7 @@ func (st *Store) GetActivity(ctx context.Context, key state.ActivityKey) (*state
 	if m == nil {
 		return nil, &state.NotFoundError{Kind: "activity", ID: key.ActivityExecID}
 	}
+	st.restamp(ctx, m)
 	v, err := attr.DecodeActivity(st.prefix+TableActivityExec, m)
 	return v, st.undecoded.Check(err)
 }
@@ -516,7 +524,9 @@ func (st *Store) Activities(ctx context.Context, workflowExecID string) ([]*stat
 	var out []*state.ActivityExec
 	skips := st.undecoded.NewSkips()
 	err = st.batchGet(ctx, TableActivityExec, keys, func(m item) error {
-		a, err := attr.DecodeActivity(st.prefix+TableActivityExec, fromAVItem(m))
+		it := fromAVItem(m)
+		st.restamp(ctx, it)
+		a, err := attr.DecodeActivity(st.prefix+TableActivityExec, it)
 		if err != nil {
 			return skips.Add(err)
 		}
@@ -530,45 +540,13 @@ func (st *Store) Activities(ctx context.Context, workflowExecID string) ([]*stat
 	return out, skips.Err()
 }
 
-// ActivitiesInState implements state.Store.
-func (st *Store) ActivitiesInState(ctx context.Context, q state.ActivityQuery) ([]state.ActivityRef, error) {
-	kc := expression.Key("state").Equal(expression.Value(avS(string(q.State))))
-	if !q.Before.IsZero() {
-		kc = kc.And(expression.Key("state_time_epoch").LessThan(expression.Value(avN(state.FormatEpoch(q.Before)))))
-	}
-	expr, err := expression.NewBuilder().WithKeyCondition(kc).Build()
-	if err != nil {
-		return nil, fmt.Errorf("list %s activities: %w", q.State, err)
-	}
-	var out []state.ActivityRef
-	skips := st.undecoded.NewSkips()
-	err = st.query(ctx, "ActivitiesInState", &dynamodb.QueryInput{
-		TableName:                 st.table(TableActivityExec),
-		IndexName:                 aws.String(indexState),
-		KeyConditionExpression:    expr.KeyCondition(),
-		ExpressionAttributeNames:  expr.Names(),
-		ExpressionAttributeValues: expr.Values(),
-		ScanIndexForward:          aws.Bool(true),
-	}, q.Limit, func(m item) error {
-		ref, err := attr.DecodeRef(st.prefix+TableActivityExec, fromAVItem(m))
-		if err != nil {
-			return skips.Add(err)
-		}
-		out = append(out, ref)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list %s activities: %w", q.State, err)
-	}
-	return out, skips.Err()
-}
-
 // UpdateActivity implements state.Store.
 func (st *Store) UpdateActivity(ctx context.Context, key state.ActivityKey, c state.ActivityChange) (*state.ActivityExec, error) {
 	cond, upd, err := attr.ActivityChange(c)
 	if err != nil {
 		return nil, fmt.Errorf("update activity %s: %w", key.ActivityExecID, err)
 	}
+	upd = shardUpdate(key, upd)
 	return st.updateActivity(ctx, "UpdateActivity", key, cond, upd)
 }
 
@@ -844,6 +822,9 @@ func expressionOf(c attr.Cond, u attr.Update) (expression.Expression, error) {
 		// Set is one, as the SQLite store reads it.
 		p := expression.Name("pending_dependencies")
 		parts = append(parts, expression.Contains(p, c.Contains), expression.AttributeType(p, expression.StringSet))
+		if c.OnlyPending {
+			parts = append(parts, expression.Size(p).Equal(expression.Value(avN("1"))))
+		}
 	}
 	if c.NumericAttempt {
 		a := expression.Name("attempt")
@@ -867,6 +848,9 @@ func expressionOf(c attr.Cond, u attr.Update) (expression.Expression, error) {
 	var upd expression.UpdateBuilder
 	for name, v := range u.Set {
 		upd = upd.Set(expression.Name(name), expression.Value(toAV(v)))
+	}
+	for _, name := range u.Remove {
+		upd = upd.Remove(expression.Name(name))
 	}
 	if u.FirstAttempt {
 		a := expression.Name("attempt")

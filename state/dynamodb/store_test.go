@@ -146,25 +146,29 @@ func TestHeartbeatCostsOneWriteUnit(t *testing.T) {
 		From: []state.ActivityState{state.Running}, To: state.Completed, Owner: "3f1d5c1e-8a59-4c7c-9d1e-3a3b9f0c2d11"}); err != nil {
 		t.Fatal(err)
 	}
-	if c := log.take(); len(c) != 1 || c[0].Indexes["state-index"] == 0 {
-		t.Errorf("a state change consumed %+v; want some on state-index", c)
+	if c := log.take(); len(c) != 1 || c[0].Indexes["state-shard-index"] == 0 {
+		t.Errorf("a state change consumed %+v; want some on state-shard-index", c)
 	}
 }
 
-// hookedAPI calls after once, right after the first transaction lands; the
-// error it returns is the call's answer.
+// hookedAPI calls after once, when the creator reads the workflow again
+// after its first batch of items landed (before the read); the error it
+// returns is the call's answer.
 type hookedAPI struct {
 	dynamodb.API
 	once  sync.Once
 	after func() error
 }
 
-func (m *hookedAPI) TransactWriteItems(ctx context.Context, in *awsdynamodb.TransactWriteItemsInput, opts ...func(*awsdynamodb.Options)) (*awsdynamodb.TransactWriteItemsOutput, error) {
-	out, err := m.API.TransactWriteItems(ctx, in, opts...)
-	if err == nil {
+func (m *hookedAPI) GetItem(ctx context.Context, in *awsdynamodb.GetItemInput, opts ...func(*awsdynamodb.Options)) (*awsdynamodb.GetItemOutput, error) {
+	var err error
+	if strings.HasSuffix(aws.ToString(in.TableName), dynamodb.TableWorkflowExec) {
 		m.once.Do(func() { err = m.after() })
 	}
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return m.API.GetItem(ctx, in, opts...)
 }
 
 func wideWorkflow(t *testing.T, name string, n int) *state.NewWorkflow {
@@ -175,14 +179,14 @@ func wideWorkflow(t *testing.T, name string, n int) *state.NewWorkflow {
 	return storetest.NewWorkflow(t, name, d)
 }
 
-// TestCreateResumesAfterACrash: a creator dies after its first transaction;
+// TestCreateResumesAfterACrash: a creator dies after its first batch;
 // the same call repeated writes the rest.
 func TestCreateResumesAfterACrash(t *testing.T) {
 	t.Parallel()
 	st := dynamotest.NewStore(t, dynamodb.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	w := wideWorkflow(t, "crash", 120) // 121 activities and 120 dependency items: 3 transactions
+	w := wideWorkflow(t, "crash", 120) // 121 activities and 120 dependency items: 3 batches
 	crashing := dynamodb.New(&hookedAPI{API: dynamotest.Client(t), after: func() error {
 		return errors.New("connection reset: the creator died")
 	}}, dynamodb.Options{Prefix: st.Prefix()})
@@ -190,7 +194,7 @@ func TestCreateResumesAfterACrash(t *testing.T) {
 		t.Fatal("the crash was not reported")
 	}
 	if acts, err := st.Activities(ctx, w.Exec.WorkflowExecID); err != nil || len(acts) != 98 {
-		t.Fatalf("after the crash: %d activities (%v), want the first transaction's 98", len(acts), err)
+		t.Fatalf("after the crash: %d activities (%v), want the first batch's 98", len(acts), err)
 	}
 	if err := st.CreateWorkflow(ctx, w); err != nil {
 		t.Fatalf("repeat: %v", err)
@@ -206,7 +210,7 @@ func TestCreateResumesAfterACrash(t *testing.T) {
 }
 
 // TestCreateStopsWhenTheWorkflowMovesOn: a workflow that leaves REQUESTED
-// between two transactions gets no more items.
+// between two batches gets no more items.
 func TestCreateStopsWhenTheWorkflowMovesOn(t *testing.T) {
 	t.Parallel()
 	st := dynamotest.NewStore(t, dynamodb.Options{})
@@ -227,8 +231,8 @@ func TestCreateStopsWhenTheWorkflowMovesOn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(acts) != 98 { // the first transaction: request, workflow and 98 activities
-		t.Errorf("%d activities written, want only the first transaction's 98", len(acts))
+	if len(acts) != 98 { // the first batch: 98 activities, after the request and workflow
+		t.Errorf("%d activities written, want only the first batch's 98", len(acts))
 	}
 }
 
@@ -256,7 +260,7 @@ func TestInstall(t *testing.T) {
 	if err != nil {
 		t.Fatalf("install: %v", err)
 	}
-	if count(did, "create") != 9 || count(did, "record version 2") != 9 {
+	if count(did, "create") != 9 || count(did, "record version 3") != 9 {
 		t.Errorf("install did %v, want 9 creates and 9 versions recorded", did)
 	}
 
@@ -274,7 +278,7 @@ func TestInstall(t *testing.T) {
 	wantIndexes := map[string]string{
 		"activity_event":           "activity-index(activity_exec_id HASH, when_epoch RANGE)",
 		"workflow_exec":            "name-index(workflow_name HASH, start_time_epoch RANGE) state-index(state HASH, start_time_epoch RANGE)",
-		"activity_exec":            "state-index(state HASH, state_time_epoch RANGE) workflow-index(workflow_exec_id HASH, activity_exec_id RANGE)",
+		"activity_exec":            "state-shard-index(state_shard HASH, state_time_epoch RANGE) workflow-index(workflow_exec_id HASH, activity_exec_id RANGE)",
 		"activity_exec_dependency": "dependent-index(dependent_activity_exec_id HASH) workflow-index(workflow_exec_id HASH)",
 	}
 	for base, keys := range want {

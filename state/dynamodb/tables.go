@@ -37,11 +37,17 @@ const (
 // be queried within one partition key, and the launcher and monitor must
 // query across workflows, so they are global.
 const (
-	// indexState (activity_exec): state + state_time_epoch, keys only. The
-	// launcher finds READY activities and the monitor every live one
-	// through it. It projects keys only, and heartbeat_time_epoch is
-	// deliberately no index key, so a heartbeat writes to no index.
-	indexState = "state-index"
+	// indexLegacyState (activity_exec): state + state_time_epoch, keys
+	// only: the state index before it was sharded (schema version 2). A
+	// fresh install no longer creates it, for it holds every item and all
+	// READY ones under one key; install leaves it on a table that has it,
+	// for launchers and monitors older than the sharded index, until the
+	// operator deletes it (README: "Sharded state index"). The state index
+	// now is indexStateShard (shard.go): the launcher finds READY
+	// activities and the monitor every live one through it. It projects
+	// keys only, and heartbeat_time_epoch is deliberately no index key, so
+	// a heartbeat writes to no index.
+	indexLegacyState = "state-index"
 	// indexWorkflow (activity_exec, dependency): the items of one workflow.
 	indexWorkflow = "workflow-index"
 	// indexDependent (dependency): the activities that wait on one activity.
@@ -64,7 +70,7 @@ var workflowIndexAttrs = []string{
 
 // schemaVersion is recorded in install_status for every table; raise it when
 // a table gains what an older install lacks.
-const schemaVersion = 2
+const schemaVersion = 3
 
 type keyAttr struct {
 	name string
@@ -118,10 +124,10 @@ var tableDefs = []tableDef{
 			{name: indexWorkflowName, hash: s("workflow_name"), rng: pn("start_time_epoch"),
 				projection: types.ProjectionTypeInclude, include: append([]string{"state"}, workflowIndexAttrs...)},
 		}},
-	{base: TableActivityExec, ttl: true, description: "activity executions",
+	{base: TableActivityExec, ttl: true, description: "activity executions; " + shardsDescription(),
 		hash: s("activity_exec_id"), rng: ps("workflow_exec_id"),
 		indexes: []index{
-			{name: indexState, hash: s("state"), rng: pn("state_time_epoch"), projection: types.ProjectionTypeKeysOnly},
+			{name: indexStateShard, hash: s(AttrStateShard), rng: pn("state_time_epoch"), projection: types.ProjectionTypeKeysOnly},
 			{name: indexWorkflow, hash: s("workflow_exec_id"), rng: ps("activity_exec_id"), projection: types.ProjectionTypeKeysOnly},
 		}},
 	{base: TableActivityDependency, ttl: true, description: "which activity waits on which (write-once)",
@@ -275,8 +281,10 @@ func (st *Store) Install(ctx context.Context, dryRun bool) ([]state.InstallActio
 			if _, err := st.api.UpdateTable(ctx, &dynamodb.UpdateTableInput{
 				TableName: aws.String(name),
 				// The key attributes of every index the table will have,
-				// not only the new one's: the definitions replace the old.
-				AttributeDefinitions: t.attributeDefinitions(append(present, ix)),
+				// not only the new one's, and of the ones Whimbrel no
+				// longer makes but the table still has (the legacy state
+				// index): the definitions replace the old.
+				AttributeDefinitions: withExisting(t.attributeDefinitions(append(present, ix)), out.Table),
 				GlobalSecondaryIndexUpdates: []types.GlobalSecondaryIndexUpdate{{
 					Create: &types.CreateGlobalSecondaryIndexAction{
 						IndexName: aws.String(ix.name), KeySchema: keySchema(ix.hash, ix.rng),
@@ -290,6 +298,15 @@ func (st *Store) Install(ctx context.Context, dryRun bool) ([]state.InstallActio
 				return actions, err
 			}
 			present = append(present, ix)
+		}
+		if t.base == TableActivityExec {
+			act, err := st.backfillShards(ctx, out.Table, dryRun)
+			if err != nil {
+				return actions, err
+			}
+			if act != nil {
+				actions = append(actions, *act)
+			}
 		}
 	}
 	for _, name := range created {
@@ -504,6 +521,19 @@ func (t tableDef) checkKeys(desc *types.TableDescription) error {
 		}
 	}
 	return nil
+}
+
+// withExisting adds to defs the attribute definitions the table has that
+// defs lacks.
+func withExisting(defs []types.AttributeDefinition, desc *types.TableDescription) []types.AttributeDefinition {
+	for _, d := range desc.AttributeDefinitions {
+		if !slices.ContainsFunc(defs, func(x types.AttributeDefinition) bool {
+			return aws.ToString(x.AttributeName) == aws.ToString(d.AttributeName)
+		}) {
+			defs = append(defs, d)
+		}
+	}
+	return defs
 }
 
 // describeKeys writes a key schema with its attribute types, for messages.

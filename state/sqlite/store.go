@@ -631,6 +631,10 @@ func (st *Store) Activities(ctx context.Context, workflowExecID string) ([]*stat
 
 // ActivitiesInState implements state.Store.
 func (st *Store) ActivitiesInState(ctx context.Context, q state.ActivityQuery) ([]state.ActivityRef, error) {
+	if !q.State.Valid() || q.State.Terminal() {
+		// As the DynamoDB store, whose state index holds live states only.
+		return nil, fmt.Errorf("list %s activities: the state index holds live states only", q.State)
+	}
 	before := 1e18
 	if !q.Before.IsZero() {
 		before = float64(q.Before.UnixMilli()) / 1000

@@ -42,6 +42,7 @@ func Run(t *testing.T, h Harness) {
 		{"ClaimRace", testClaimRace},
 		{"IllegalTransitionsWriteNothing", testIllegalTransitions},
 		{"ReplayedDependencyCountsOnce", testReplayedDependency},
+		{"ResolveTheLastEdgeAndReady", testResolveAndReady},
 		{"ConcurrentFanIn", testConcurrentFanIn},
 		{"StaleOwnerIsFenced", testStaleOwner},
 		{"NotFound", testNotFound},
@@ -442,6 +443,48 @@ func testReplayedDependency(t *testing.T, h Harness) {
 	}
 }
 
+// testResolveAndReady: a move to READY that resolves the last edge in the
+// same write happens only while that edge is the one pending, removes it
+// exactly once, and a replay is refused and changes nothing.
+func testResolveAndReady(t *testing.T, h Harness) {
+	st := h.New(t)
+	w := NewWorkflow(t, "resolve", DAG{"a": nil, "b": nil, "c": {"a", "b"}, "d": {"a"}})
+	Create(t, st, w)
+	a, b := Key(w, "a").ActivityExecID, Key(w, "b").ActivityExecID
+	ready := func(k state.ActivityKey, up string) (*state.ActivityExec, error) {
+		return st.UpdateActivity(ctx(t), k, state.ActivityChange{From: []state.ActivityState{state.Requested}, To: state.Ready, Resolve: up})
+	}
+	// c waits on a and b: resolving a alone must not ready it.
+	if _, err := ready(Key(w, "c"), a); !errors.Is(err, state.ErrConflict) {
+		t.Fatalf("ready c resolving a while b is pending: got %v, want a conflict", err)
+	}
+	if got, _ := st.GetActivity(ctx(t), Key(w, "c")); got == nil || len(got.PendingDependencies) != 2 || got.State != state.Requested {
+		t.Fatalf("c after the refused write: %+v, want REQUESTED with both edges", got)
+	}
+	// d waits on a alone.
+	got, err := ready(Key(w, "d"), a)
+	if err != nil || got.State != state.Ready || len(got.PendingDependencies) != 0 {
+		t.Fatalf("ready d resolving a: %+v, %v; want READY with nothing pending", got, err)
+	}
+	if _, err := ready(Key(w, "d"), a); !errors.Is(err, state.ErrConflict) {
+		t.Errorf("replay: got %v, want a conflict", err)
+	}
+	if _, resolved, err := st.ResolveDependency(ctx(t), Key(w, "d"), a); err != nil || resolved {
+		t.Errorf("ResolveDependency after the combined write: resolved=%v err=%v, want false, nil", resolved, err)
+	}
+	// The last of c's two edges.
+	if _, resolved, err := st.ResolveDependency(ctx(t), Key(w, "c"), a); err != nil || !resolved {
+		t.Fatalf("resolve c's edge on a: resolved=%v err=%v", resolved, err)
+	}
+	if got, err := ready(Key(w, "c"), b); err != nil || got.State != state.Ready || len(got.PendingDependencies) != 0 {
+		t.Fatalf("ready c resolving b: %+v, %v", got, err)
+	}
+	// Only REQUESTED → READY may resolve.
+	if _, err := st.UpdateActivity(ctx(t), Key(w, "a"), state.ActivityChange{From: []state.ActivityState{state.Requested}, To: state.Queued, Resolve: b}); err == nil {
+		t.Error("a move to QUEUED resolving an edge was accepted")
+	}
+}
+
 func testConcurrentFanIn(t *testing.T, h Harness) {
 	st := h.New(t)
 	d := DAG{"join": nil}
@@ -738,6 +781,11 @@ func testStateIndex(t *testing.T, h Harness) {
 	refs, err = st.ActivitiesInState(ctx(t), state.ActivityQuery{State: state.Ready, Before: before})
 	if err != nil || len(refs) != 0 {
 		t.Errorf("READY before the moves: %+v, %v; want none", refs, err)
+	}
+	// The state index is sparse: an activity that ended is in none of
+	// its listings, and a terminal state is refused.
+	if _, err := st.ActivitiesInState(ctx(t), state.ActivityQuery{State: state.Completed}); err == nil {
+		t.Error("COMPLETED activities were listed; want an error: the index holds live states only")
 	}
 }
 

@@ -94,6 +94,9 @@ func run(bin, before string, runs, trivial, history int, out string) error {
 		fmt.Print(b.String()[strings.Index(b.String(), "## Write units added by one retry"):])
 		return nil
 	}
+	if stop, err := hotKeys(ctx, endpoint, &b); err != nil || stop {
+		return err
+	}
 
 	start, err := measureStart(ctx, bin, endpoint, runs)
 	if err != nil {

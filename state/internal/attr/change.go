@@ -20,6 +20,8 @@ type Cond struct {
 	NoPending     bool       // the item has no pending_dependencies
 	HeartbeatSeen *time.Time // heartbeat_time_epoch no newer than this; the zero time: absent or negative
 	Contains      string     // pending_dependencies contains this ("" : no condition)
+	// OnlyPending: pending_dependencies holds exactly Contains.
+	OnlyPending bool
 	// NumericAttempt: attempt is absent or a Number, so that it can be
 	// incremented.
 	NumericAttempt bool
@@ -39,6 +41,9 @@ type Update struct {
 	// first attempt; a retry's item carries its own attempt, which stays.
 	FirstAttempt bool
 	Delete       string // removed from pending_dependencies; the attribute goes when empty
+	// Remove lists attributes the write removes (a store's own index
+	// attributes, such as the DynamoDB store's state_shard).
+	Remove []string
 }
 
 // Holds evaluates the condition on an item, as DynamoDB would.
@@ -79,7 +84,7 @@ func (c Cond) Holds(it Item) bool {
 	}
 	if c.Contains != "" {
 		ss, ok := it["pending_dependencies"].(SS)
-		if !ok || !slices.Contains(ss, c.Contains) {
+		if !ok || !slices.Contains(ss, c.Contains) || (c.OnlyPending && len(ss) != 1) {
 			return false
 		}
 	}
@@ -129,7 +134,11 @@ func (c Cond) Describe() string {
 		parts = append(parts, "with no heartbeat newer than "+c.HeartbeatSeen.UTC().Format("15:04:05.000"))
 	}
 	if c.Contains != "" {
-		parts = append(parts, "still waiting on "+c.Contains)
+		if c.OnlyPending {
+			parts = append(parts, "waiting on "+c.Contains+" alone")
+		} else {
+			parts = append(parts, "still waiting on "+c.Contains)
+		}
 	}
 	if c.NumericAttempt {
 		parts = append(parts, "with a numeric attempt")
@@ -155,6 +164,9 @@ func joinOr(s []string) string {
 func (u Update) Apply(it Item) {
 	for k, v := range u.Set {
 		it[k] = v
+	}
+	for _, name := range u.Remove {
+		delete(it, name)
 	}
 	if u.FirstAttempt {
 		if _, present := it["attempt"]; !present {
@@ -221,6 +233,14 @@ func ActivityChangeWith(c state.ActivityChange, swap *Swap) (Cond, Update, error
 		// nothing.
 		cond.NoPending = true
 	}
+	var resolve string
+	if c.Resolve != "" {
+		if c.To != state.Ready || !slices.Equal(c.From, []state.ActivityState{state.Requested}) {
+			return Cond{}, Update{}, fmt.Errorf("a change resolves a dependency only on the move from %s to %s", state.Requested, state.Ready)
+		}
+		cond.NoPending, cond.Contains, cond.OnlyPending = false, c.Resolve, true
+		resolve = c.Resolve
+	}
 	set := Item{}
 	setTime := func(name string) {
 		set[name] = List(at)
@@ -240,7 +260,7 @@ func ActivityChangeWith(c state.ActivityChange, swap *Swap) (Cond, Update, error
 	} else if c.Exit != nil {
 		setTime("end_time")
 	}
-	u := Update{Set: set}
+	u := Update{Set: set, Delete: resolve}
 	if cl := c.Claim; cl != nil {
 		set["owner"] = S(cl.Owner)
 		set["host"] = S(cl.Host)
