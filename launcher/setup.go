@@ -36,7 +36,7 @@ type Setup struct {
 	PassEnv []string
 	// ECSCluster is the cluster of activities whose definition names none.
 	ECSCluster string
-	// StartTimeout bounds each check made at start (default 20 s).
+	// StartTimeout bounds each check made at start (0: 20 s).
 	StartTimeout time.Duration
 	Logger       hclog.Logger
 
@@ -66,9 +66,6 @@ func (s *Setup) Check(ctx context.Context) error {
 	}
 	if s.Logger == nil {
 		s.Logger = hclog.NewNullLogger()
-	}
-	if s.StartTimeout <= 0 {
-		s.StartTimeout = 20 * time.Second
 	}
 	s.explicit = len(s.Types) > 0
 	if !s.explicit {
@@ -104,6 +101,20 @@ func (s *Setup) Check(ctx context.Context) error {
 	return nil
 }
 
+// defaultStartTimeout bounds each check made at start when
+// Setup.StartTimeout is not set.
+const defaultStartTimeout = 20 * time.Second
+
+// startTimeout is StartTimeout, or its default: CheckStore may be called
+// on a Setup that Check has not filled in, and a zero bound would fail
+// every check.
+func (s *Setup) startTimeout() time.Duration {
+	if s.StartTimeout <= 0 {
+		return defaultStartTimeout
+	}
+	return s.StartTimeout
+}
+
 func (s *Setup) drop(t string) {
 	s.Types = slices.DeleteFunc(s.Types, func(u string) bool { return u == t })
 }
@@ -114,7 +125,7 @@ func (s *Setup) drop(t string) {
 func (s *Setup) CheckStore(ctx context.Context, st interface {
 	ActivitiesInState(context.Context, state.ActivityQuery) ([]state.ActivityRef, error)
 }, where string) error {
-	cctx, cancel := context.WithTimeout(ctx, s.StartTimeout)
+	cctx, cancel := context.WithTimeout(ctx, s.startTimeout())
 	defer cancel()
 	if _, err := st.ActivitiesInState(cctx, state.ActivityQuery{State: state.Ready, Limit: 1}); err != nil {
 		return fmt.Errorf("cannot reach the store (%s): %w", where, err)
@@ -212,7 +223,7 @@ func (s *Setup) connectECS(ctx context.Context) (*ECS, error) {
 		return nil, errors.New("ECS needs a region: set AWS_REGION (or a profile's region with AWS_PROFILE)")
 	}
 	client := NewECSClient(awsCfg)
-	cctx, cancel := context.WithTimeout(ctx, s.StartTimeout)
+	cctx, cancel := context.WithTimeout(ctx, s.startTimeout())
 	defer cancel()
 	out, err := client.DescribeClusters(cctx, &ecs.DescribeClustersInput{Clusters: []string{cluster}})
 	var api smithy.APIError
