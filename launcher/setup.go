@@ -59,10 +59,8 @@ func (s *Setup) Serves(t string) bool { return slices.Contains(s.Types, t) }
 // folder, the docker CLI, the ECS cluster. A type served by default that
 // cannot be served is dropped (and said so); one named in Types stops it.
 func (s *Setup) Check(ctx context.Context) error {
-	for _, t := range s.Types {
-		if !slices.Contains([]string{workflow.LaunchLocal, workflow.LaunchDocker, workflow.LaunchECS}, t) {
-			return &SetupError{Msg: fmt.Sprintf("--types: %q is not a launch type: use local, docker or ecs", t)}
-		}
+	if err := CheckTypes(s.Types); err != nil {
+		return err
 	}
 	if s.Logger == nil {
 		s.Logger = hclog.NewNullLogger()
@@ -113,6 +111,18 @@ func (s *Setup) startTimeout() time.Duration {
 		return defaultStartTimeout
 	}
 	return s.StartTimeout
+}
+
+// CheckTypes refuses, with a SetupError, a launch type that is not local,
+// docker or ecs. Check calls it; a command may call it first, to say so
+// before its other mistakes.
+func CheckTypes(types []string) error {
+	for _, t := range types {
+		if !slices.Contains([]string{workflow.LaunchLocal, workflow.LaunchDocker, workflow.LaunchECS}, t) {
+			return &SetupError{Msg: fmt.Sprintf("--types: %q is not a launch type: use local, docker or ecs", t)}
+		}
+	}
+	return nil
 }
 
 func (s *Setup) drop(t string) {
