@@ -36,7 +36,7 @@ type Setup struct {
 	PassEnv []string
 	// ECSCluster is the cluster of activities whose definition names none.
 	ECSCluster string
-	// StartTimeout bounds each check made at start (default 20 s).
+	// StartTimeout bounds each check made at start (0: 20 s).
 	StartTimeout time.Duration
 	Logger       hclog.Logger
 
@@ -59,16 +59,11 @@ func (s *Setup) Serves(t string) bool { return slices.Contains(s.Types, t) }
 // folder, the docker CLI, the ECS cluster. A type served by default that
 // cannot be served is dropped (and said so); one named in Types stops it.
 func (s *Setup) Check(ctx context.Context) error {
-	for _, t := range s.Types {
-		if !slices.Contains([]string{workflow.LaunchLocal, workflow.LaunchDocker, workflow.LaunchECS}, t) {
-			return &SetupError{Msg: fmt.Sprintf("--types: %q is not a launch type: use local, docker or ecs", t)}
-		}
+	if err := CheckTypes(s.Types); err != nil {
+		return err
 	}
 	if s.Logger == nil {
 		s.Logger = hclog.NewNullLogger()
-	}
-	if s.StartTimeout <= 0 {
-		s.StartTimeout = 20 * time.Second
 	}
 	s.explicit = len(s.Types) > 0
 	if !s.explicit {
@@ -104,6 +99,32 @@ func (s *Setup) Check(ctx context.Context) error {
 	return nil
 }
 
+// defaultStartTimeout bounds each check made at start when
+// Setup.StartTimeout is not set.
+const defaultStartTimeout = 20 * time.Second
+
+// startTimeout is StartTimeout, or its default: CheckStore may be called
+// on a Setup that Check has not filled in, and a zero bound would fail
+// every check.
+func (s *Setup) startTimeout() time.Duration {
+	if s.StartTimeout <= 0 {
+		return defaultStartTimeout
+	}
+	return s.StartTimeout
+}
+
+// CheckTypes refuses, with a SetupError, a launch type that is not local,
+// docker or ecs. Check calls it; a command may call it first, to say so
+// before its other mistakes.
+func CheckTypes(types []string) error {
+	for _, t := range types {
+		if !slices.Contains([]string{workflow.LaunchLocal, workflow.LaunchDocker, workflow.LaunchECS}, t) {
+			return &SetupError{Msg: fmt.Sprintf("--types: %q is not a launch type: use local, docker or ecs", t)}
+		}
+	}
+	return nil
+}
+
 func (s *Setup) drop(t string) {
 	s.Types = slices.DeleteFunc(s.Types, func(u string) bool { return u == t })
 }
@@ -114,7 +135,7 @@ func (s *Setup) drop(t string) {
 func (s *Setup) CheckStore(ctx context.Context, st interface {
 	ActivitiesInState(context.Context, state.ActivityQuery) ([]state.ActivityRef, error)
 }, where string) error {
-	cctx, cancel := context.WithTimeout(ctx, s.StartTimeout)
+	cctx, cancel := context.WithTimeout(ctx, s.startTimeout())
 	defer cancel()
 	if _, err := st.ActivitiesInState(cctx, state.ActivityQuery{State: state.Ready, Limit: 1}); err != nil {
 		return fmt.Errorf("cannot reach the store (%s): %w", where, err)
@@ -212,7 +233,7 @@ func (s *Setup) connectECS(ctx context.Context) (*ECS, error) {
 		return nil, errors.New("ECS needs a region: set AWS_REGION (or a profile's region with AWS_PROFILE)")
 	}
 	client := NewECSClient(awsCfg)
-	cctx, cancel := context.WithTimeout(ctx, s.StartTimeout)
+	cctx, cancel := context.WithTimeout(ctx, s.startTimeout())
 	defer cancel()
 	out, err := client.DescribeClusters(cctx, &ecs.DescribeClustersInput{Clusters: []string{cluster}})
 	var api smithy.APIError

@@ -19,8 +19,11 @@ type WorkflowGetter interface {
 // Wait reads workflow id every interval until it has settled, and returns
 // it. A workflow not written yet (a request a processor has not started)
 // is waited for too, and a passing store error is logged, not returned:
-// only ctx ends the wait early.
+// only ctx ends the wait early. every must be positive.
 func Wait(ctx context.Context, st WorkflowGetter, id string, every time.Duration, log hclog.Logger) (*state.WorkflowExec, error) {
+	if every <= 0 {
+		return nil, fmt.Errorf("wait for workflow %s: the interval between reads must be positive, not %s", id, every)
+	}
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}

@@ -66,3 +66,15 @@ func TestWaitSaysWhereItStopped(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitRefusesANonPositiveInterval: an interval that is not positive
+// is an error that says so, not a panic of the ticker.
+func TestWaitRefusesANonPositiveInterval(t *testing.T) {
+	for _, every := range []time.Duration{0, -time.Second} {
+		r := &scriptedReads{answers: []func() (*state.WorkflowExec, error){seenIn(state.WorkflowRunning)}}
+		wf, err := workflow.Wait(context.Background(), r, "w::1", every, nil)
+		if wf != nil || err == nil || !strings.Contains(err.Error(), "positive") {
+			t.Errorf("Wait every %s = %v, %v; want an error saying the interval must be positive", every, wf, err)
+		}
+	}
+}

@@ -46,6 +46,9 @@ func main() {
 // Run checks what can be checked, wires the backends and runs the
 // launcher (see launcher.Setup).
 func (c *CLI) Run(k *kong.Context) error {
+	if err := launcher.CheckTypes(c.Types); err != nil {
+		return usage(err)
+	}
 	if c.MaxRunning < 0 || c.Interval <= 0 || c.Workers <= 0 || c.RetryFor <= 0 || c.CallTimeout <= 0 {
 		return &cli.UsageError{Msg: "--max-running must be 0 or more, and --interval, --workers, --retry-for and --call-timeout positive"}
 	}

@@ -119,6 +119,10 @@ func DecodeSchedule(table string, m Item) (*state.Schedule, error) {
 		AfterSince:   d.time("after_since"),
 	}
 	s.Threshold, _ = d.integer("threshold")
+	if s.After != "" && s.Threshold < 1 {
+		// Every reader divides the tokens by it.
+		d.fail("threshold", "an after-trigger schedule needs a threshold of at least 1, not %d: set it again with whimbrel schedule set", s.Threshold)
+	}
 	s.MaxCatchup, _ = d.integer("max_catchup")
 	s.Tokens, _ = d.integer("tokens")
 	s.Fired, _ = d.integer("fired")

@@ -1,0 +1,36 @@
+package cli
+
+import (
+	"io"
+
+	"github.com/whimbrel/whimbrel/simpleapi/dynamoinbox"
+	"github.com/whimbrel/whimbrel/simpleapi/inbox"
+	"github.com/whimbrel/whimbrel/simpleapi/sqliteinbox"
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/state/dynamodb"
+	"github.com/whimbrel/whimbrel/state/sqlite"
+)
+
+// Store is what a command gets from Open: the state, the Simple Lambda
+// API's items, the means to install its tables, and Close, which a command
+// calls when it is done.
+type Store interface {
+	state.Store
+	inbox.Inbox
+	state.Installer
+	io.Closer
+}
+
+// Dynamo is an opened DynamoDB store, with the Simple Lambda API's inbox
+// kept in its tables.
+type Dynamo struct {
+	*dynamodb.Store
+	*dynamoinbox.Inbox
+}
+
+// SQLite is an opened embedded store, with the Simple Lambda API's inbox
+// kept in its tables.
+type SQLite struct {
+	*sqlite.Store
+	*sqliteinbox.Inbox
+}
