@@ -27,9 +27,14 @@ import (
 
 // Timings of a local run.
 const (
-	pollInterval    = 250 * time.Millisecond // progress
+	pollInterval    = 250 * time.Millisecond // progress, at the most often
+	pollCost        = 5                      // …and no more often than every 5 reads' time
 	launchInterval  = time.Second            // the launcher's poll; nudges make it sooner
 	monitorInterval = 2 * time.Second
+	// advanceGrace is how long the monitor leaves the advance after an
+	// activity to its wrapper before finishing it itself: readying a
+	// fan-out of thousands takes seconds.
+	advanceGrace = 20 * time.Second
 )
 
 // Options configure Run.
@@ -114,7 +119,7 @@ func Run(ctx context.Context, st state.Store, d *workflow.Definition, opts Optio
 		defer cancel()
 		l.Exited(ctx, j, status)
 	}
-	m := monitor.New(st, monitor.Config{Interval: monitorInterval, Skew: monitor.DefaultSkew,
+	m := monitor.New(st, monitor.Config{Interval: monitorInterval, Skew: monitor.DefaultSkew, AdvanceGrace: advanceGrace,
 		Logger: opts.Logger.Named("monitor"), Workflow: id})
 
 	// The launcher and the monitor run until the workflow settles (the
@@ -151,10 +156,9 @@ func Run(ctx context.Context, st state.Store, d *workflow.Definition, opts Optio
 	emit(Event{Time: time.Now(), Kind: EventStarted, WorkflowExecID: id, LogDir: logDir})
 	warn := &limiter{every: warnEvery}
 	res := &Result{WorkflowExecID: id}
-	t := time.NewTicker(pollInterval)
-	defer t.Stop()
 	var force <-chan time.Time // after an interrupt: when to insist
 	for {
+		began := time.Now()
 		wf, acts, err := read(ctx, st, id)
 		if err == nil {
 			w.observe(wf, acts)
@@ -167,6 +171,11 @@ func Run(ctx context.Context, st state.Store, d *workflow.Definition, opts Optio
 			// four times a second.
 			opts.Logger.Warn("reading the workflow failed", "error", err, "failures_since_last_warning", n)
 		}
+		// A read of every activity costs in proportion to how many there
+		// are: polling no more often than every pollCost reads take keeps
+		// a workflow of thousands from spending a core on its progress
+		// (and its store on the reads) while it runs.
+		t := time.NewTimer(max(pollInterval, pollCost*time.Since(began)))
 		escalate := false
 		select {
 		case <-ctx.Done():
@@ -178,6 +187,7 @@ func Run(ctx context.Context, st state.Store, d *workflow.Definition, opts Optio
 			escalate = true
 		case <-t.C:
 		}
+		t.Stop()
 		if !escalate {
 			continue
 		}

@@ -47,6 +47,13 @@ type Config struct {
 	// Workflow, when set, limits the sweeps to that execution (whimbrel
 	// run's own monitor).
 	Workflow string
+	// AdvanceGrace leaves the advance after an activity that ended less
+	// than this ago to whoever is carrying it out, its wrapper most
+	// likely, instead of repeating it alongside (0: repeat at once).
+	// whimbrel run's monitor, sweeping every few seconds, would otherwise
+	// repeat a large fan-out's advance, thousands of writes, while it is
+	// still under way.
+	AdvanceGrace time.Duration
 }
 
 // Report counts what one sweep did.
@@ -437,6 +444,9 @@ func (s *sweep) repairWorkflow(ctx context.Context, id string) error {
 		u := byID[upID]
 		if u == nil || !u.State.Terminal() {
 			continue
+		}
+		if !u.EndTime.IsZero() && s.now.Sub(u.EndTime) < s.cfg.AdvanceGrace {
+			continue // its own advance is likely still under way
 		}
 		s.report.Repaired++
 		s.log.Info("finishing the advance after an activity that ended", "activity_exec_id", upID, "state", u.State)

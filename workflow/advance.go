@@ -268,6 +268,9 @@ func Settle(ctx context.Context, st state.Store, workflowExecID string, log hclo
 
 func settle(ctx context.Context, st state.Store, g graph, log hclog.Logger) (state.WorkflowState, error) {
 	workflowExecID := g.id
+	if live, err := surelyLive(ctx, st, workflowExecID); err != nil || live {
+		return "", err
+	}
 	acts, err := st.Activities(ctx, workflowExecID)
 	skipped, err := state.Skipped(err)
 	if err != nil {
