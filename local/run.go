@@ -28,7 +28,7 @@ import (
 // Timings of a local run.
 const (
 	pollInterval    = 250 * time.Millisecond // progress, at the most often
-	pollCost        = 5                      // …and no more often than every 5 reads' time
+	pollCost        = 20                     // …and no more often than every 20 reads' time
 	launchInterval  = time.Second            // the launcher's poll; nudges make it sooner
 	monitorInterval = 2 * time.Second
 	// advanceGrace is how long the monitor leaves the advance after an

@@ -97,16 +97,24 @@ func New(st state.Store, cfg Config) *Monitor {
 	return &Monitor{st: st, cfg: cfg, log: cfg.Logger}
 }
 
-// Run sweeps every interval until ctx ends.
+// sweepCost bounds how often Run sweeps: the next sweep starts no sooner
+// than this many times the last one took after it began. A sweep of
+// whimbrel run's monitor reads every activity of its workflow; for one of
+// thousands, every 2 s would keep a core busy.
+const sweepCost = 10
+
+// Run sweeps every interval (or sweepCost times a sweep's duration, if
+// longer) until ctx ends.
 func (m *Monitor) Run(ctx context.Context) error {
-	t := time.NewTicker(m.cfg.Interval)
-	defer t.Stop()
 	for {
+		began := time.Now()
 		if _, err := m.Sweep(ctx); err != nil && ctx.Err() == nil {
 			m.log.Warn("sweep failed; trying again at the next one", "error", err)
 		}
+		t := time.NewTimer(max(m.cfg.Interval, sweepCost*time.Since(began)) - time.Since(began))
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return nil
 		case <-t.C:
 		}

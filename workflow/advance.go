@@ -94,7 +94,7 @@ func graphOf(ctx context.Context, st state.Store, id string) (graph, error) {
 		return graph{}, err
 	}
 	g := graph{st: st, id: id, state: wf.State}
-	if d, err := ParseStored(wf.Definition); err == nil {
+	if d, err := ParseStoredShared(wf.Definition); err == nil {
 		g.def = d
 	} // else: stored by another client, in another form; the index serves
 	return g, nil
@@ -107,6 +107,9 @@ func (g graph) dependents(ctx context.Context, activityExecID string) ([]state.A
 		name, _, err := state.SplitID(activityExecID)
 		if err != nil {
 			return nil, err
+		}
+		if !g.def.hasDependents(name) {
+			return nil, nil
 		}
 		for _, n := range g.def.Names() {
 			if slices.Contains(g.def.Activities[n].DependsOn, name) {

