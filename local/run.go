@@ -119,7 +119,7 @@ func Run(ctx context.Context, st state.Store, d *workflow.Definition, opts Optio
 		defer cancel()
 		l.Exited(ctx, j, status)
 	}
-	m := monitor.New(st, monitor.Config{Interval: monitorInterval, Skew: monitor.DefaultSkew, AdvanceGrace: advanceGrace,
+	m := monitor.New(st, monitor.Config{Interval: monitorInterval, Skew: monitor.DefaultSkew, AdvanceGrace: advanceGrace, SweepCost: 10,
 		Logger: opts.Logger.Named("monitor"), Workflow: id})
 
 	// The launcher and the monitor run until the workflow settles (the

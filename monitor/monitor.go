@@ -54,6 +54,11 @@ type Config struct {
 	// repeat a large fan-out's advance, thousands of writes, while it is
 	// still under way.
 	AdvanceGrace time.Duration
+	// SweepCost, when set, makes Run wait at least this many times as
+	// long as the last sweep took between the starts of two sweeps.
+	// whimbrel run's monitor reads every activity of its workflow in a
+	// sweep: for one of thousands, every 2 s would keep a core busy.
+	SweepCost int
 }
 
 // Report counts what one sweep did.
@@ -97,13 +102,7 @@ func New(st state.Store, cfg Config) *Monitor {
 	return &Monitor{st: st, cfg: cfg, log: cfg.Logger}
 }
 
-// sweepCost bounds how often Run sweeps: the next sweep starts no sooner
-// than this many times the last one took after it began. A sweep of
-// whimbrel run's monitor reads every activity of its workflow; for one of
-// thousands, every 2 s would keep a core busy.
-const sweepCost = 10
-
-// Run sweeps every interval (or sweepCost times a sweep's duration, if
+// Run sweeps every interval (or SweepCost times a sweep's duration, if
 // longer) until ctx ends.
 func (m *Monitor) Run(ctx context.Context) error {
 	for {
@@ -111,7 +110,8 @@ func (m *Monitor) Run(ctx context.Context) error {
 		if _, err := m.Sweep(ctx); err != nil && ctx.Err() == nil {
 			m.log.Warn("sweep failed; trying again at the next one", "error", err)
 		}
-		t := time.NewTimer(max(m.cfg.Interval, sweepCost*time.Since(began)) - time.Since(began))
+		took := time.Since(began)
+		t := time.NewTimer(max(m.cfg.Interval, time.Duration(m.cfg.SweepCost)*took) - took)
 		select {
 		case <-ctx.Done():
 			t.Stop()
