@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -908,12 +909,25 @@ func (st *Store) query(ctx context.Context, op string, in *dynamodb.QueryInput, 
 }
 
 // batchGet reads items by key with consistent reads, 100 at a time,
-// retrying what DynamoDB leaves unprocessed.
-func (st *Store) batchGet(ctx context.Context, base string, keys []item, fn func(item) error) error {
+// retrying what DynamoDB leaves unprocessed; only, when given, names the
+// attributes to read.
+func (st *Store) batchGet(ctx context.Context, base string, keys []item, fn func(item) error, only ...string) error {
 	name := st.prefix + base
+	var projection *string
+	var names map[string]string
+	if len(only) > 0 { // read only these attributes
+		names = map[string]string{}
+		var p []string
+		for i, a := range only {
+			names[fmt.Sprintf("#a%d", i)] = a
+			p = append(p, fmt.Sprintf("#a%d", i))
+		}
+		projection = aws.String(strings.Join(p, ", "))
+	}
 	for start := 0; start < len(keys); start += 100 {
 		pending := map[string]types.KeysAndAttributes{name: {
 			Keys: keys[start:min(start+100, len(keys))], ConsistentRead: aws.Bool(true),
+			ProjectionExpression: projection, ExpressionAttributeNames: names,
 		}}
 		b := backoff.WithContext(backoff.NewExponentialBackOff(backoff.WithInitialInterval(20*time.Millisecond)), ctx)
 		for len(pending) > 0 {

@@ -59,6 +59,7 @@ func Run(t *testing.T, h Harness) {
 		{"Registrations", testRegistrations},
 		{"CreateActivity", testCreateActivity},
 		{"Data", testData},
+		{"AnyLive", testAnyLive},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
