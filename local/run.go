@@ -27,9 +27,11 @@ import (
 
 // Timings of a local run.
 const (
-	pollInterval    = 250 * time.Millisecond // progress, at the most often
-	pollCost        = 20                     // …and no more often than every 20 reads' time
-	launchInterval  = time.Second            // the launcher's poll; nudges make it sooner
+	pollInterval = 250 * time.Millisecond // progress: the workflow item
+	// pollCost spaces the reads of every activity: no more often than
+	// every pollCost reads' time.
+	pollCost        = 20
+	launchInterval  = time.Second // the launcher's poll; nudges make it sooner
 	monitorInterval = 2 * time.Second
 	// advanceGrace is how long the monitor leaves the advance after an
 	// activity to its wrapper before finishing it itself: readying a
@@ -157,9 +159,9 @@ func Run(ctx context.Context, st state.Store, d *workflow.Definition, opts Optio
 	warn := &limiter{every: warnEvery}
 	res := &Result{WorkflowExecID: id}
 	var force <-chan time.Time // after an interrupt: when to insist
+	var p poller
 	for {
-		began := time.Now()
-		wf, acts, err := read(ctx, st, id)
+		wf, acts, err := p.poll(ctx, st, id)
 		if err == nil {
 			w.observe(wf, acts)
 			if wf.State.Terminal() && allTerminal(acts) && (!res.Interrupted || backend.Running() == 0) {
@@ -171,11 +173,7 @@ func Run(ctx context.Context, st state.Store, d *workflow.Definition, opts Optio
 			// four times a second.
 			opts.Logger.Warn("reading the workflow failed", "error", err, "failures_since_last_warning", n)
 		}
-		// A read of every activity costs in proportion to how many there
-		// are: polling no more often than every pollCost reads take keeps
-		// a workflow of thousands from spending a core on its progress
-		// (and its store on the reads) while it runs.
-		t := time.NewTimer(max(pollInterval, pollCost*time.Since(began)))
+		t := time.NewTimer(pollInterval)
 		escalate := false
 		select {
 		case <-ctx.Done():
@@ -235,6 +233,32 @@ func maxKillGrace(d *workflow.Definition) time.Duration {
 		longest = max(longest, g)
 	}
 	return longest
+}
+
+// poller reads the workflow at every poll, and its activities only as
+// often as their cost allows, and at every poll once the workflow has
+// settled: a read of every activity costs in proportion to how many there
+// are, and for a workflow of thousands every 250 ms would spend a core on
+// its progress (and its store on the reads) while it runs. Its end is
+// seen at once all the same.
+type poller struct {
+	acts []*state.ActivityExec
+	next time.Time // the next read of the activities
+}
+
+func (p *poller) poll(ctx context.Context, st state.Store, id string) (*state.WorkflowExec, []*state.ActivityExec, error) {
+	wf, err := st.GetWorkflow(ctx, id)
+	if err != nil || (!wf.State.Terminal() && time.Now().Before(p.next) && p.acts != nil) {
+		return wf, p.acts, err
+	}
+	began := time.Now()
+	acts, err := st.Activities(ctx, id)
+	_, err = state.Skipped(err) // reported by the store; the progress shows the rest
+	if err != nil {
+		return nil, nil, err
+	}
+	p.acts, p.next = acts, time.Now().Add(pollCost*time.Since(began))
+	return wf, acts, nil
 }
 
 func read(ctx context.Context, st state.Store, id string) (*state.WorkflowExec, []*state.ActivityExec, error) {
