@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/whimbrel/whimbrel/state"
@@ -25,16 +23,7 @@ var errLive = errors.New("a live activity")
 // item whose state is missing or not the contract's counts as live, as
 // listing it would not settle either.
 func (st *Store) AnyLive(ctx context.Context, workflowExecID string) (bool, error) {
-	var keys []item
-	err := st.query(ctx, "Activities", &dynamodb.QueryInput{
-		TableName:                 st.table(TableActivityExec),
-		IndexName:                 aws.String(indexWorkflow),
-		KeyConditionExpression:    aws.String("workflow_exec_id = :w"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":w": avS(workflowExecID)},
-	}, 0, func(m item) error {
-		keys = append(keys, item{"activity_exec_id": m["activity_exec_id"], "workflow_exec_id": m["workflow_exec_id"]})
-		return nil
-	})
+	keys, err := st.activityKeys(ctx, workflowExecID)
 	if err != nil {
 		return false, fmt.Errorf("look for live activities of %s: %w", workflowExecID, err)
 	}

@@ -501,16 +501,7 @@ func (st *Store) GetActivity(ctx context.Context, key state.ActivityKey) (*state
 
 // Activities implements state.Store.
 func (st *Store) Activities(ctx context.Context, workflowExecID string) ([]*state.ActivityExec, error) {
-	var keys []item
-	err := st.query(ctx, "Activities", &dynamodb.QueryInput{
-		TableName:                 st.table(TableActivityExec),
-		IndexName:                 aws.String(indexWorkflow),
-		KeyConditionExpression:    aws.String("workflow_exec_id = :w"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":w": avS(workflowExecID)},
-	}, 0, func(m item) error {
-		keys = append(keys, item{"activity_exec_id": m["activity_exec_id"], "workflow_exec_id": m["workflow_exec_id"]})
-		return nil
-	})
+	keys, err := st.activityKeys(ctx, workflowExecID)
 	if err != nil {
 		return nil, fmt.Errorf("list activities of %s: %w", workflowExecID, err)
 	}
@@ -529,6 +520,22 @@ func (st *Store) Activities(ctx context.Context, workflowExecID string) ([]*stat
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ActivityExecID < out[j].ActivityExecID })
 	return out, skips.Err()
+}
+
+// activityKeys lists the keys of a workflow's activities through the
+// workflow index.
+func (st *Store) activityKeys(ctx context.Context, workflowExecID string) ([]item, error) {
+	var keys []item
+	err := st.query(ctx, "Activities", &dynamodb.QueryInput{
+		TableName:                 st.table(TableActivityExec),
+		IndexName:                 aws.String(indexWorkflow),
+		KeyConditionExpression:    aws.String("workflow_exec_id = :w"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":w": avS(workflowExecID)},
+	}, 0, func(m item) error {
+		keys = append(keys, item{"activity_exec_id": m["activity_exec_id"], "workflow_exec_id": m["workflow_exec_id"]})
+		return nil
+	})
+	return keys, err
 }
 
 // ActivitiesInState implements state.Store.
