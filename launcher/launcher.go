@@ -681,7 +681,11 @@ func (l *Launcher) claim(ctx context.Context, k state.ActivityKey) (*state.Activ
 // launcher's token), it will never run: it is failed now, with why,
 // instead of waiting for the queued timeout.
 func (l *Launcher) Exited(ctx context.Context, j Job, status string) {
-	if j.Token == "" {
+	if j.Token == "" || status == exitedOK {
+		// whimbrel-run exits 0 only after its claim (a refused claim,
+		// or a signal before it, exits otherwise): there is nothing to
+		// fail, and the conditional write that would find so costs a
+		// write of the store per activity.
 		return
 	}
 	msg := fmt.Sprintf("whimbrel-run exited (%s) before claiming the activity", status)

@@ -597,3 +597,35 @@ func TestWrapperThatNeverClaims(t *testing.T) {
 		t.Errorf("workflow %s, want FAILED", wf.State)
 	}
 }
+
+// TestWrapperExitedZeroIsNotFailed: whimbrel-run exits 0 only after its
+// claim, so an exit 0 costs no write: the activity is left as the wrapper
+// left it (here, a stand-in that claims nothing: still QUEUED, for the
+// monitor's queued timeout).
+func TestWrapperExitedZeroIsNotFailed(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	id, _ := start(t, st, "name: w\nactivities:\n  a: {command: [\"true\"]}\n")
+	quiet := filepath.Join(t.TempDir(), "whimbrel-run")
+	if err := os.WriteFile(quiet, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	local := &launcher.Local{Wrapper: quiet, LogDir: t.TempDir()}
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: local}})
+	exited := make(chan string, 1)
+	local.Exited = func(j launcher.Job, status string) {
+		l.Exited(context.Background(), j, status)
+		exited <- status
+	}
+	if n, err := l.Once(bg(t)); n != 1 || err != nil {
+		t.Fatalf("Once: %d %v", n, err)
+	}
+	local.Wait()
+	if s := <-exited; s != "exit status 0" {
+		t.Fatalf("status %q, want exit status 0", s)
+	}
+	a, err := st.GetActivity(bg(t), state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, "a"), WorkflowExecID: id})
+	if err != nil || a.State != state.Queued {
+		t.Errorf("activity: %+v %v, want QUEUED", a, err)
+	}
+}

@@ -38,6 +38,9 @@ type Local struct {
 
 var _ Backend = (*Local)(nil)
 
+// exitedOK is the status Local.Exited is told for a child that exited 0.
+const exitedOK = "exit status 0"
+
 // FindWrapper returns the whimbrel-run beside the running binary, or the one
 // on PATH.
 func FindWrapper() (string, error) {
@@ -96,7 +99,7 @@ func (b *Local) Launch(ctx context.Context, j Job) (string, error) {
 		b.mu.Lock()
 		delete(b.children, pid)
 		b.mu.Unlock()
-		status := "exit status 0"
+		status := exitedOK
 		if err != nil {
 			status = err.Error()
 		}

@@ -34,11 +34,10 @@ func (f *follower) follow(ctx context.Context) (*Result, error) {
 	st, id, w, backend := f.st, f.id, f.w, f.c.backend
 	warn := &limiter{every: warnEvery}
 	res := &Result{WorkflowExecID: id}
-	t := time.NewTicker(pollInterval)
-	defer t.Stop()
+	var p poller
 	var force <-chan time.Time // after an interrupt: when to insist
 	for {
-		wf, acts, err := read(ctx, st, id)
+		wf, acts, err := p.poll(ctx, st, id)
 		if err == nil {
 			w.observe(wf, acts)
 			if wf.State.Terminal() && allTerminal(acts) && (!res.Interrupted || backend.Running() == 0) {
@@ -50,6 +49,7 @@ func (f *follower) follow(ctx context.Context) (*Result, error) {
 			// four times a second.
 			f.log.Warn("reading the workflow failed", "error", err, "failures_since_last_warning", n)
 		}
+		t := time.NewTimer(pollInterval)
 		escalate := false
 		select {
 		case <-ctx.Done():
@@ -65,6 +65,7 @@ func (f *follower) follow(ctx context.Context) (*Result, error) {
 			escalate = true
 		case <-t.C:
 		}
+		t.Stop()
 		if !escalate {
 			continue
 		}
@@ -152,4 +153,30 @@ func allTerminal(acts []*state.ActivityExec) bool {
 		}
 	}
 	return true
+}
+
+// poller reads the workflow at every poll, and its activities only as
+// often as their cost allows, and at every poll once the workflow has
+// settled: a read of every activity costs in proportion to how many there
+// are, and for a workflow of thousands every 250 ms would spend a core on
+// its progress (and its store on the reads) while it runs. Its end is
+// seen at once all the same.
+type poller struct {
+	acts []*state.ActivityExec
+	next time.Time // the next read of the activities
+}
+
+func (p *poller) poll(ctx context.Context, st workflow.Reader, id string) (*state.WorkflowExec, []*state.ActivityExec, error) {
+	wf, err := st.GetWorkflow(ctx, id)
+	if err != nil || (!wf.State.Terminal() && time.Now().Before(p.next) && p.acts != nil) {
+		return wf, p.acts, err
+	}
+	began := time.Now()
+	acts, err := st.Activities(ctx, id)
+	_, err = state.Skipped(err) // reported by the store; the progress shows the rest
+	if err != nil {
+		return nil, nil, err
+	}
+	p.acts, p.next = acts, time.Now().Add(pollCost*time.Since(began))
+	return wf, acts, nil
 }

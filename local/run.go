@@ -32,13 +32,20 @@ import (
 
 // Timings of a local run.
 const (
-	pollInterval    = 250 * time.Millisecond // progress
-	launchInterval  = time.Second            // the launcher's poll; nudges make it sooner
+	pollInterval = 250 * time.Millisecond // progress: the workflow item
+	// pollCost spaces the reads of every activity: no more often than
+	// every pollCost reads' time.
+	pollCost        = 20
+	launchInterval  = time.Second // the launcher's poll; nudges make it sooner
 	monitorInterval = 2 * time.Second
 	// wrapperMargin is how much longer than its kill grace a stopped
 	// wrapper is given to record its command's outcome before it is
 	// insisted on.
 	wrapperMargin = 15 * time.Second
+	// advanceGrace is how long the monitor leaves the advance after an
+	// activity to its wrapper before finishing it itself: readying a
+	// fan-out of thousands takes seconds.
+	advanceGrace = 20 * time.Second
 )
 
 // Options configure Run.
@@ -135,7 +142,7 @@ func startCrew(ctx context.Context, st Store, id, logDir string, nl *nudge.Liste
 	l, backend := launcher.NewWithLocal(st, launcher.Config{
 		Interval: launchInterval, StoreEnv: opts.StoreEnv, Logger: opts.Logger.Named("launcher"), Workflow: id,
 	}, &launcher.Local{Wrapper: opts.Wrapper, LogDir: logDir, Logger: opts.Logger.Named("local")}, nl)
-	m := monitor.New(st, monitor.Config{Interval: monitorInterval, Skew: monitor.DefaultSkew,
+	m := monitor.New(st, monitor.Config{Interval: monitorInterval, Skew: monitor.DefaultSkew, AdvanceGrace: advanceGrace, SweepCost: 10,
 		Logger: opts.Logger.Named("monitor"), Workflow: id})
 	c := &crew{backend: backend}
 	var launchCtx, monitorCtx context.Context

@@ -46,6 +46,18 @@ type Config struct {
 	// Workflow, when set, limits the sweeps to that execution (whimbrel
 	// run's own monitor).
 	Workflow string
+	// AdvanceGrace leaves the advance after an activity that ended less
+	// than this ago to whoever is carrying it out, its wrapper most
+	// likely, instead of repeating it alongside (0: repeat at once).
+	// whimbrel run's monitor, sweeping every few seconds, would otherwise
+	// repeat a large fan-out's advance, thousands of writes, while it is
+	// still under way.
+	AdvanceGrace time.Duration
+	// SweepCost, when set, makes Run wait at least this many times as
+	// long as the last sweep took between the starts of two sweeps.
+	// whimbrel run's monitor reads every activity of its workflow in a
+	// sweep: for one of thousands, every 2 s would keep a core busy.
+	SweepCost int
 }
 
 // Report counts what one sweep did.
@@ -98,16 +110,19 @@ func New(st Store, cfg Config) *Monitor {
 	return &Monitor{st: st, cfg: cfg, log: cfg.Logger}
 }
 
-// Run sweeps every interval until ctx ends.
+// Run sweeps every interval (or SweepCost times a sweep's duration, if
+// longer) until ctx ends.
 func (m *Monitor) Run(ctx context.Context) error {
-	t := time.NewTicker(m.cfg.Interval)
-	defer t.Stop()
 	for {
+		began := time.Now()
 		if _, err := m.Sweep(ctx); err != nil && ctx.Err() == nil {
 			m.log.Warn("sweep failed; trying again at the next one", "error", err)
 		}
+		took := time.Since(began)
+		t := time.NewTimer(max(m.cfg.Interval, time.Duration(m.cfg.SweepCost)*took) - took)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return nil
 		case <-t.C:
 		}
@@ -445,6 +460,9 @@ func (s *sweep) repairWorkflow(ctx context.Context, id string) error {
 		u := byID[upID]
 		if u == nil || !u.State.Terminal() {
 			continue
+		}
+		if !u.EndTime.IsZero() && s.now.Sub(u.EndTime) < s.cfg.AdvanceGrace {
+			continue // its own advance is likely still under way
 		}
 		s.report.Repaired++
 		s.log.Info("finishing the advance after an activity that ended", "activity_exec_id", upID, "state", u.State)

@@ -93,7 +93,7 @@ func graphOf(ctx context.Context, st Reader, id string) (graph, error) {
 		return graph{}, err
 	}
 	g := graph{id: id, state: wf.State}
-	if d, err := ParseStored(wf.Definition); err == nil {
+	if d, err := ParseStoredShared(wf.Definition); err == nil {
 		g.def = d
 	} // else: stored by another client, in another form; the index serves
 	return g, nil
@@ -106,6 +106,9 @@ func (g graph) dependents(ctx context.Context, st Advancer, activityExecID strin
 		name, _, err := state.SplitID(activityExecID)
 		if err != nil {
 			return nil, err
+		}
+		if !g.def.hasDependents(name) {
+			return nil, nil
 		}
 		for _, n := range g.def.Names() {
 			if slices.Contains(g.def.Activities[n].DependsOn, name) {
@@ -293,6 +296,9 @@ func Settle(ctx context.Context, st Settler, workflowExecID string, log hclog.Lo
 
 func settle(ctx context.Context, st Settler, g graph, log hclog.Logger) (state.WorkflowState, error) {
 	workflowExecID := g.id
+	if live, err := surelyLive(ctx, st, workflowExecID); err != nil || live {
+		return "", err
+	}
 	acts, err := st.Activities(ctx, workflowExecID)
 	skipped, err := state.Skipped(err)
 	if err != nil {

@@ -77,7 +77,7 @@ func (r *run) prepare(ctx context.Context, claimed *state.ActivityExec) (*data, 
 	var act *workflow.Activity
 	var def *workflow.Definition
 	if wf.Definition != "" {
-		d, err := workflow.ParseStored(wf.Definition)
+		d, err := workflow.ParseStoredShared(wf.Definition) // its advance reads it again
 		if err != nil {
 			// A foreign client's definition: no templates to resolve.
 			r.log.Warn("the stored definition cannot be read; no templates are resolved and no upstream outputs handed over", "error", err)

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -508,16 +509,7 @@ func (st *Store) GetActivity(ctx context.Context, key state.ActivityKey) (*state
 
 // Activities implements state.Store.
 func (st *Store) Activities(ctx context.Context, workflowExecID string) ([]*state.ActivityExec, error) {
-	var keys []item
-	err := st.query(ctx, "Activities", &dynamodb.QueryInput{
-		TableName:                 st.table(TableActivityExec),
-		IndexName:                 aws.String(indexWorkflow),
-		KeyConditionExpression:    aws.String("workflow_exec_id = :w"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":w": avS(workflowExecID)},
-	}, 0, func(m item) error {
-		keys = append(keys, item{"activity_exec_id": m["activity_exec_id"], "workflow_exec_id": m["workflow_exec_id"]})
-		return nil
-	})
+	keys, err := st.activityKeys(ctx, workflowExecID)
 	if err != nil {
 		return nil, fmt.Errorf("list activities of %s: %w", workflowExecID, err)
 	}
@@ -538,6 +530,22 @@ func (st *Store) Activities(ctx context.Context, workflowExecID string) ([]*stat
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ActivityExecID < out[j].ActivityExecID })
 	return out, skips.Err()
+}
+
+// activityKeys lists the keys of a workflow's activities through the
+// workflow index.
+func (st *Store) activityKeys(ctx context.Context, workflowExecID string) ([]item, error) {
+	var keys []item
+	err := st.query(ctx, "Activities", &dynamodb.QueryInput{
+		TableName:                 st.table(TableActivityExec),
+		IndexName:                 aws.String(indexWorkflow),
+		KeyConditionExpression:    aws.String("workflow_exec_id = :w"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":w": avS(workflowExecID)},
+	}, 0, func(m item) error {
+		keys = append(keys, item{"activity_exec_id": m["activity_exec_id"], "workflow_exec_id": m["workflow_exec_id"]})
+		return nil
+	})
+	return keys, err
 }
 
 // UpdateActivity implements state.Store.
@@ -889,12 +897,25 @@ func (st *Store) query(ctx context.Context, op string, in *dynamodb.QueryInput, 
 }
 
 // batchGet reads items by key with consistent reads, 100 at a time,
-// retrying what DynamoDB leaves unprocessed.
-func (st *Store) batchGet(ctx context.Context, base string, keys []item, fn func(item) error) error {
+// retrying what DynamoDB leaves unprocessed; only, when given, names the
+// attributes to read.
+func (st *Store) batchGet(ctx context.Context, base string, keys []item, fn func(item) error, only ...string) error {
 	name := st.prefix + base
+	var projection *string
+	var names map[string]string
+	if len(only) > 0 { // read only these attributes
+		names = map[string]string{}
+		var p []string
+		for i, a := range only {
+			names[fmt.Sprintf("#a%d", i)] = a
+			p = append(p, fmt.Sprintf("#a%d", i))
+		}
+		projection = aws.String(strings.Join(p, ", "))
+	}
 	for start := 0; start < len(keys); start += 100 {
 		pending := map[string]types.KeysAndAttributes{name: {
 			Keys: keys[start:min(start+100, len(keys))], ConsistentRead: aws.Bool(true),
+			ProjectionExpression: projection, ExpressionAttributeNames: names,
 		}}
 		b := backoff.WithContext(backoff.NewExponentialBackOff(backoff.WithInitialInterval(20*time.Millisecond)), ctx)
 		for len(pending) > 0 {

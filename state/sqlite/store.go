@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -130,7 +131,9 @@ var tables = []table{
 	{base: state.TableWorkflowExec, keys: []string{"workflow_exec_id", "workflow_name"},
 		derived: []string{"state", "start_time_epoch"}, indexes: [][]string{{"state", "start_time_epoch"}, {"workflow_name", "start_time_epoch"}}},
 	{base: state.TableActivityExec, keys: []string{"activity_exec_id", "workflow_exec_id"},
-		derived: []string{"state", "state_time_epoch"}, indexes: [][]string{{"state", "state_time_epoch"}, {"workflow_exec_id"}}},
+		// workflow_exec_id + state: a workflow's activities, and whether
+		// any is live without reading them (AnyLive).
+		derived: []string{"state", "state_time_epoch"}, indexes: [][]string{{"state", "state_time_epoch"}, {"workflow_exec_id", "state"}}},
 	{base: state.TableActivityDependency, keys: []string{"activity_exec_dependency", "activity_exec_id"},
 		derived: []string{"workflow_exec_id", "dependent_activity_exec_id"}, indexes: [][]string{{"dependent_activity_exec_id"}, {"workflow_exec_id"}}},
 	{base: state.TableWorkflowLambda, keys: []string{"workflow_name"}},
@@ -346,8 +349,20 @@ func column(v attr.Value) any {
 
 // tx runs fn in one IMMEDIATE transaction: it holds the write lock from the
 // start, so the read, the check and the write are atomic across processes.
+//
+// Waiting for the lock is done here, not by SQLite's busy handler: that one
+// sleeps 1, 2, 5, … up to 100 ms between tries, so with a dozen processes
+// writing (a launcher and the wrappers it started) the lock sat free while
+// every writer slept, and a fan-out ran at a fifth of what the writes
+// themselves cost. Here a writer tries again after a short random wait
+// (lockRetryMin doubling up to lockRetryMax), up to BusyTimeout.
 func (st *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := st.db.BeginTx(ctx, nil)
+	conn, err := st.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	tx, err := st.begin(ctx, conn)
 	if err != nil {
 		return err
 	}
@@ -356,6 +371,52 @@ func (st *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 		return err
 	}
 	return tx.Commit()
+}
+
+// How long a writer waits before trying the write lock again: a random
+// time up to lockRetryMin, doubling to lockRetryMax.
+const (
+	lockRetryMin = 500 * time.Microsecond
+	lockRetryMax = 4 * time.Millisecond
+)
+
+// begin starts an IMMEDIATE transaction on conn, trying again while
+// another process holds the write lock. SQLite's busy handler is off
+// while it tries (busy_timeout 0 on this connection, which the caller
+// holds alone) and back on once it has the lock or gives up, for the
+// statements that follow.
+func (st *Store) begin(ctx context.Context, conn *sql.Conn) (*sql.Tx, error) {
+	if _, err := conn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
+		return nil, st.translate(err)
+	}
+	defer func() {
+		// Not on ctx: a cancelled call must still leave the connection
+		// with its busy handler.
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("PRAGMA busy_timeout = %d", BusyTimeout.Milliseconds()))
+	}()
+	deadline := time.Now().Add(BusyTimeout)
+	wait := lockRetryMin
+	for {
+		tx, err := conn.BeginTx(ctx, nil)
+		if err == nil || !busy(err) || time.Now().After(deadline) {
+			return tx, err
+		}
+		t := time.NewTimer(rand.N(wait) + time.Microsecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		wait = min(2*wait, lockRetryMax)
+	}
+}
+
+// busy reports whether err is SQLite's "another connection holds the
+// lock" (SQLITE_BUSY, with any extended code).
+func busy(err error) bool {
+	var se interface{ Code() int }
+	return errors.As(err, &se) && se.Code()&0xff == 5
 }
 
 // update makes one conditional write: it returns the item as written, or,
@@ -627,6 +688,31 @@ func (st *Store) Activities(ctx context.Context, workflowExecID string) ([]*stat
 		out = append(out, a)
 	}
 	return out, skips.Err()
+}
+
+// AnyLive reports whether any activity of the workflow is not terminal,
+// through the index on workflow_exec_id and state, without reading the
+// items: settling after each of a workflow's activities ends then costs
+// the same however many it has. An item whose state is not one of the
+// contract's counts as live, as listing it would not settle either.
+func (st *Store) AnyLive(ctx context.Context, workflowExecID string) (bool, error) {
+	terminal := make([]any, 0, len(state.ActivityStates)+1)
+	terminal = append(terminal, workflowExecID)
+	for _, s := range state.ActivityStates {
+		if s.Terminal() {
+			terminal = append(terminal, string(s))
+		}
+	}
+	var one int
+	err := st.db.QueryRowContext(ctx, fmt.Sprintf(`SELECT 1 FROM %s WHERE workflow_exec_id = ? AND (state IS NULL OR state NOT IN (%s)) LIMIT 1`,
+		st.name("activity_exec"), strings.TrimSuffix(strings.Repeat("?, ", len(terminal)-1), ", ")), terminal...).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("look for live activities of %s: %w", workflowExecID, st.translate(err))
+	}
+	return true, nil
 }
 
 // ActivitiesInState implements state.Store.

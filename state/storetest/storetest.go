@@ -57,6 +57,7 @@ func Run(t *testing.T, h Harness) {
 		{"Expire", testExpire},
 		{"CreateActivity", testCreateActivity},
 		{"Data", testData},
+		{"AnyLive", testAnyLive},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

