@@ -114,7 +114,10 @@ func TestSilentEndpoint(t *testing.T) {
 				t.Errorf("%s: exit %d, want %d", tc.name, ee.ExitCode(), cli.ExitStore)
 			}
 			msg := out.String()
-			if !strings.Contains(msg, endpoint) || !strings.Contains(msg, "--store-timeout") {
+			// Which bound a silent endpoint hits first (one attempt's or the
+			// whole call's) depends on the machine's load; either names the
+			// flag that raises it.
+			if !strings.Contains(msg, endpoint) || !(strings.Contains(msg, "--store-timeout") || strings.Contains(msg, "--store-attempt-timeout")) {
 				t.Errorf("%s: the message names neither the endpoint %s nor what to check:\n%s", tc.name, endpoint, msg)
 			}
 		})
