@@ -260,7 +260,7 @@ func TestInstall(t *testing.T) {
 	if err != nil {
 		t.Fatalf("install: %v", err)
 	}
-	if count(did, "create") != 9 || count(did, "record version 3") != 9 {
+	if count(did, "create") != 9 || count(did, "record version 4") != 9 {
 		t.Errorf("install did %v, want 9 creates and 9 versions recorded", did)
 	}
 
