@@ -46,6 +46,28 @@ func def(name string, typ types.ScalarAttributeType) types.AttributeDefinition {
 	return types.AttributeDefinition{AttributeName: aws.String(name), AttributeType: typ}
 }
 
+// installedBut installs every table as today, then replaces base by the
+// table legacy makes (one at a time: DynamoDB Local may never finish an
+// index it adds while it builds other tables).
+func installedBut(t *testing.T, base string, legacy func(prefix string) *awsdynamodb.CreateTableInput) (context.Context, *awsdynamodb.Client, string, *dynamodb.Store) {
+	t.Helper()
+	client := dynamotest.Client(t)
+	prefix := dynamotest.Prefix(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	st := dynamodb.New(client, dynamodb.Options{Prefix: prefix, TableWait: 30 * time.Second, CallTimeout: dynamotest.CallTimeout})
+	if _, err := st.Install(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.DeleteTable(ctx, &awsdynamodb.DeleteTableInput{TableName: aws.String(prefix + base)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CreateTable(ctx, legacy(prefix)); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, client, prefix, st
+}
+
 // putRaw writes an activity item as an older Whimbrel or a foreign client
 // does: a state, whole-second times, no state_shard.
 func putRaw(t *testing.T, client *awsdynamodb.Client, prefix, wf, name string, s state.ActivityState, at time.Time) state.ActivityKey {
@@ -75,23 +97,7 @@ func putRaw(t *testing.T, client *awsdynamodb.Client, prefix, wf, name string, s
 // an index it adds to a table once it has built indexes of other tables
 // (it does, alone).
 func TestInstallMigratesToTheShardedIndex(t *testing.T) {
-	client := dynamotest.Client(t)
-	prefix := dynamotest.Prefix(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	st := dynamodb.New(client, dynamodb.Options{Prefix: prefix, TableWait: 30 * time.Second, CallTimeout: dynamotest.CallTimeout})
-	// Every other table as today, then activity_exec as version 2 made it
-	// (one at a time: DynamoDB Local may never finish an index it adds
-	// while it builds other tables).
-	if _, err := st.Install(ctx, false); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.DeleteTable(ctx, &awsdynamodb.DeleteTableInput{TableName: aws.String(prefix + dynamodb.TableActivityExec)}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.CreateTable(ctx, legacyActivityTable(prefix)); err != nil {
-		t.Fatal(err)
-	}
+	ctx, client, prefix, st := installedBut(t, dynamodb.TableActivityExec, legacyActivityTable)
 	wf := state.WorkflowExecIDForRequest("legacy", "r1")
 	now := time.Now().Truncate(time.Second)
 	ready := putRaw(t, client, prefix, wf, "ready", state.Ready, now.Add(-2*time.Second))
@@ -228,11 +234,13 @@ func listedWorkflows(t *testing.T, st *dynamodb.Store, q state.WorkflowQuery) []
 	if err != nil {
 		t.Fatalf("Workflows(%+v): %v", q, err)
 	}
-	var ids []string
-	for _, w := range wfs {
-		ids = append(ids, w.WorkflowExecID)
-	}
-	return ids
+	return slices.Collect(func(yield func(string) bool) {
+		for _, w := range wfs {
+			if !yield(w.WorkflowExecID) {
+				return
+			}
+		}
+	})
 }
 
 // TestInstallMigratesTheWorkflowIndexes: a workflow_exec table of schema
@@ -243,20 +251,7 @@ func listedWorkflows(t *testing.T, st *dynamodb.Store, q state.WorkflowQuery) []
 // listing of the old one met it, and a foreign workflow written after
 // the install is found once it is read (or moved by a new writer).
 func TestInstallMigratesTheWorkflowIndexes(t *testing.T) {
-	client := dynamotest.Client(t)
-	prefix := dynamotest.Prefix(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	st := dynamodb.New(client, dynamodb.Options{Prefix: prefix, TableWait: 30 * time.Second, CallTimeout: dynamotest.CallTimeout})
-	if _, err := st.Install(ctx, false); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.DeleteTable(ctx, &awsdynamodb.DeleteTableInput{TableName: aws.String(prefix + dynamodb.TableWorkflowExec)}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.CreateTable(ctx, legacyWorkflowTable(prefix)); err != nil {
-		t.Fatal(err)
-	}
+	ctx, client, prefix, st := installedBut(t, dynamodb.TableWorkflowExec, legacyWorkflowTable)
 	now := time.Now().Truncate(time.Second)
 	requested := putRawWorkflow(t, client, prefix, "r1", state.WorkflowRequested, now.Add(-3*time.Second))
 	running := putRawWorkflow(t, client, prefix, "r2", state.WorkflowRunning, now.Add(-2*time.Second))
