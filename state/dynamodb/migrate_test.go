@@ -16,23 +16,40 @@ import (
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 )
 
+// legacyTable is a table of base with the key (hash, rng), and the
+// indexes given as name, hash and range attributes (the string keys,
+// the time range N), each projecting p.
+func legacyTable(prefix, base, hash, rng string, p *types.Projection, indexes ...[3]string) *awsdynamodb.CreateTableInput {
+	in := &awsdynamodb.CreateTableInput{
+		TableName:            aws.String(prefix + base),
+		KeySchema:            key(hash, rng),
+		AttributeDefinitions: []types.AttributeDefinition{def(hash, types.ScalarAttributeTypeS), def(rng, types.ScalarAttributeTypeS)},
+		BillingMode:          types.BillingModePayPerRequest,
+	}
+	seen := map[string]bool{hash: true, rng: true}
+	for _, ix := range indexes {
+		for i, a := range ix[1:] {
+			if !seen[a] {
+				seen[a] = true
+				typ := types.ScalarAttributeTypeS
+				if i == 1 && strings.HasSuffix(a, "_epoch") {
+					typ = types.ScalarAttributeTypeN
+				}
+				in.AttributeDefinitions = append(in.AttributeDefinitions, def(a, typ))
+			}
+		}
+		in.GlobalSecondaryIndexes = append(in.GlobalSecondaryIndexes, types.GlobalSecondaryIndex{
+			IndexName: aws.String(ix[0]), KeySchema: key(ix[1], ix[2]), Projection: p})
+	}
+	return in
+}
+
 // legacyActivityTable is activity_exec as schema version 2 made it: the
 // state index keyed on the state alone.
 func legacyActivityTable(prefix string) *awsdynamodb.CreateTableInput {
-	keysOnly := &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly}
-	return &awsdynamodb.CreateTableInput{
-		TableName: aws.String(prefix + dynamodb.TableActivityExec),
-		KeySchema: key("activity_exec_id", "workflow_exec_id"),
-		AttributeDefinitions: []types.AttributeDefinition{
-			def("activity_exec_id", types.ScalarAttributeTypeS), def("workflow_exec_id", types.ScalarAttributeTypeS),
-			def("state", types.ScalarAttributeTypeS), def("state_time_epoch", types.ScalarAttributeTypeN),
-		},
-		BillingMode: types.BillingModePayPerRequest,
-		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{
-			{IndexName: aws.String("state-index"), KeySchema: key("state", "state_time_epoch"), Projection: keysOnly},
-			{IndexName: aws.String("workflow-index"), KeySchema: key("workflow_exec_id", "activity_exec_id"), Projection: keysOnly},
-		},
-	}
+	return legacyTable(prefix, dynamodb.TableActivityExec, "activity_exec_id", "workflow_exec_id",
+		&types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
+		[3]string{"state-index", "state", "state_time_epoch"}, [3]string{"workflow-index", "workflow_exec_id", "activity_exec_id"})
 }
 
 func key(hash, rng string) []types.KeySchemaElement {
@@ -44,6 +61,21 @@ func key(hash, rng string) []types.KeySchemaElement {
 
 func def(name string, typ types.ScalarAttributeType) types.AttributeDefinition {
 	return types.AttributeDefinition{AttributeName: aws.String(name), AttributeType: typ}
+}
+
+// legacyCount counts the items under one state of a table's legacy
+// state index, as an old reader sees them.
+func legacyCount(ctx context.Context, client *awsdynamodb.Client, table, s string) (int, error) {
+	out, err := client.Query(ctx, &awsdynamodb.QueryInput{
+		TableName: aws.String(table), IndexName: aws.String("state-index"),
+		KeyConditionExpression:    aws.String("#s = :s"),
+		ExpressionAttributeNames:  map[string]string{"#s": "state"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberS{Value: s}},
+	})
+	if err != nil {
+		return 0, err
+	}
+	return len(out.Items), nil
 }
 
 // installedBut installs every table as today, then replaces base by the
@@ -136,14 +168,8 @@ func TestInstallMigratesToTheShardedIndex(t *testing.T) {
 	if _, err := st.UpdateActivity(ctx, ready, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Queued, Hold: "launcher:new"}); err != nil {
 		t.Fatal(err)
 	}
-	out, err := client.Query(ctx, &awsdynamodb.QueryInput{
-		TableName: aws.String(prefix + dynamodb.TableActivityExec), IndexName: aws.String("state-index"),
-		KeyConditionExpression:    aws.String("#s = :s"),
-		ExpressionAttributeNames:  map[string]string{"#s": "state"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":s": toAV(t, "QUEUED")},
-	})
-	if err != nil || len(out.Items) != 1 {
-		t.Errorf("the legacy index lists %d QUEUED items (%v), want the one the new writer moved", len(out.Items), err)
+	if n, err := legacyCount(ctx, client, prefix+dynamodb.TableActivityExec, "QUEUED"); err != nil || n != 1 {
+		t.Errorf("the legacy index lists %d QUEUED items (%v), want the one the new writer moved", n, err)
 	}
 	if got := listed(t, st, state.Queued); !slices.Equal(got, []string{ready.ActivityExecID}) {
 		t.Errorf("QUEUED: %v, want %s", got, ready.ActivityExecID)
@@ -189,20 +215,9 @@ func TestInstallMigratesToTheShardedIndex(t *testing.T) {
 // legacyWorkflowTable is workflow_exec as schema version 3 made it: the
 // state index keyed on the state, the name index on the name.
 func legacyWorkflowTable(prefix string) *awsdynamodb.CreateTableInput {
-	some := &types.Projection{ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: []string{"start_time", "end_time"}}
-	return &awsdynamodb.CreateTableInput{
-		TableName: aws.String(prefix + dynamodb.TableWorkflowExec),
-		KeySchema: key("workflow_exec_id", "workflow_name"),
-		AttributeDefinitions: []types.AttributeDefinition{
-			def("workflow_exec_id", types.ScalarAttributeTypeS), def("workflow_name", types.ScalarAttributeTypeS),
-			def("state", types.ScalarAttributeTypeS), def("start_time_epoch", types.ScalarAttributeTypeN),
-		},
-		BillingMode: types.BillingModePayPerRequest,
-		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{
-			{IndexName: aws.String("state-index"), KeySchema: key("state", "start_time_epoch"), Projection: some},
-			{IndexName: aws.String("name-index"), KeySchema: key("workflow_name", "start_time_epoch"), Projection: some},
-		},
-	}
+	return legacyTable(prefix, dynamodb.TableWorkflowExec, "workflow_exec_id", "workflow_name",
+		&types.Projection{ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: []string{"start_time", "end_time"}},
+		[3]string{"state-index", "state", "start_time_epoch"}, [3]string{"name-index", "workflow_name", "start_time_epoch"})
 }
 
 // putRawWorkflow writes a workflow item as an older Whimbrel or a foreign
@@ -297,14 +312,8 @@ func TestInstallMigratesTheWorkflowIndexes(t *testing.T) {
 	if _, err := st.UpdateWorkflow(ctx, requested, state.WorkflowChange{From: []state.WorkflowState{state.WorkflowRequested}, To: state.WorkflowRunning}); err != nil {
 		t.Fatal(err)
 	}
-	out, err := client.Query(ctx, &awsdynamodb.QueryInput{
-		TableName: aws.String(prefix + dynamodb.TableWorkflowExec), IndexName: aws.String("state-index"),
-		KeyConditionExpression:    aws.String("#s = :s"),
-		ExpressionAttributeNames:  map[string]string{"#s": "state"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":s": toAV(t, "RUNNING")},
-	})
-	if err != nil || len(out.Items) != 2 {
-		t.Errorf("the legacy index lists %d RUNNING workflows (%v), want 2", len(out.Items), err)
+	if n, err := legacyCount(ctx, client, prefix+dynamodb.TableWorkflowExec, "RUNNING"); err != nil || n != 2 {
+		t.Errorf("the legacy index lists %d RUNNING workflows (%v), want 2", n, err)
 	}
 	if got := listedWorkflows(t, st, state.WorkflowQuery{State: state.WorkflowRunning}); !slices.Equal(got, []string{running, requested}) {
 		t.Errorf("RUNNING after the move: %v, want %v", got, []string{running, requested})
