@@ -258,7 +258,10 @@ func listedWorkflows(t *testing.T, st *dynamodb.Store, q state.WorkflowQuery) []
 	})
 }
 
-// TestInstallMigratesTheWorkflowIndexes: a workflow_exec table of schema
+// TestInstallMigratesTheWorkflowIndexes (run it alone, as
+// go test -run TestInstallMigratesTheWorkflowIndexes does: after
+// TestInstallMigratesToTheShardedIndex, DynamoDB Local leaves the indexes
+// it adds building and the test skips): a workflow_exec table of schema
 // version 3 with workflows that older writers wrote gains the sharded
 // state and name indexes, its items are put under their shards, an old
 // reader still finds what new writers write through the legacy indexes,
