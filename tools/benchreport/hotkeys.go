@@ -174,11 +174,10 @@ type hotReport struct {
 // index all of them on the shard of one state (an upper bound: they are
 // spread over REQUESTED, RUNNING and the settled state).
 type simulated struct {
-	index               string
-	keys, writes        int
-	hottest             string
-	hottestWrites       int
-	perWorkflow, unitOf int
+	index         string
+	keys, writes  int
+	hottest       string
+	hottestWrites int
 }
 
 func simulateSecond(lives int, perWorkflow map[string]int) []simulated {
@@ -204,7 +203,7 @@ func simulateSecond(lives int, perWorkflow map[string]int) []simulated {
 		{"state-shard-index (workflow_exec)", wfState},
 		{"name-shard-index (workflow_exec)", wfName},
 	} {
-		r := simulated{index: c.index, keys: len(c.perKey), perWorkflow: perWorkflow[c.index]}
+		r := simulated{index: c.index, keys: len(c.perKey)}
 		for k, n := range c.perKey {
 			r.writes += n
 			if n > r.hottestWrites || (n == r.hottestWrites && k < r.hottest) {
