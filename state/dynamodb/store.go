@@ -504,10 +504,10 @@ func (st *Store) workflowShard(ctx context.Context, q state.WorkflowQuery, n int
 	skips := st.undecoded.NewSkips()
 	err = st.query(ctx, "Workflows", in, q.Limit, func(m item) error {
 		it := fromAVItem(m)
-		if q.Name == "" && it["state"] != attr.S(q.State) {
+		if s, _ := it["state"].(attr.S); q.Name == "" && s != attr.S(q.State) && state.WorkflowState(s).Valid() {
 			st.restamp(ctx, workflowStamps, it)
 			return nil
-		}
+		} // an item with no valid state fails to decode below, and is reported
 		w, err := attr.DecodeWorkflow(st.prefix+TableWorkflowExec, it)
 		if err != nil {
 			return skips.Add(err)
