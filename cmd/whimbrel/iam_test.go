@@ -222,7 +222,7 @@ var firing = []string{
 	"dynamodb:Query table/whimbrel_schedule/index/due-index",
 	"dynamodb:GetItem table/whimbrel_schedule",
 	"dynamodb:PutItem table/whimbrel_schedule",
-	"dynamodb:Query table/whimbrel_workflow_exec/index/name-index",
+	"dynamodb:Query table/whimbrel_workflow_exec/index/name-shard-index",
 	"dynamodb:GetItem table/whimbrel_workflow_request",
 	"dynamodb:PutItem table/whimbrel_workflow_request",
 	"dynamodb:PutItem table/whimbrel_workflow_exec",
@@ -238,10 +238,13 @@ var mayCall = map[string][]string{
 	"whimbrel-run":      settling,
 	"whimbrel-launcher": settling,
 	"whimbrel-monitor":  slices.Concat(settling, firing),
-	// The operator's install puts the live items of a table installed
-	// before the sharded state index under their shards, reading them
-	// through the legacy state index, which the scenario's tables lack.
-	"whimbrel-operator":  slices.Concat(settling, firing, []string{"dynamodb:Query table/whimbrel_activity_exec/index/state-index"}),
+	// The operator's install puts the items of tables installed before
+	// the sharded indexes under their shards, reading them through the
+	// legacy state indexes, which the scenario's tables lack.
+	"whimbrel-operator": slices.Concat(settling, firing, []string{
+		"dynamodb:Query table/whimbrel_activity_exec/index/state-index",
+		"dynamodb:Query table/whimbrel_workflow_exec/index/state-index",
+	}),
 	"whimbrel-processor": slices.Concat(settling, firing),
 }
 

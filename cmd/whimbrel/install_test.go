@@ -63,7 +63,7 @@ func TestInstallCommand(t *testing.T) {
 	}
 
 	out, errOut, code = whimbrel(t, env, "install")
-	if code != 0 || strings.Count(out, ": create\n") != 9 || strings.Count(out, ": record version 3\n") != 9 || strings.Count(out, ": enable TTL on expires_at\n") != 7 {
+	if code != 0 || strings.Count(out, ": create\n") != 9 || strings.Count(out, ": record version 4\n") != 9 || strings.Count(out, ": enable TTL on expires_at\n") != 7 {
 		t.Fatalf("install: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	if errOut != "" {

@@ -16,32 +16,88 @@ import (
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 )
 
+// legacyTable is a table of base with the key (hash, rng), and the
+// indexes given as name, hash and range attributes (the string keys,
+// the time range N), each projecting p.
+func legacyTable(prefix, base, hash, rng string, p *types.Projection, indexes ...[3]string) *awsdynamodb.CreateTableInput {
+	in := &awsdynamodb.CreateTableInput{
+		TableName:            aws.String(prefix + base),
+		KeySchema:            key(hash, rng),
+		AttributeDefinitions: []types.AttributeDefinition{def(hash, types.ScalarAttributeTypeS), def(rng, types.ScalarAttributeTypeS)},
+		BillingMode:          types.BillingModePayPerRequest,
+	}
+	seen := map[string]bool{hash: true, rng: true}
+	for _, ix := range indexes {
+		for i, a := range ix[1:] {
+			if !seen[a] {
+				seen[a] = true
+				typ := types.ScalarAttributeTypeS
+				if i == 1 && strings.HasSuffix(a, "_epoch") {
+					typ = types.ScalarAttributeTypeN
+				}
+				in.AttributeDefinitions = append(in.AttributeDefinitions, def(a, typ))
+			}
+		}
+		in.GlobalSecondaryIndexes = append(in.GlobalSecondaryIndexes, types.GlobalSecondaryIndex{
+			IndexName: aws.String(ix[0]), KeySchema: key(ix[1], ix[2]), Projection: p})
+	}
+	return in
+}
+
 // legacyActivityTable is activity_exec as schema version 2 made it: the
 // state index keyed on the state alone.
 func legacyActivityTable(prefix string) *awsdynamodb.CreateTableInput {
-	keysOnly := &types.Projection{ProjectionType: types.ProjectionTypeKeysOnly}
-	key := func(hash, rng string) []types.KeySchemaElement {
-		return []types.KeySchemaElement{
-			{AttributeName: aws.String(hash), KeyType: types.KeyTypeHash},
-			{AttributeName: aws.String(rng), KeyType: types.KeyTypeRange},
-		}
+	return legacyTable(prefix, dynamodb.TableActivityExec, "activity_exec_id", "workflow_exec_id",
+		&types.Projection{ProjectionType: types.ProjectionTypeKeysOnly},
+		[3]string{"state-index", "state", "state_time_epoch"}, [3]string{"workflow-index", "workflow_exec_id", "activity_exec_id"})
+}
+
+func key(hash, rng string) []types.KeySchemaElement {
+	return []types.KeySchemaElement{
+		{AttributeName: aws.String(hash), KeyType: types.KeyTypeHash},
+		{AttributeName: aws.String(rng), KeyType: types.KeyTypeRange},
 	}
-	def := func(name string, typ types.ScalarAttributeType) types.AttributeDefinition {
-		return types.AttributeDefinition{AttributeName: aws.String(name), AttributeType: typ}
+}
+
+func def(name string, typ types.ScalarAttributeType) types.AttributeDefinition {
+	return types.AttributeDefinition{AttributeName: aws.String(name), AttributeType: typ}
+}
+
+// legacyCount counts the items under one state of a table's legacy
+// state index, as an old reader sees them.
+func legacyCount(ctx context.Context, client *awsdynamodb.Client, table, s string) (int, error) {
+	out, err := client.Query(ctx, &awsdynamodb.QueryInput{
+		TableName: aws.String(table), IndexName: aws.String("state-index"),
+		KeyConditionExpression:    aws.String("#s = :s"),
+		ExpressionAttributeNames:  map[string]string{"#s": "state"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":s": &types.AttributeValueMemberS{Value: s}},
+	})
+	if err != nil {
+		return 0, err
 	}
-	return &awsdynamodb.CreateTableInput{
-		TableName: aws.String(prefix + dynamodb.TableActivityExec),
-		KeySchema: key("activity_exec_id", "workflow_exec_id"),
-		AttributeDefinitions: []types.AttributeDefinition{
-			def("activity_exec_id", types.ScalarAttributeTypeS), def("workflow_exec_id", types.ScalarAttributeTypeS),
-			def("state", types.ScalarAttributeTypeS), def("state_time_epoch", types.ScalarAttributeTypeN),
-		},
-		BillingMode: types.BillingModePayPerRequest,
-		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{
-			{IndexName: aws.String("state-index"), KeySchema: key("state", "state_time_epoch"), Projection: keysOnly},
-			{IndexName: aws.String("workflow-index"), KeySchema: key("workflow_exec_id", "activity_exec_id"), Projection: keysOnly},
-		},
+	return len(out.Items), nil
+}
+
+// installedBut installs every table as today, then replaces base by the
+// table legacy makes (one at a time: DynamoDB Local may never finish an
+// index it adds while it builds other tables).
+func installedBut(t *testing.T, base string, legacy func(prefix string) *awsdynamodb.CreateTableInput) (context.Context, *awsdynamodb.Client, string, *dynamodb.Store) {
+	t.Helper()
+	client := dynamotest.Client(t)
+	prefix := dynamotest.Prefix(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	st := dynamodb.New(client, dynamodb.Options{Prefix: prefix, TableWait: 30 * time.Second, CallTimeout: dynamotest.CallTimeout})
+	if _, err := st.Install(ctx, false); err != nil {
+		t.Fatal(err)
 	}
+	if _, err := client.DeleteTable(ctx, &awsdynamodb.DeleteTableInput{TableName: aws.String(prefix + base)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CreateTable(ctx, legacy(prefix)); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, client, prefix, st
 }
 
 // putRaw writes an activity item as an older Whimbrel or a foreign client
@@ -73,23 +129,7 @@ func putRaw(t *testing.T, client *awsdynamodb.Client, prefix, wf, name string, s
 // an index it adds to a table once it has built indexes of other tables
 // (it does, alone).
 func TestInstallMigratesToTheShardedIndex(t *testing.T) {
-	client := dynamotest.Client(t)
-	prefix := dynamotest.Prefix(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	st := dynamodb.New(client, dynamodb.Options{Prefix: prefix, TableWait: 30 * time.Second, CallTimeout: dynamotest.CallTimeout})
-	// Every other table as today, then activity_exec as version 2 made it
-	// (one at a time: DynamoDB Local may never finish an index it adds
-	// while it builds other tables).
-	if _, err := st.Install(ctx, false); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.DeleteTable(ctx, &awsdynamodb.DeleteTableInput{TableName: aws.String(prefix + dynamodb.TableActivityExec)}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.CreateTable(ctx, legacyActivityTable(prefix)); err != nil {
-		t.Fatal(err)
-	}
+	ctx, client, prefix, st := installedBut(t, dynamodb.TableActivityExec, legacyActivityTable)
 	wf := state.WorkflowExecIDForRequest("legacy", "r1")
 	now := time.Now().Truncate(time.Second)
 	ready := putRaw(t, client, prefix, wf, "ready", state.Ready, now.Add(-2*time.Second))
@@ -128,14 +168,8 @@ func TestInstallMigratesToTheShardedIndex(t *testing.T) {
 	if _, err := st.UpdateActivity(ctx, ready, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Queued, Hold: "launcher:new"}); err != nil {
 		t.Fatal(err)
 	}
-	out, err := client.Query(ctx, &awsdynamodb.QueryInput{
-		TableName: aws.String(prefix + dynamodb.TableActivityExec), IndexName: aws.String("state-index"),
-		KeyConditionExpression:    aws.String("#s = :s"),
-		ExpressionAttributeNames:  map[string]string{"#s": "state"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":s": toAV(t, "QUEUED")},
-	})
-	if err != nil || len(out.Items) != 1 {
-		t.Errorf("the legacy index lists %d QUEUED items (%v), want the one the new writer moved", len(out.Items), err)
+	if n, err := legacyCount(ctx, client, prefix+dynamodb.TableActivityExec, "QUEUED"); err != nil || n != 1 {
+		t.Errorf("the legacy index lists %d QUEUED items (%v), want the one the new writer moved", n, err)
 	}
 	if got := listed(t, st, state.Queued); !slices.Equal(got, []string{ready.ActivityExecID}) {
 		t.Errorf("QUEUED: %v, want %s", got, ready.ActivityExecID)
@@ -175,5 +209,159 @@ func TestInstallMigratesToTheShardedIndex(t *testing.T) {
 	}
 	if got := listed(t, st, state.Ready); !slices.Equal(got, []string{foreign.ActivityExecID}) {
 		t.Errorf("READY after the workflow was read: %v, want the foreign %s", got, foreign.ActivityExecID)
+	}
+}
+
+// legacyWorkflowTable is workflow_exec as schema version 3 made it: the
+// state index keyed on the state, the name index on the name.
+func legacyWorkflowTable(prefix string) *awsdynamodb.CreateTableInput {
+	return legacyTable(prefix, dynamodb.TableWorkflowExec, "workflow_exec_id", "workflow_name",
+		&types.Projection{ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: []string{"start_time", "end_time"}},
+		[3]string{"state-index", "state", "start_time_epoch"}, [3]string{"name-index", "workflow_name", "start_time_epoch"})
+}
+
+// putRawWorkflow writes a workflow item as an older Whimbrel or a foreign
+// client does: no state_shard, no name_shard.
+func putRawWorkflow(t *testing.T, client *awsdynamodb.Client, prefix, request string, s state.WorkflowState, at time.Time) string {
+	t.Helper()
+	id := state.WorkflowExecIDForRequest("legacy", request)
+	var startTime []any
+	for _, v := range state.NewTimeList(at) {
+		startTime = append(startTime, v)
+	}
+	_, err := client.PutItem(context.Background(), &awsdynamodb.PutItemInput{
+		TableName: aws.String(prefix + dynamodb.TableWorkflowExec),
+		Item: map[string]types.AttributeValue{
+			"workflow_exec_id": toAV(t, id), "workflow_name": toAV(t, "legacy"),
+			"state": toAV(t, string(s)), "start_time_epoch": toAV(t, int(at.Unix())), "start_time": toAV(t, startTime),
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// listedWorkflows lists the IDs Workflows returns, newest first.
+func listedWorkflows(t *testing.T, st *dynamodb.Store, q state.WorkflowQuery) []string {
+	t.Helper()
+	wfs, err := st.Workflows(context.Background(), q)
+	if err != nil {
+		t.Fatalf("Workflows(%+v): %v", q, err)
+	}
+	return slices.Collect(func(yield func(string) bool) {
+		for _, w := range wfs {
+			if !yield(w.WorkflowExecID) {
+				return
+			}
+		}
+	})
+}
+
+// TestInstallMigratesTheWorkflowIndexes (run it alone, as
+// go test -run TestInstallMigratesTheWorkflowIndexes does: after
+// TestInstallMigratesToTheShardedIndex, DynamoDB Local leaves the indexes
+// it adds building and the test skips): a workflow_exec table of schema
+// version 3 with workflows that older writers wrote gains the sharded
+// state and name indexes, its items are put under their shards, an old
+// reader still finds what new writers write through the legacy indexes,
+// a workflow an old writer moved is listed under its new state once a
+// listing of the old one met it, and a foreign workflow written after
+// the install is found once it is read (or moved by a new writer).
+func TestInstallMigratesTheWorkflowIndexes(t *testing.T) {
+	ctx, client, prefix, st := installedBut(t, dynamodb.TableWorkflowExec, legacyWorkflowTable)
+	now := time.Now().Truncate(time.Second)
+	requested := putRawWorkflow(t, client, prefix, "r1", state.WorkflowRequested, now.Add(-3*time.Second))
+	running := putRawWorkflow(t, client, prefix, "r2", state.WorkflowRunning, now.Add(-2*time.Second))
+	done := putRawWorkflow(t, client, prefix, "r3", state.WorkflowCompleted, now.Add(-time.Second))
+	if _, err := st.Workflows(ctx, state.WorkflowQuery{State: state.WorkflowRunning}); err == nil || !strings.Contains(err.Error(), "run `whimbrel install`") {
+		t.Errorf("listing before the install: %v, want an error that says to run whimbrel install", err)
+	}
+
+	did, err := st.Install(ctx, false)
+	if err != nil && strings.Contains(err.Error(), "gave up") {
+		t.Skipf("DynamoDB Local left an added index building: %v (it finishes them when this test runs alone)", err)
+	}
+	if err != nil {
+		t.Fatalf("install: %v (did %v)", err, did)
+	}
+	if count(did, "add index state-shard-index") != 1 || count(did, "add index name-shard-index") != 1 ||
+		count(did, "put 3 workflows under their state_shard and name_shard") != 1 {
+		t.Errorf("install did %v, want the two sharded indexes added and the 3 workflows put under their shards", did)
+	}
+	for _, c := range []struct {
+		q    state.WorkflowQuery
+		want []string
+	}{
+		{state.WorkflowQuery{State: state.WorkflowRequested}, []string{requested}},
+		{state.WorkflowQuery{State: state.WorkflowRunning}, []string{running}},
+		{state.WorkflowQuery{State: state.WorkflowCompleted}, []string{done}},
+		{state.WorkflowQuery{Name: "legacy"}, []string{done, running, requested}},
+		{state.WorkflowQuery{Name: "legacy", Limit: 2}, []string{done, running}},
+		{state.WorkflowQuery{Name: "legacy", Since: now.Add(-2 * time.Second)}, []string{done, running}},
+		{state.WorkflowQuery{Name: "legacy", State: state.WorkflowRunning}, []string{running}},
+		{state.WorkflowQuery{}, []string{done, running, requested}},
+	} {
+		if got := listedWorkflows(t, st, c.q); !slices.Equal(got, c.want) {
+			t.Errorf("after install, Workflows(%+v) = %v, want %v", c.q, got, c.want)
+		}
+	}
+	if again, err := st.Install(ctx, false); err != nil || len(again) != 0 {
+		t.Errorf("a second install did %v (%v), want nothing", again, err)
+	}
+
+	// A new writer moves the REQUESTED workflow; an old reader, reading
+	// the legacy state index, sees it.
+	if _, err := st.UpdateWorkflow(ctx, requested, state.WorkflowChange{From: []state.WorkflowState{state.WorkflowRequested}, To: state.WorkflowRunning}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := legacyCount(ctx, client, prefix+dynamodb.TableWorkflowExec, "RUNNING"); err != nil || n != 2 {
+		t.Errorf("the legacy index lists %d RUNNING workflows (%v), want 2", n, err)
+	}
+	if got := listedWorkflows(t, st, state.WorkflowQuery{State: state.WorkflowRunning}); !slices.Equal(got, []string{running, requested}) {
+		t.Errorf("RUNNING after the move: %v, want %v", got, []string{running, requested})
+	}
+
+	// An old writer settles the RUNNING workflow without touching its
+	// shard: a listing of RUNNING leaves it out and puts it under
+	// COMPLETED's.
+	if _, err := client.UpdateItem(ctx, &awsdynamodb.UpdateItemInput{
+		TableName:                 aws.String(prefix + dynamodb.TableWorkflowExec),
+		Key:                       map[string]types.AttributeValue{"workflow_exec_id": toAV(t, running), "workflow_name": toAV(t, "legacy")},
+		UpdateExpression:          aws.String("SET #s = :s"),
+		ExpressionAttributeNames:  map[string]string{"#s": "state"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":s": toAV(t, "FAILED")},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := listedWorkflows(t, st, state.WorkflowQuery{State: state.WorkflowRunning}); !slices.Equal(got, []string{requested}) {
+		t.Errorf("RUNNING after an old writer failed one: %v, want %v", got, []string{requested})
+	}
+	if got := listedWorkflows(t, st, state.WorkflowQuery{State: state.WorkflowFailed}); !slices.Equal(got, []string{running}) {
+		t.Errorf("FAILED after the listing of RUNNING met it: %v, want %s", got, running)
+	}
+
+	// A foreign client writes a workflow after the install: reading it
+	// puts it under its shards; one a new writer moves goes there too.
+	foreign := putRawWorkflow(t, client, prefix, "r4", state.WorkflowRunning, now)
+	moved := putRawWorkflow(t, client, prefix, "r5", state.WorkflowRequested, now)
+	if got := listedWorkflows(t, st, state.WorkflowQuery{Name: "legacy", Since: now}); len(got) != 0 {
+		t.Fatalf("listed by name before the foreign workflows were read: %v, want none (they have no shard yet)", got)
+	}
+	if _, err := st.GetWorkflow(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.UpdateWorkflow(ctx, moved, state.WorkflowChange{From: []state.WorkflowState{state.WorkflowRequested}, To: state.WorkflowCancelled}); err != nil {
+		t.Fatal(err)
+	}
+	if got := listedWorkflows(t, st, state.WorkflowQuery{State: state.WorkflowRunning, Since: now}); !slices.Equal(got, []string{foreign}) {
+		t.Errorf("RUNNING after the foreign workflow was read: %v, want %s", got, foreign)
+	}
+	got := listedWorkflows(t, st, state.WorkflowQuery{Name: "legacy", Since: now})
+	slices.Sort(got)
+	want := []string{foreign, moved}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("listed by name after the foreign workflows were read or moved: %v, want %v", got, want)
 	}
 }

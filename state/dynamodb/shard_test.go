@@ -102,3 +102,82 @@ func TestNoHotShardAt10000ActivitiesPerSecond(t *testing.T) {
 		t.Errorf("READY's writes over %d keys, the hottest %d a second; want %d keys, all under 1,000", len(perKey), hottest, dynamodb.StateShards)
 	}
 }
+
+// TestWorkflowIndexesAreSharded: the workflows of one name and state
+// spread over the shards of both workflow indexes and come back merged,
+// newest first, within the limit and since the time asked; a workflow
+// that settles moves to its new state's shard.
+func TestWorkflowIndexesAreSharded(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	ctx := context.Background()
+	name := "wfshard-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))[:8]
+	base := state.Truncate(time.Now()).Add(-time.Minute)
+	var ids []string // oldest first
+	shards := map[string]bool{}
+	for i := range 8 {
+		w := storetest.NewWorkflow(t, name, storetest.DAG{"a": nil})
+		w.Exec.StartTime = base.Add(time.Duration(i) * time.Second)
+		storetest.Create(t, st, w)
+		ids = append(ids, w.Exec.WorkflowExecID)
+		ss, _ := dynamodb.WorkflowShards(w.Exec.WorkflowExecID, name, state.WorkflowRunning)
+		shards[ss] = true
+	}
+	if len(shards) < 2 {
+		t.Fatalf("8 workflows fell in %d shard: the test needs several", len(shards))
+	}
+	newest := slices.Clone(ids)
+	slices.Reverse(newest)
+	for _, c := range []struct {
+		q    state.WorkflowQuery
+		want []string
+	}{
+		{state.WorkflowQuery{Name: name}, newest},
+		{state.WorkflowQuery{Name: name, Limit: 3}, newest[:3]},
+		{state.WorkflowQuery{Name: name, Since: base.Add(5 * time.Second)}, newest[:3]},
+		{state.WorkflowQuery{Name: name, State: state.WorkflowRunning, Limit: 2}, newest[:2]},
+	} {
+		if got := listedWorkflows(t, st, c.q); !slices.Equal(got, c.want) {
+			t.Errorf("Workflows(%+v) = %v, want %v", c.q, got, c.want)
+		}
+	}
+	if _, err := st.UpdateWorkflow(ctx, ids[7], state.WorkflowChange{From: []state.WorkflowState{state.WorkflowRunning}, To: state.WorkflowCompleted}); err != nil {
+		t.Fatal(err)
+	}
+	running := listedWorkflows(t, st, state.WorkflowQuery{State: state.WorkflowRunning, Since: base})
+	if slices.Contains(running, ids[7]) || !slices.Contains(running, ids[6]) {
+		t.Errorf("RUNNING after the newest completed: %v, want the 7 others", running)
+	}
+	if got := listedWorkflows(t, st, state.WorkflowQuery{State: state.WorkflowCompleted, Since: base}); !slices.Equal(got, ids[7:]) {
+		t.Errorf("COMPLETED: %v, want %v", got, ids[7:])
+	}
+}
+
+// TestNoHotWorkflowShardAt5000WorkflowsPerSecond: 5,000 workflows a
+// second, all of one name (the worst case for the name index). Each enters
+// and leaves REQUESTED and RUNNING and enters its settled state, writing
+// each of those keys of the state index about twice (BENCHMARKS.md
+// measures 5 state index writes a workflow), and writes the name index
+// at most 4 times (measured: 3.1): no key takes near 1,000 writes.
+func TestNoHotWorkflowShardAt5000WorkflowsPerSecond(t *testing.T) {
+	byState, byName := map[string]int{}, map[string]int{}
+	for range 5000 {
+		wf := state.WorkflowExecIDForRequest("load", state.NewWorkflowRequestID("load"))
+		for _, s := range []state.WorkflowState{state.WorkflowRequested, state.WorkflowRunning, state.WorkflowCompleted} {
+			ss, ns := dynamodb.WorkflowShards(wf, "load", s)
+			byState[ss] += 2
+			if s == state.WorkflowRequested {
+				byName[ns] += 4
+			}
+		}
+	}
+	for what, perKey := range map[string]map[string]int{"state": byState, "name": byName} {
+		hottest := 0
+		for _, n := range perKey {
+			hottest = max(hottest, n)
+		}
+		if hottest >= 1000 || len(perKey) < dynamodb.StateShards {
+			t.Errorf("the %s index's writes over %d keys, the hottest %d a second; want all under 1,000", what, len(perKey), hottest)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -247,7 +248,7 @@ func (st *Store) CreateWorkflow(ctx context.Context, w *state.NewWorkflow) error
 	}
 	err := st.putGuarded(ctx, w, &dynamodb.PutItemInput{
 		TableName:                 st.table(TableWorkflowExec),
-		Item:                      toAVItem(attr.EncodeWorkflow(&w.Exec)),
+		Item:                      toAVItem(workflowStamps.stamped(attr.EncodeWorkflow(&w.Exec))),
 		ConditionExpression:       aws.String("attribute_not_exists(workflow_exec_id) OR #s = :r"),
 		ExpressionAttributeNames:  map[string]string{"#s": "state"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":r": avS(string(state.WorkflowRequested))},
@@ -381,6 +382,7 @@ func (st *Store) GetWorkflow(ctx context.Context, id string) (*state.WorkflowExe
 	if m == nil {
 		return nil, &state.NotFoundError{Kind: "workflow", ID: id}
 	}
+	st.restamp(ctx, workflowStamps, m)
 	v, err := attr.DecodeWorkflow(st.prefix+TableWorkflowExec, m)
 	return v, st.undecoded.Check(err)
 }
@@ -408,6 +410,7 @@ func (st *Store) UpdateWorkflow(ctx context.Context, id string, c state.Workflow
 	if err != nil {
 		return nil, fmt.Errorf("update workflow %s: %w", id, err)
 	}
+	upd = workflowStamps.update(attr.Item{"workflow_exec_id": attr.S(id), "workflow_name": attr.S(name)}, upd)
 	m, old, err := st.update(ctx, "UpdateWorkflow", TableWorkflowExec, workflowKey(id, name), cond, upd)
 	if err != nil {
 		return nil, fmt.Errorf("update workflow %s: %w", id, err)
@@ -448,9 +451,32 @@ func (st *Store) Workflows(ctx context.Context, q state.WorkflowQuery) ([]*state
 		}
 		return all, nil
 	}
-	index, hash := indexWorkflowState, expression.Key("state").Equal(expression.Value(avS(string(q.State))))
+	out, noIndex, err := queryShards(func(n int) ([]*state.WorkflowExec, error) {
+		return st.workflowShard(ctx, q, n)
+	}, func(a, b *state.WorkflowExec) bool {
+		if !a.StartTime.Equal(b.StartTime) {
+			return a.StartTime.After(b.StartTime)
+		}
+		return a.WorkflowExecID > b.WorkflowExecID
+	}, q.Limit)
+	if _, other := state.Skipped(err); other != nil {
+		if noIndex {
+			return nil, fmt.Errorf("list workflows: table %s lacks the sharded indexes %s and %s (it was installed before schema version 4): run `whimbrel install`, which adds them: %w",
+				st.prefix+TableWorkflowExec, indexStateShard, indexNameShard, other)
+		}
+		return nil, fmt.Errorf("list workflows: %w", other)
+	}
+	return out, err
+}
+
+// workflowShard reads one shard of the workflow state index, or of the
+// name index when q has a name, newest first. A workflow that a writer
+// older than the sharded indexes moved still sits under its old state's
+// shard: it is left out and put under its state's.
+func (st *Store) workflowShard(ctx context.Context, q state.WorkflowQuery, n int) ([]*state.WorkflowExec, error) {
+	index, hash := indexStateShard, expression.Key(AttrStateShard).Equal(expression.Value(avS(string(q.State)+"#"+strconv.Itoa(n))))
 	if q.Name != "" {
-		index, hash = indexWorkflowName, expression.Key("workflow_name").Equal(expression.Value(avS(q.Name)))
+		index, hash = indexNameShard, expression.Key(AttrNameShard).Equal(expression.Value(avS(q.Name+"#"+strconv.Itoa(n))))
 	}
 	kc := hash
 	if !q.Since.IsZero() {
@@ -462,7 +488,7 @@ func (st *Store) Workflows(ctx context.Context, q state.WorkflowQuery) ([]*state
 	}
 	expr, err := b.Build()
 	if err != nil {
-		return nil, fmt.Errorf("list workflows: %w", err)
+		return nil, err
 	}
 	in := &dynamodb.QueryInput{
 		TableName:                 st.table(TableWorkflowExec),
@@ -478,7 +504,12 @@ func (st *Store) Workflows(ctx context.Context, q state.WorkflowQuery) ([]*state
 	var out []*state.WorkflowExec
 	skips := st.undecoded.NewSkips()
 	err = st.query(ctx, "Workflows", in, q.Limit, func(m item) error {
-		w, err := attr.DecodeWorkflow(st.prefix+TableWorkflowExec, fromAVItem(m))
+		it := fromAVItem(m)
+		if s, _ := it["state"].(attr.S); q.Name == "" && s != attr.S(q.State) && state.WorkflowState(s).Valid() {
+			st.restamp(ctx, workflowStamps, it)
+			return nil
+		} // an item with no valid state fails to decode below, and is reported
+		w, err := attr.DecodeWorkflow(st.prefix+TableWorkflowExec, it)
 		if err != nil {
 			return skips.Add(err)
 		}
@@ -486,7 +517,7 @@ func (st *Store) Workflows(ctx context.Context, q state.WorkflowQuery) ([]*state
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list workflows: %w", err)
+		return nil, err
 	}
 	return out, skips.Err()
 }
@@ -502,7 +533,7 @@ func (st *Store) GetActivity(ctx context.Context, key state.ActivityKey) (*state
 	if m == nil {
 		return nil, &state.NotFoundError{Kind: "activity", ID: key.ActivityExecID}
 	}
-	st.restamp(ctx, m)
+	st.restamp(ctx, activityStamps, m)
 	v, err := attr.DecodeActivity(st.prefix+TableActivityExec, m)
 	return v, st.undecoded.Check(err)
 }
@@ -517,7 +548,7 @@ func (st *Store) Activities(ctx context.Context, workflowExecID string) ([]*stat
 	skips := st.undecoded.NewSkips()
 	err = st.batchGet(ctx, TableActivityExec, keys, func(m item) error {
 		it := fromAVItem(m)
-		st.restamp(ctx, it)
+		st.restamp(ctx, activityStamps, it)
 		a, err := attr.DecodeActivity(st.prefix+TableActivityExec, it)
 		if err != nil {
 			return skips.Add(err)

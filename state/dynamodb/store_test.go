@@ -260,7 +260,7 @@ func TestInstall(t *testing.T) {
 	if err != nil {
 		t.Fatalf("install: %v", err)
 	}
-	if count(did, "create") != 9 || count(did, "record version 3") != 9 {
+	if count(did, "create") != 9 || count(did, "record version 4") != 9 {
 		t.Errorf("install did %v, want 9 creates and 9 versions recorded", did)
 	}
 
@@ -277,7 +277,7 @@ func TestInstall(t *testing.T) {
 	}
 	wantIndexes := map[string]string{
 		"activity_event":           "activity-index(activity_exec_id HASH, when_epoch RANGE)",
-		"workflow_exec":            "name-index(workflow_name HASH, start_time_epoch RANGE) state-index(state HASH, start_time_epoch RANGE)",
+		"workflow_exec":            "name-shard-index(name_shard HASH, start_time_epoch RANGE) state-shard-index(state_shard HASH, start_time_epoch RANGE)",
 		"activity_exec":            "state-shard-index(state_shard HASH, state_time_epoch RANGE) workflow-index(workflow_exec_id HASH, activity_exec_id RANGE)",
 		"activity_exec_dependency": "dependent-index(dependent_activity_exec_id HASH) workflow-index(workflow_exec_id HASH)",
 	}

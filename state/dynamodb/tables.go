@@ -52,10 +52,14 @@ const (
 	indexWorkflow = "workflow-index"
 	// indexDependent (dependency): the activities that wait on one activity.
 	indexDependent = "dependent-index"
-	// indexWorkflowState (workflow_exec): state + start_time_epoch.
-	indexWorkflowState = "state-index"
-	// indexWorkflowName (workflow_exec): workflow_name + start_time_epoch.
-	indexWorkflowName = "name-index"
+	// workflow_exec's state-index (state + start_time_epoch, also
+	// indexLegacyState) and name-index (workflow_name +
+	// start_time_epoch) are the workflow indexes before they were
+	// sharded (schema version 3). Like the activity state index, a fresh
+	// install no longer creates them, and install leaves them on a table
+	// that has them, for readers older than the sharded indexes, until
+	// the operator deletes them. The workflow indexes now are
+	// indexStateShard and indexNameShard (shard.go).
 	// indexActivity (activity_event): the events of one activity in the
 	// order of their when, all attributes. The seed's local index on
 	// activity_exec_id.
@@ -70,7 +74,7 @@ var workflowIndexAttrs = []string{
 
 // schemaVersion is recorded in install_status for every table; raise it when
 // a table gains what an older install lacks.
-const schemaVersion = 3
+const schemaVersion = 4
 
 type keyAttr struct {
 	name string
@@ -116,15 +120,16 @@ var tableDefs = []tableDef{
 		indexes: []index{
 			{name: indexActivity, hash: s("activity_exec_id"), rng: pn("when_epoch"), projection: types.ProjectionTypeAll},
 		}},
-	{base: TableWorkflowExec, ttl: true, description: "workflow executions",
+	{base: TableWorkflowExec, ttl: true, description: "workflow executions; " +
+		shardsDescription(indexStateShard, AttrStateShard, "state") + "; " + shardsDescription(indexNameShard, AttrNameShard, "name"),
 		hash: s("workflow_exec_id"), rng: ps("workflow_name"),
 		indexes: []index{
-			{name: indexWorkflowState, hash: s("state"), rng: pn("start_time_epoch"),
-				projection: types.ProjectionTypeInclude, include: workflowIndexAttrs},
-			{name: indexWorkflowName, hash: s("workflow_name"), rng: pn("start_time_epoch"),
-				projection: types.ProjectionTypeInclude, include: append([]string{"state"}, workflowIndexAttrs...)},
+			{name: indexStateShard, hash: s(AttrStateShard), rng: pn("start_time_epoch"),
+				projection: types.ProjectionTypeInclude, include: append([]string{"state", AttrNameShard}, workflowIndexAttrs...)},
+			{name: indexNameShard, hash: s(AttrNameShard), rng: pn("start_time_epoch"),
+				projection: types.ProjectionTypeInclude, include: append([]string{"state", AttrStateShard}, workflowIndexAttrs...)},
 		}},
-	{base: TableActivityExec, ttl: true, description: "activity executions; " + shardsDescription(),
+	{base: TableActivityExec, ttl: true, description: "activity executions; " + shardsDescription(indexStateShard, AttrStateShard, "state"),
 		hash: s("activity_exec_id"), rng: ps("workflow_exec_id"),
 		indexes: []index{
 			{name: indexStateShard, hash: s(AttrStateShard), rng: pn("state_time_epoch"), projection: types.ProjectionTypeKeysOnly},
@@ -299,8 +304,11 @@ func (st *Store) Install(ctx context.Context, dryRun bool) ([]state.InstallActio
 			}
 			present = append(present, ix)
 		}
-		if t.base == TableActivityExec {
-			act, err := st.backfillShards(ctx, out.Table, dryRun)
+		for _, sp := range []stamping{activityStamps, workflowStamps} {
+			if sp.base != t.base {
+				continue
+			}
+			act, err := st.backfillShards(ctx, sp, out.Table, dryRun)
 			if err != nil {
 				return actions, err
 			}
