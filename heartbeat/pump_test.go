@@ -56,7 +56,13 @@ func claimed(t *testing.T, st state.Store) state.ActivityKey {
 
 func runPump(t *testing.T, st heartbeat.Store, k state.ActivityKey, ctx context.Context) <-chan error {
 	t.Helper()
-	p, err := heartbeat.New(st, heartbeat.Config{Key: k, Owner: "me", Interval: 50 * time.Millisecond, Timeout: 500 * time.Millisecond})
+	return runPumpWithin(t, st, k, ctx, 500*time.Millisecond)
+}
+
+// runPumpWithin is runPump with a lease of timeout.
+func runPumpWithin(t *testing.T, st heartbeat.Store, k state.ActivityKey, ctx context.Context, timeout time.Duration) <-chan error {
+	t.Helper()
+	p, err := heartbeat.New(st, heartbeat.Config{Key: k, Owner: "me", Interval: 50 * time.Millisecond, Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,10 +187,12 @@ func TestUnknownOutcomeIsReadBack(t *testing.T) {
 	t.Parallel()
 	store := dynamotest.NewStore(t, dynamodb.Options{})
 	k := claimed(t, store)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second) // four timeouts of 500 ms
+	// Four timeouts of 2 s, beating every 50 ms: a timeout long enough
+	// that a loaded machine's slow read-back is not a lost lease.
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
 	defer cancel()
 	f := &lostAnswers{Store: store}
-	if err := waitErr(t, runPump(t, f, k, ctx)); err != nil {
+	if err := waitErr(t, runPumpWithin(t, f, k, ctx, 2*time.Second)); err != nil {
 		t.Errorf("Run = %v, want nil: every beat landed", err)
 	}
 	if f.n.Load() < 3 {
