@@ -603,19 +603,18 @@ func TestTimedOutStopsCommandWithoutChangingState(t *testing.T) {
 				"sh", "-c", fmt.Sprintf("touch %s; while [ ! -e %s ]; do sleep 0.05; done", ready, finish))
 			w := start(t, f.env(t, "a"), append(tc.flags, args...)...)
 			waitFile(t, ready)
-			a := f.get(t, "a")
-			seen := a.HeartbeatTime
-			if _, err := f.st.UpdateActivity(bg(t), f.key("a"), state.ActivityChange{
-				From: []state.ActivityState{state.Running}, To: state.TimedOut, HeartbeatSeen: &seen,
-				Reason: "timed out by test"}); err != nil {
-				if !errors.Is(err, state.ErrConflict) {
-					t.Fatal(err)
-				}
-				// A beat landed in between: time it out on that one.
-				seen = f.get(t, "a").HeartbeatTime
-				if _, err := f.st.UpdateActivity(bg(t), f.key("a"), state.ActivityChange{
+			// Time it out on the last beat seen; a beat landing in
+			// between refuses the write (as it would the monitor's), so
+			// read again and retry, as the monitor's next sweep would.
+			for attempt := 1; ; attempt++ {
+				seen := f.get(t, "a").HeartbeatTime
+				_, err := f.st.UpdateActivity(bg(t), f.key("a"), state.ActivityChange{
 					From: []state.ActivityState{state.Running}, To: state.TimedOut, HeartbeatSeen: &seen,
-					Reason: "timed out by test"}); err != nil {
+					Reason: "timed out by test"})
+				if err == nil {
+					break
+				}
+				if !errors.Is(err, state.ErrConflict) || attempt == 20 {
 					t.Fatal(err)
 				}
 			}
@@ -633,7 +632,7 @@ func TestTimedOutStopsCommandWithoutChangingState(t *testing.T) {
 			if code := w.wait(t, 20*time.Second); code != tc.wantCode {
 				t.Fatalf("exit %d, want %d\n%s", code, tc.wantCode, w.stderr.String())
 			}
-			a = f.get(t, "a")
+			a := f.get(t, "a")
 			if a.State != state.TimedOut || a.ExitCode == nil || *a.ExitCode != tc.wantCode || a.EndTime.IsZero() {
 				t.Errorf("a: %+v; want TIMED_OUT with the exit %d recorded", *a, tc.wantCode)
 			}
