@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+
+	"github.com/whimbrel/whimbrel/internal/jsonobj"
 )
 
 // Stored is a definition as stored with an execution, read for one
@@ -171,108 +173,17 @@ func (s *Stored) Dependents(name string) ([]string, error) {
 }
 
 // rawEntries is the activities object of a stored definition, each entry
-// left undecoded. encoding/json hands UnmarshalJSON one whole, valid
-// value, which is split here without decoding it.
+// left undecoded (encoding/json hands UnmarshalJSON one whole, valid
+// value). Entries of a key given twice are merged, as into a map.
 type rawEntries map[string]json.RawMessage
 
 func (r *rawEntries) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	if string(b) == "null" {
-		return nil
-	}
 	if *r == nil {
 		*r = rawEntries{}
 	}
-	bad := errors.New("activities is not an object of activities by name")
-	if len(b) < 2 || b[0] != '{' {
-		return bad
-	}
-	i := skipSpace(b, 1)
-	for i < len(b) && b[i] != '}' {
-		if b[i] == ',' {
-			i = skipSpace(b, i+1)
-		}
-		end := valueEnd(b, i)
-		if end < 0 || b[i] != '"' {
-			return bad
-		}
-		key := string(b[i+1 : end-1])
-		if bytes.IndexByte(b[i:end], '\\') >= 0 {
-			if err := json.Unmarshal(b[i:end], &key); err != nil {
-				return bad
-			}
-		}
-		i = skipSpace(b, end)
-		if i >= len(b) || b[i] != ':' {
-			return bad
-		}
-		i = skipSpace(b, i+1)
-		end = valueEnd(b, i)
-		if end < 0 {
-			return bad
-		}
-		(*r)[key] = json.RawMessage(b[i:end])
-		i = skipSpace(b, end)
+	err := jsonobj.Members(b, func(k string, v []byte) { (*r)[k] = v })
+	if err != nil {
+		return errors.New("activities is not an object of activities by name")
 	}
 	return nil
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// valueEnd returns the index just past the JSON value that starts at
-// b[i], or -1 when b ends first. b is valid JSON.
-func valueEnd(b []byte, i int) int {
-	if i >= len(b) {
-		return -1
-	}
-	depth := 0
-	for j := i; j < len(b); j++ {
-		switch c := b[j]; c {
-		case '"':
-			j = stringEnd(b, j) - 1
-			if j < 0 {
-				return -1
-			}
-			if depth == 0 {
-				return j + 1
-			}
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-			if depth < 0 {
-				return j // the end of the enclosing value: a scalar ended
-			}
-			if depth == 0 {
-				return j + 1
-			}
-		case ',', ' ', '\t', '\n', '\r':
-			if depth == 0 {
-				return j
-			}
-		}
-	}
-	if depth == 0 {
-		return len(b)
-	}
-	return -1
-}
-
-// stringEnd returns the index just past the string that opens at b[i],
-// or -1.
-func stringEnd(b []byte, i int) int {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
-	return -1
 }
