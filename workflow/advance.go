@@ -146,7 +146,7 @@ func (g graph) running(ctx context.Context, st Reader) (bool, error) {
 	return wf.State == state.WorkflowRunning, nil
 }
 
-// activity returns the definition's entry for the activity of k, or nil
+// activity returns the definition's entry for the named activity, or nil
 // when there is no definition, or no readable entry.
 func (g graph) activity(name string) *Activity {
 	if g.def == nil {
