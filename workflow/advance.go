@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -59,6 +58,30 @@ func Advance(ctx context.Context, st Advancer, a *state.ActivityExec, log hclog.
 	if err != nil {
 		return res, fmt.Errorf("advance after %s: %w", a.ActivityExecID, err)
 	}
+	return advance(ctx, st, g, a, log)
+}
+
+// AdvanceKnown is Advance for a caller that read the workflow's item
+// before (a wrapper, at its claim): the definition stored in wf is used
+// as it is, for it never changes, and the item is read again only for a
+// decision that needs the workflow's state now (whether to retry). A
+// large workflow's item is costly to read, and every wrapper advances.
+func AdvanceKnown(ctx context.Context, st Advancer, wf *state.WorkflowExec, a *state.ActivityExec, log hclog.Logger) (Result, error) {
+	if wf == nil || wf.WorkflowExecID != a.WorkflowExecID {
+		return Advance(ctx, st, a, log)
+	}
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	if !a.State.Terminal() {
+		return Result{}, fmt.Errorf("advance after %s: it is %s, not terminal", a.ActivityExecID, a.State)
+	}
+	return advance(ctx, st, graphFrom(wf), a, log)
+}
+
+func advance(ctx context.Context, st Advancer, g graph, a *state.ActivityExec, log hclog.Logger) (Result, error) {
+	var res Result
+	var err error
 	if a.State != state.Completed {
 		if res.Retried, err = retry(ctx, st, g, a, log); err != nil || res.Retried != "" {
 			return res, err
@@ -82,9 +105,12 @@ func Advance(ctx context.Context, st Advancer, a *state.ActivityExec, log hclog.
 
 // graph answers which activities wait on which.
 type graph struct {
-	id    string
-	def   *Definition         // nil for a workflow stored without one
-	state state.WorkflowState // as read when the graph was
+	id  string
+	def *Stored // nil for a workflow stored without one
+	// state is the workflow's as read when the graph was, or "" when the
+	// graph was made from an item read earlier: a decision that needs it
+	// reads it then (see running).
+	state state.WorkflowState
 }
 
 func graphOf(ctx context.Context, st Reader, id string) (graph, error) {
@@ -92,14 +118,47 @@ func graphOf(ctx context.Context, st Reader, id string) (graph, error) {
 	if err != nil {
 		return graph{}, err
 	}
-	g := graph{id: id, state: wf.State}
-	if d, err := ParseStoredShared(wf.Definition); err == nil {
-		g.def = d
-	} // else: stored by another client, in another form; the index serves
+	g := graphFrom(wf)
+	g.state = wf.State
 	return g, nil
 }
 
-// dependents lists the activities that wait on the given one.
+// graphFrom is the graph of a workflow item read before: its definition
+// never changes, its state may have.
+func graphFrom(wf *state.WorkflowExec) graph {
+	g := graph{id: wf.WorkflowExecID}
+	if d, err := ReadStoredShared(wf.Definition); err == nil {
+		g.def = d
+	} // else: stored by another client, in another form; the index serves
+	return g
+}
+
+// running reports whether the workflow is RUNNING, reading its item when
+// the graph was made from one read before.
+func (g graph) running(ctx context.Context, st Reader) (bool, error) {
+	if g.state != "" {
+		return g.state == state.WorkflowRunning, nil
+	}
+	wf, err := st.GetWorkflow(ctx, g.id)
+	if err != nil {
+		return false, err
+	}
+	return wf.State == state.WorkflowRunning, nil
+}
+
+// activity returns the definition's entry for the named activity, or nil
+// when there is no definition, or no readable entry.
+func (g graph) activity(name string) *Activity {
+	if g.def == nil {
+		return nil
+	}
+	a, _ := g.def.Activity(name)
+	return a
+}
+
+// dependents lists the activities that wait on the given one: from the
+// definition's entries that name it, or from the dependency index for a
+// workflow without a definition or when such an entry cannot be read.
 func (g graph) dependents(ctx context.Context, st Advancer, activityExecID string) ([]state.ActivityKey, error) {
 	var out []state.ActivityKey
 	if g.def != nil {
@@ -107,15 +166,12 @@ func (g graph) dependents(ctx context.Context, st Advancer, activityExecID strin
 		if err != nil {
 			return nil, err
 		}
-		if !g.def.hasDependents(name) {
-			return nil, nil
-		}
-		for _, n := range g.def.Names() {
-			if slices.Contains(g.def.Activities[n].DependsOn, name) {
+		if names, err := g.def.Dependents(name); err == nil {
+			for _, n := range names {
 				out = append(out, state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(g.id, n), WorkflowExecID: g.id})
 			}
+			return out, nil
 		}
-		return out, nil
 	}
 	deps, err := st.Dependents(ctx, activityExecID)
 	// A dependency item that cannot be decoded was reported by the store;
@@ -131,12 +187,12 @@ func (g graph) dependents(ctx context.Context, st Advancer, activityExecID strin
 
 // waitsOnOne reports whether the definition has k wait on one activity.
 func (g graph) waitsOnOne(k state.ActivityKey) bool {
-	if g.def == nil {
+	name, _, err := state.SplitID(k.ActivityExecID)
+	if err != nil {
 		return false
 	}
-	name, _, err := state.SplitID(k.ActivityExecID)
-	act, ok := g.def.Activities[name]
-	return err == nil && ok && len(act.DependsOn) == 1
+	act := g.activity(name)
+	return act != nil && len(act.DependsOn) == 1
 }
 
 // upstreamsCompleted reports, from the dependency items, whether every
@@ -318,15 +374,15 @@ func settle(ctx context.Context, st Settler, g graph, log hclog.Logger) (state.W
 	// An activity is judged by its latest attempt: the earlier ones
 	// failed, or timed out, and were retried. Another client's workflow
 	// has no retries: each of its items is judged, whatever its name.
-	latest := Finals(g.def, acts)
-	if g.def != nil && len(latest) < len(g.def.Activities) {
+	latest := finals(g.def != nil, acts)
+	if g.def != nil && len(latest) < g.def.Len() {
 		// The listing goes through an index that has not caught up: do
 		// not judge the workflow on part of it.
 		return "", nil
 	}
 	var failed []string
 	for _, a := range latest {
-		if Pending(g.def, a) {
+		if g.policy(a).Retries(a) {
 			// Its retry is still to be made: whoever recorded the failure
 			// died before deciding it. Decide it now; the workflow is not
 			// done.
@@ -339,7 +395,7 @@ func settle(ctx context.Context, st Settler, g graph, log hclog.Logger) (state.W
 			}
 		}
 		if a.State != state.Completed && a.State != state.Cancelled {
-			failed = append(failed, fmt.Sprintf("%s %s%s", a.ActivityName, a.State, describeAttempt(g.def, a)))
+			failed = append(failed, fmt.Sprintf("%s %s%s", a.ActivityName, a.State, describeAttempt(g.policy(a), a)))
 		}
 	}
 	to, reason := state.WorkflowCompleted, "every activity completed"
@@ -361,7 +417,7 @@ func settle(ctx context.Context, st Settler, g graph, log hclog.Logger) (state.W
 	switch {
 	case err == nil:
 		log.Info("settled workflow", "workflow_exec_id", workflowExecID, "state", to, "reason", reason)
-		expire(ctx, st, g.def, settled, log)
+		expire(ctx, st, g, settled, log)
 		return to, nil
 	case errors.Is(err, state.ErrConflict):
 		return "", nil // settled (or cancelled) by someone else
@@ -372,15 +428,15 @@ func settle(ctx context.Context, st Settler, g graph, log hclog.Logger) (state.W
 // expire marks a settled execution's items for deletion after the
 // definition's retention. A failure is logged: the outcome stands, and the
 // items are merely kept.
-func expire(ctx context.Context, st Canceller, def *Definition, wf *state.WorkflowExec, log hclog.Logger) {
-	if def == nil || def.Retention <= 0 || wf == nil {
+func expire(ctx context.Context, st Canceller, g graph, wf *state.WorkflowExec, log hclog.Logger) {
+	if g.def == nil || g.def.Retention() <= 0 || wf == nil {
 		return
 	}
 	end := wf.EndTime
 	if end.IsZero() {
 		end = time.Now()
 	}
-	if err := st.Expire(ctx, wf.WorkflowExecID, end.Add(time.Duration(def.Retention))); err != nil {
+	if err := st.Expire(ctx, wf.WorkflowExecID, end.Add(time.Duration(g.def.Retention()))); err != nil {
 		log.Warn("marking the execution's items to expire failed; they are kept", "workflow_exec_id", wf.WorkflowExecID, "error", err)
 	}
 }

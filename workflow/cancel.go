@@ -38,7 +38,7 @@ func Cancel(ctx context.Context, st Canceller, id, reason string, log hclog.Logg
 	case err == nil:
 		res.Workflow = true
 		if g, err := graphOf(ctx, st, id); err == nil {
-			expire(ctx, st, g.def, cancelled, log)
+			expire(ctx, st, g, cancelled, log)
 		}
 	case errors.As(err, &ce) && ce.State == string(state.WorkflowCancelled):
 		// Cancelled before: finish the activities below.

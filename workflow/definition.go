@@ -550,6 +550,27 @@ func editDistance(a, b string) int {
 // cycles, settings. lines gives each activity's line, when known.
 func (d *Definition) validate(file string, lines map[string]int) error {
 	p := &problems{file: file}
+	d.checkHead(p)
+	names := make([]string, 0, len(d.Activities))
+	for n := range d.Activities {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	isActivity := func(n string) bool { return d.Activities[n] != nil }
+	for _, n := range names {
+		d.checkActivity(p, n, lines[n], names, isActivity)
+	}
+	if p.err() == nil {
+		if cycle := d.cycle(names); cycle != nil {
+			p.add(lines[cycle[0]], "the activities form a cycle: %s", strings.Join(cycle, " → "))
+		}
+	}
+	return p.err()
+}
+
+// checkHead checks what applies to the whole workflow: its name, that it
+// has activities, the defaults and the parameters.
+func (d *Definition) checkHead(p *problems) {
 	if d.Name == "" {
 		p.add(0, "the workflow has no name: add `name: my-workflow`")
 	} else if err := state.CheckName(d.Name); err != nil {
@@ -558,62 +579,56 @@ func (d *Definition) validate(file string, lines map[string]int) error {
 	if len(d.Activities) == 0 {
 		p.add(0, "the workflow has no activities: add at least one under `activities:`")
 	}
-	names := make([]string, 0, len(d.Activities))
-	for n := range d.Activities {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	if err := d.Defaults.check(); err != nil {
 		p.add(0, "defaults: %v", err)
 	}
 	d.checkParams(p)
-	for _, n := range names {
-		a, line := d.Activities[n], lines[n]
-		if a == nil {
-			p.add(line, "activity %q is empty: give it a command (or a launch)", n)
-			continue
-		}
-		if err := state.CheckName(n); err != nil {
-			p.add(line, "activity %v", err)
-		}
-		seen := map[string]bool{}
-		for _, up := range a.DependsOn {
-			switch {
-			case up == n:
-				p.add(line, "activity %q depends on itself", n)
-			case seen[up]:
-				p.add(line, "activity %q lists %q twice in depends_on", n, up)
-			case d.Activities[up] == nil:
-				msg := fmt.Sprintf("activity %q depends on %q, which is not an activity of this workflow", n, up)
-				if s := suggest(up, names); s != "" {
-					msg += fmt.Sprintf(" (did you mean %q?)", s)
-				}
-				p.add(line, "%s", msg)
+}
+
+// checkActivity checks activity n of d.Activities: its name, its
+// depends_on (isActivity says which names are activities of the
+// workflow; names, when given, are suggested for a misspelt one), its
+// settings with the defaults, and its templates.
+func (d *Definition) checkActivity(p *problems, n string, line int, names []string, isActivity func(string) bool) {
+	a := d.Activities[n]
+	if a == nil {
+		p.add(line, "activity %q is empty: give it a command (or a launch)", n)
+		return
+	}
+	if err := state.CheckName(n); err != nil {
+		p.add(line, "activity %v", err)
+	}
+	seen := map[string]bool{}
+	for _, up := range a.DependsOn {
+		switch {
+		case up == n:
+			p.add(line, "activity %q depends on itself", n)
+		case seen[up]:
+			p.add(line, "activity %q lists %q twice in depends_on", n, up)
+		case !isActivity(up):
+			msg := fmt.Sprintf("activity %q depends on %q, which is not an activity of this workflow", n, up)
+			if s := suggest(up, names); s != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			}
-			seen[up] = true
+			p.add(line, "%s", msg)
 		}
-		eff := d.Effective(n)
-		if err := eff.check(); err != nil {
-			p.add(line, "activity %q: %v", n, err)
-		}
-		d.checkTemplates(p, n, line, eff.Env)
-		qt := time.Duration(eff.QueuedTimeout)
-		if qt == 0 {
-			qt = DefaultQueuedTimeout
-		}
-		if rf := time.Duration(eff.Launch.RetryFor); rf >= qt {
-			p.add(line, "activity %q: launch.retry_for %s is not shorter than its queued_timeout %s: the monitor would fail the launch while the launcher still retries it", n, rf, qt)
-		}
-		if len(a.Command) == 0 && eff.Launch.Type == LaunchLocal {
-			p.add(line, "activity %q has no command: give one as a list, such as [\"sh\", \"-c\", \"echo hello\"]", n)
-		}
+		seen[up] = true
 	}
-	if p.err() == nil {
-		if cycle := d.cycle(names); cycle != nil {
-			p.add(lines[cycle[0]], "the activities form a cycle: %s", strings.Join(cycle, " → "))
-		}
+	eff := d.Effective(n)
+	if err := eff.check(); err != nil {
+		p.add(line, "activity %q: %v", n, err)
 	}
-	return p.err()
+	d.checkTemplates(p, n, line, eff.Env)
+	qt := time.Duration(eff.QueuedTimeout)
+	if qt == 0 {
+		qt = DefaultQueuedTimeout
+	}
+	if rf := time.Duration(eff.Launch.RetryFor); rf >= qt {
+		p.add(line, "activity %q: launch.retry_for %s is not shorter than its queued_timeout %s: the monitor would fail the launch while the launcher still retries it", n, rf, qt)
+	}
+	if len(a.Command) == 0 && eff.Launch.Type == LaunchLocal {
+		p.add(line, "activity %q has no command: give one as a list, such as [\"sh\", \"-c\", \"echo hello\"]", n)
+	}
 }
 
 func (s Settings) check() error {

@@ -204,10 +204,14 @@ func (r *Retry) Delay(n int, draw func() float64) time.Duration {
 // policy returns the retry policy of the activity a is an attempt of; nil
 // when it has none or the workflow has no definition Whimbrel can read.
 func (g graph) policy(a *state.ActivityExec) *Retry {
-	if g.def == nil || g.def.Activities[a.ActivityName] == nil {
+	if g.def == nil {
 		return nil
 	}
-	return g.def.Effective(a.ActivityName).Retry
+	eff, err := g.def.Effective(a.ActivityName)
+	if err != nil {
+		return nil
+	}
+	return eff.Retry
 }
 
 // rootID is the ID dependents know the activity of a by: its first
@@ -228,8 +232,14 @@ func (g graph) rootID(a *state.ActivityExec) string {
 // It returns the next attempt's ID, or "" when a is final.
 func retry(ctx context.Context, st Settler, g graph, a *state.ActivityExec, log hclog.Logger) (string, error) {
 	p := g.policy(a)
-	if !p.Retries(a) || g.state != state.WorkflowRunning {
+	if !p.Retries(a) {
 		return "", nil
+	}
+	if running, err := g.running(ctx, st); err != nil || !running {
+		if err != nil {
+			err = fmt.Errorf("retry %s: read the workflow: %w", a.ActivityExecID, err)
+		}
+		return "", err
 	}
 	n := AttemptOf(a)
 	nextID := state.RetryIDFor(a.ActivityExecID)
@@ -287,8 +297,13 @@ func Latest(acts []*state.ActivityExec) map[string]*state.ActivityExec {
 // such a client may give many items one activity_name, or IDs that name
 // none, and each is still judged.
 func Finals(def *Definition, acts []*state.ActivityExec) map[string]*state.ActivityExec {
+	return finals(def != nil, acts)
+}
+
+// finals is Finals, told whether the workflow has a definition.
+func finals(defined bool, acts []*state.ActivityExec) map[string]*state.ActivityExec {
 	out := make(map[string]*state.ActivityExec, len(acts))
-	if def == nil {
+	if !defined {
 		for _, a := range acts {
 			out[a.ActivityExecID] = a
 		}
@@ -328,11 +343,8 @@ func Pending(def *Definition, a *state.ActivityExec) bool {
 }
 
 // describeAttempt says "attempt n of max" for an activity with a policy.
-func describeAttempt(def *Definition, a *state.ActivityExec) string {
-	if def == nil || def.Activities[a.ActivityName] == nil {
-		return ""
-	}
-	most := def.Effective(a.ActivityName).Retry.Attempts()
+func describeAttempt(p *Retry, a *state.ActivityExec) string {
+	most := p.Attempts()
 	if most <= 1 {
 		return ""
 	}

@@ -74,15 +74,22 @@ func (r *run) prepare(ctx context.Context, claimed *state.ActivityExec) (*data, 
 		problems = append(problems, err.Error())
 		params = map[string]string{}
 	}
+	// Only this activity's entry of the definition is read: the others
+	// are no concern of its run (see workflow.Stored).
 	var act *workflow.Activity
-	var def *workflow.Definition
+	var eff workflow.Settings
 	if wf.Definition != "" {
-		d, err := workflow.ParseStoredShared(wf.Definition) // its advance reads it again
+		d, err := workflow.ReadStoredShared(wf.Definition) // its advance reads it again
+		if err == nil {
+			act, err = d.Activity(claimed.ActivityName)
+		}
+		if err == nil {
+			eff, err = d.Effective(claimed.ActivityName)
+		}
 		if err != nil {
 			// A foreign client's definition: no templates to resolve.
-			r.log.Warn("the stored definition cannot be read; no templates are resolved and no upstream outputs handed over", "error", err)
-		} else if a := d.Activities[claimed.ActivityName]; a != nil {
-			def, act = d, a
+			act = nil
+			r.log.Warn("the stored definition cannot be read for this activity; no templates are resolved and no upstream outputs handed over", "error", err)
 		}
 	}
 	in := Inputs{Params: params, Outputs: map[string]json.RawMessage{}}
@@ -141,7 +148,6 @@ func (r *run) prepare(ctx context.Context, claimed *state.ActivityExec) (*data, 
 				dt.argv[i] = v
 			}
 		}
-		eff := def.Effective(claimed.ActivityName)
 		keys := make([]string, 0, len(eff.Env))
 		for k := range eff.Env {
 			keys = append(keys, k)

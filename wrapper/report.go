@@ -27,9 +27,10 @@ type Reporter interface {
 	Heartbeat(ctx context.Context, key state.ActivityKey, owner string, at time.Time) error
 	// Recorded moves the workflow on after the outcome of a (as written)
 	// was recorded, and reports whether that readied activities (so a
-	// local launcher is worth waking). An error leaves the rest to the
-	// monitor.
-	Recorded(ctx context.Context, a *state.ActivityExec, log hclog.Logger) (readied bool, err error)
+	// local launcher is worth waking). wf is the workflow as the wrapper
+	// read it at its claim, or nil: its definition never changes, so it
+	// need not be read again. An error leaves the rest to the monitor.
+	Recorded(ctx context.Context, a *state.ActivityExec, wf *state.WorkflowExec, log hclog.Logger) (readied bool, err error)
 }
 
 // Direct reports straight to a store and advances the workflow itself.
@@ -37,7 +38,7 @@ func Direct(st state.Store) Reporter { return direct{st} }
 
 type direct struct{ state.Store }
 
-func (d direct) Recorded(ctx context.Context, a *state.ActivityExec, log hclog.Logger) (bool, error) {
-	res, err := workflow.Advance(ctx, d.Store, a, log)
+func (d direct) Recorded(ctx context.Context, a *state.ActivityExec, wf *state.WorkflowExec, log hclog.Logger) (bool, error) {
+	res, err := workflow.AdvanceKnown(ctx, d.Store, wf, a, log)
 	return len(res.Readied) > 0, err
 }

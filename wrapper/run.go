@@ -400,7 +400,7 @@ func (r *run) stoppedBeforeClaim(sig syscall.Signal) int {
 		return code
 	}
 	r.log.Warn("recorded", "state", failed.State, "reason", reason)
-	if _, err := r.st.Recorded(ctx, failed, r.log.Named("advance")); err != nil {
+	if _, err := r.st.Recorded(ctx, failed, r.wf, r.log.Named("advance")); err != nil {
 		r.log.Warn("advancing the workflow failed; the monitor will finish it", "error", err)
 	}
 	return code
@@ -434,7 +434,7 @@ func (r *run) abandonWithin(d time.Duration, why string) {
 		return
 	}
 	r.log.Warn("recorded a claim that was not run", "state", done.State, "why", why)
-	if _, err := r.st.Recorded(ctx, done, r.log.Named("advance")); err != nil {
+	if _, err := r.st.Recorded(ctx, done, r.wf, r.log.Named("advance")); err != nil {
 		r.log.Warn("advancing the workflow failed; the monitor will finish it", "error", err)
 	}
 }
@@ -659,7 +659,7 @@ func (r *run) finish(exit *state.Exit, stderrTail, reason string, code int) int 
 	}
 	r.log.Info("recorded", "state", final.State, "exit_code", exit.Code, "reason", reason)
 	fault.Point(fault.AfterFinish)
-	readied, err := r.st.Recorded(ctx, final, r.log.Named("advance"))
+	readied, err := r.st.Recorded(ctx, final, r.wf, r.log.Named("advance"))
 	if err != nil {
 		// The outcome is recorded; the monitor finishes the advance.
 		r.log.Warn("advancing the workflow failed; the monitor will finish it", "error", err)

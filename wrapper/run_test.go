@@ -123,3 +123,39 @@ func TestClaimRefusedAfterLandingIsRecorded(t *testing.T) {
 		t.Errorf("activity %s %q, want FAILED with the refusal", a.State, a.Reason)
 	}
 }
+
+// TestRunsItsOwnEntryOfAPartlyBrokenDefinition: the wrapper reads only
+// its activity's entry of the stored definition (workflow.Stored). An
+// entry it does not concern that cannot be read (another writer's) does
+// not stop it using its own: the definition's env reaches the command,
+// and its dependent is readied from the definition.
+func TestRunsItsOwnEntryOfAPartlyBrokenDefinition(t *testing.T) {
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	w := storetest.NewWorkflow(t, "mixed", storetest.DAG{"a": nil, "b": {"a"}, "broken": nil})
+	w.Exec.Definition = `{"name":"mixed","activities":{` +
+		`"a":{"command":["sh","-c","printf %s \"$GREETING\" > \"$MARKER\""],"env":{"GREETING":"hello from the definition"}},` +
+		`"b":{"command":["true"],"depends_on":["a"]},"broken":{"command":7,"depends_on":"a"}}}`
+	storetest.Create(t, st, w)
+	k := storetest.Key(w, "a")
+	if _, err := st.UpdateActivity(context.Background(), k, state.ActivityChange{
+		From: []state.ActivityState{state.Requested}, To: state.Queued}); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(t.TempDir(), "marker")
+	t.Setenv("MARKER", marker)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	code := wrapper.Run(ctx, wrapper.Direct(st), wrapper.Config{Key: k,
+		Command:   []string{"sh", "-c", "printf %s \"$GREETING\" > \"$MARKER\""},
+		Heartbeat: true, HeartbeatInterval: time.Second, HeartbeatTimeout: 5 * time.Second, RecordTimeout: 10 * time.Second})
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if b, err := os.ReadFile(marker); err != nil || string(b) != "hello from the definition" {
+		t.Fatalf("the command saw GREETING=%q (%v); want the definition's env", b, err)
+	}
+	b, err := st.GetActivity(context.Background(), storetest.Key(w, "b"))
+	if err != nil || b.State != state.Ready {
+		t.Fatalf("b: %+v, %v; want READY", b, err)
+	}
+}

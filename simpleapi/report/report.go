@@ -204,6 +204,6 @@ func (c *Client) beat(ctx context.Context, key state.ActivityKey, owner string, 
 
 // Recorded implements wrapper.Reporter: the processor that applied the
 // final event advances the workflow.
-func (c *Client) Recorded(context.Context, *state.ActivityExec, hclog.Logger) (bool, error) {
+func (c *Client) Recorded(context.Context, *state.ActivityExec, *state.WorkflowExec, hclog.Logger) (bool, error) {
 	return false, nil
 }

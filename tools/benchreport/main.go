@@ -54,6 +54,7 @@ func main() {
 	before := flag.String("before", "", "folder holding the binaries of an earlier build, to compare the wrapper with (empty: keep the comparison the report holds)")
 	flag.BoolVar(&onlyWrapper, "wrapper", false, "measure the wrapper alone, and print its sections")
 	flag.BoolVar(&onlyRetry, "retry-units", false, "measure the units only, and print the retry's section")
+	flag.BoolVar(&onlyFan, "fan", false, "measure the fan-outs on the embedded store only, with the binaries of -bin and, if given, of -before side by side, and print them")
 	flag.BoolVar(&onlySpeed, "speed", false, "measure the fan-outs and the throughput against the store's bound only, and print their sections")
 	flag.Float64Var(&writesPerActivity, "writes-per-activity", writesPerActivity, "write units of one activity's life, for the store's bound (default: as measured in the same run)")
 	flag.BoolVar(&onlySweep, "sweep", false, "measure the monitor's sweep against history only, and print its section")
@@ -77,6 +78,9 @@ var onlyWrapper bool
 var onlySpeed bool
 
 func run(bin, before string, runs, trivial, history int, out string) error {
+	if onlyFan { // the embedded store needs no DynamoDB Local
+		return printFanBuilds(bin, before)
+	}
 	endpoint := os.Getenv("WHIMBREL_TEST_DYNAMODB")
 	if endpoint == "" {
 		return fmt.Errorf("WHIMBREL_TEST_DYNAMODB is not set: run it through scripts/dynamodb-local run (make bench does)")

@@ -99,6 +99,45 @@ func fanOut(bin, endpoint, store string, n int) (fanTiming, error) {
 	return t, nil
 }
 
+// onlyFan measures and prints the embedded store's fan-outs only.
+var onlyFan bool
+
+// printFanBuilds runs the embedded store's fan-outs with the binaries of
+// before (if given) and of bin, alternating, and prints them side by side.
+func printFanBuilds(bin, before string) error {
+	builds := []string{bin}
+	if before != "" {
+		builds = []string{before, bin}
+	}
+	got := map[string]map[int]fanTiming{}
+	for _, n := range fanSizes {
+		for _, b := range builds {
+			t, err := fanOut(b, "", "sqlite", n)
+			if err != nil {
+				return fmt.Errorf("fan-out of %d with %s: %w", n, b, err)
+			}
+			if got[b] == nil {
+				got[b] = map[int]fanTiming{}
+			}
+			got[b][n] = t
+		}
+	}
+	fmt.Printf("| binaries | dependents | took | CPU |\n| --- | ---: | ---: | ---: |\n")
+	for _, b := range builds {
+		for _, n := range fanSizes {
+			fmt.Printf("| %s | %d | %s | %s |\n", b, n, got[b][n].took.Round(100*time.Millisecond), got[b][n].cpu.Round(100*time.Millisecond))
+		}
+	}
+	small, big := fanSizes[0], fanSizes[len(fanSizes)-1]
+	fmt.Println()
+	for _, b := range builds {
+		s, l := got[b][small], got[b][big]
+		fmt.Printf("- %s: time(%d) ÷ time(%d) = %.2f (linear is ≤ 4.4), CPU %.2f\n", b, big, small,
+			l.took.Seconds()/s.took.Seconds(), l.cpu.Seconds()/max(s.cpu.Seconds(), 1e-9))
+	}
+	return nil
+}
+
 func tail(s string) string {
 	if len(s) > 400 {
 		return "…" + s[len(s)-400:]

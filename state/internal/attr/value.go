@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/whimbrel/whimbrel/internal/jsonobj"
 	"github.com/whimbrel/whimbrel/state"
 )
 
@@ -106,10 +107,14 @@ func toJSON(v Value) any {
 
 // UnmarshalJSON reads what MarshalJSON writes. Unknown forms become Other,
 // so a malformed item is reported by the decoder, not lost here.
+//
+// encoding/json hands it valid JSON: it is split into members once
+// (jsonobj), not checked and skipped again at each level, for an item
+// may be large (a workflow's, with its definition).
 func (it *Item) UnmarshalJSON(b []byte) error {
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return err
+	raw := map[string][]byte{}
+	if err := jsonobj.Members(b, func(k string, v []byte) { raw[k] = v }); err != nil {
+		return fmt.Errorf("an item: %w", err)
 	}
 	*it = make(Item, len(raw))
 	for k, r := range raw {
@@ -118,9 +123,9 @@ func (it *Item) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-func fromJSON(r json.RawMessage) Value {
-	var tagged map[string]json.RawMessage
-	if err := json.Unmarshal(r, &tagged); err != nil || len(tagged) != 1 {
+func fromJSON(r []byte) Value {
+	tagged := map[string][]byte{}
+	if err := jsonobj.Members(r, func(k string, v []byte) { tagged[k] = v }); err != nil || len(tagged) != 1 {
 		return Other("an unreadable value")
 	}
 	for tag, body := range tagged {
