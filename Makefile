@@ -74,6 +74,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzTemplate$$' -fuzztime $(FUZZTIME) ./workflow/
 	$(GO) test -run '^$$' -fuzz '^FuzzParams$$' -fuzztime $(FUZZTIME) ./workflow/
 	$(GO) test -run '^$$' -fuzz '^FuzzOutput$$' -fuzztime $(FUZZTIME) ./wrapper/
+	$(GO) test -run '^$$' -fuzz '^FuzzReadStored$$' -fuzztime $(FUZZTIME) ./workflow/
+	$(GO) test -run '^$$' -fuzz '^FuzzMembers$$' -fuzztime $(FUZZTIME) ./internal/jsonobj/
+	$(GO) test -run '^$$' -fuzz '^FuzzString$$' -fuzztime $(FUZZTIME) ./internal/inert/
 
 vet:
 	$(GO) vet ./...

@@ -1,0 +1,82 @@
+package workflow_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/whimbrel/whimbrel/workflow"
+)
+
+// FuzzReadStored: a stored definition comes from a table, so any text
+// may be one. Reading it entry by entry never panics, and where the whole
+// definition parses, each entry reads as the whole parse has it: the same
+// settings and the same dependents.
+func FuzzReadStored(f *testing.F) {
+	files, _ := filepath.Glob("../examples/*.yaml")
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		if d, err := workflow.Parse(p, b); err == nil {
+			f.Add(d.JSON())
+		}
+	}
+	f.Add(`{"name":"w","activities":{"a":{"command":["true"]},"b":{"command":["true"],"depends_on":["a"]}}}`)
+	f.Add(`{"name":"w","activities":{"a":null,"b":{"depends_on":["a\u0022"]}}}`)
+	f.Add(`{"name":"w","activities":{"a\\"":{"command":["true"]}}}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		st, err := workflow.ReadStored(s)
+		if err != nil {
+			return
+		}
+		var doc struct {
+			Activities map[string]json.RawMessage `json:"activities"`
+		}
+		_ = json.Unmarshal([]byte(s), &doc)
+		for name := range doc.Activities {
+			_, _ = st.Activity(name)
+			_, _ = st.Effective(name)
+			_, _ = st.Dependents(name)
+		}
+		_, _ = st.Activity("no such activity")
+		_, _ = st.Dependents("no such activity")
+		full, err := workflow.ParseStored(s)
+		if err != nil {
+			return
+		}
+		for _, name := range full.Names() {
+			got, err := st.Effective(name)
+			if err != nil {
+				t.Fatalf("%s: the whole definition parses, its entry does not: %v", name, err)
+			}
+			if want := full.Effective(name); !settingsEqual(got, want) {
+				t.Errorf("%s: entry reads as %+v, the whole definition as %+v", name, got, want)
+			}
+			deps, err := st.Dependents(name)
+			if err != nil {
+				t.Fatalf("%s: dependents: %v", name, err)
+			}
+			var want []string
+			for _, other := range full.Names() {
+				if slices.Contains(full.Activities[other].DependsOn, name) {
+					want = append(want, other)
+				}
+			}
+			slices.Sort(deps)
+			slices.Sort(want)
+			if !slices.Equal(deps, want) {
+				t.Errorf("%s: dependents %v, the whole definition's %v", name, deps, want)
+			}
+		}
+	})
+}
+
+func settingsEqual(a, b workflow.Settings) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return string(ja) == string(jb)
+}
