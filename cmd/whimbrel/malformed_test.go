@@ -248,13 +248,11 @@ func testMalformed(t *testing.T, st state.Store, raw rawStore, env []string, sql
 		raw.put(t, "activity_exec", b.item)
 	}
 	// A workflow item a foreign client wrote wrong, among the running ones
-	// (with the shards a client that writes workflows itself must give
-	// them: README, "Sharded workflow indexes").
+	// (raw, as seed 001's Full Logic API writes it: no shard attributes;
+	// the monitor's adoption scan finds it).
 	brokenID := "broken::" + uuid.NewString()
-	stateShard, nameShard := dynamodb.WorkflowShards(brokenID, "broken", state.WorkflowRunning)
 	raw.put(t, "workflow_exec", rawItem{"workflow_exec_id": brokenID, "workflow_name": "broken", "state": "RUNNING",
-		"start_time_epoch": now, "start_time": nowList, "reason": 42,
-		dynamodb.AttrStateShard: stateShard, dynamodb.AttrNameShard: nameShard})
+		"start_time_epoch": now, "start_time": nowList, "reason": 42})
 
 	// Real daemons, logging to files.
 	daemon := func(name string, args ...string) (logFile string, stop func()) {
