@@ -343,7 +343,7 @@ func writeUnits(b *strings.Builder, r unitsReport) {
 	fmt.Fprintf(b, "- read units per activity: %.1f (life) + %.1f (half of the start) = %.1f\n", rd, r.phases[0].read/2, perR)
 	fmt.Fprintf(b, "- Whimbrel: %.1f × $%.3f + %.1f × $%.3f = **$%.2f per million activities**\n", perW, priceWriteUnit*1e6, perR, priceReadUnit*1e6, costW+costR)
 	fmt.Fprintf(b, "- Step Functions Standard at 3 transitions per activity: 3 × $%.0f = **$%.2f per million activities**, %.1f× Whimbrel's\n\n", priceTransition*1e6, sfn, sfn/(costW+costR))
-	fmt.Fprintf(b, "Not counted on either side: compute, logs, and (for Whimbrel) the monitor's sweeps, which read the live activities only.\n\n")
+	fmt.Fprintf(b, "Not counted on either side: compute, logs, and (for Whimbrel) the monitor's sweeps, which read the live activities and a bounded page budget of history for the adoption scan (see the sweep's section).\n\n")
 }
 
 // --- start overhead
