@@ -226,7 +226,7 @@ func (c *counter) record(cc dynamodb.Capacity) {
 		ix += v
 	}
 	switch cc.Op {
-	case "GetActivity", "GetWorkflow", "Activities", "BatchGetItem", "ActivitiesInState", "Dependents", "Dependencies", "Workflows", "GetRequest":
+	case "GetActivity", "GetWorkflow", "Activities", "BatchGetItem", "ActivitiesInState", "Dependents", "Dependencies", "Workflows", "GetRequest", "Adopt":
 		c.read += cc.Total
 	default:
 		c.write += cc.Total
