@@ -7,7 +7,9 @@
 // fails workflows whose start never finished. Every action is a conditional write, so any number of monitors
 // may sweep at once; each action happens once. A sweep reads the live
 // activities and workflows through the state indexes: its cost grows with
-// what is running, never with history.
+// what is running, never with history, but for a bounded adoption scan
+// (Adopter) that puts the items other clients wrote without the indexes'
+// attributes under them.
 package monitor
 
 import (
@@ -28,6 +30,9 @@ const (
 	// DefaultSkew allows for clocks that disagree between the wrapper that
 	// wrote a heartbeat and the monitor that judges it.
 	DefaultSkew = 5 * time.Second
+	// DefaultAdoptPages is how many pages of each table a sweep's
+	// adoption scan reads (see Adopter).
+	DefaultAdoptPages = 4
 )
 
 // Config configures a Monitor.
@@ -58,6 +63,11 @@ type Config struct {
 	// whimbrel run's monitor reads every activity of its workflow in a
 	// sweep: for one of thousands, every 2 s would keep a core busy.
 	SweepCost int
+	// AdoptPages bounds the adoption scan of a store that has one
+	// (Adopter): pages of each table a sweep reads (0:
+	// DefaultAdoptPages; negative: no adoption). A monitor limited to one
+	// Workflow adopts nothing.
+	AdoptPages int
 }
 
 // Report counts what one sweep did.
@@ -71,6 +81,7 @@ type Report struct {
 	CancelledDown    int // dependents cancelled by the advances of this sweep
 	Settled          int // workflows settled
 	FailedStarts     int // workflows whose start never finished → FAILED
+	Adopted          int // items another client wrote put under the store's index shards
 	// Undecodable counts the items the sweep skipped because they could
 	// not be decoded; the store reports each with its key.
 	Undecodable int
@@ -83,6 +94,15 @@ type Store interface {
 	workflow.Advancer
 	ActivitiesInState(ctx context.Context, q state.ActivityQuery) ([]state.ActivityRef, error)
 	Workflows(ctx context.Context, q state.WorkflowQuery) ([]*state.WorkflowExec, error)
+}
+
+// Adopter is a store whose listings find only the items carrying
+// attributes another client may leave out (DynamoDB's index shards):
+// Adopt finds such items, at most pages pages of each table a call, going
+// on where the last call stopped, and gives them the attributes. It
+// returns how many it changed.
+type Adopter interface {
+	Adopt(ctx context.Context, pages int) (int, error)
 }
 
 // Monitor sweeps.
@@ -106,6 +126,9 @@ func New(st Store, cfg Config) *Monitor {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.AdoptPages == 0 {
+		cfg.AdoptPages = DefaultAdoptPages
 	}
 	return &Monitor{st: st, cfg: cfg, log: cfg.Logger}
 }
@@ -146,6 +169,14 @@ func (m *Monitor) Sweep(ctx context.Context) (Report, error) {
 		defs: map[string]*workflow.Definition{}, reexpired: map[string]bool{}}
 	var errs []error
 	var steps []func(context.Context) error
+	if a, ok := m.st.(Adopter); ok && m.cfg.AdoptPages > 0 && m.cfg.Workflow == "" {
+		// First, so that what it adopts is judged in this sweep.
+		steps = append(steps, func(ctx context.Context) error {
+			n, err := a.Adopt(ctx, m.cfg.AdoptPages)
+			s.report.Adopted += n
+			return err
+		})
+	}
 	for _, st := range []state.ActivityState{state.Running, state.Queued, state.Preparing, state.Ready, state.Requested} {
 		steps = append(steps, func(ctx context.Context) error { return s.activities(ctx, st) })
 	}

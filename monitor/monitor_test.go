@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/uuid"
 
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/internal/fault"
@@ -442,15 +443,20 @@ func TestStaleStart(t *testing.T) {
 	}
 }
 
-// TestSweepCostIgnoresHistory: the read units of a sweep do not grow with
-// finished workflows.
+// TestSweepCostIgnoresHistory: the read units of a sweep's judging do not
+// grow with finished workflows; its adoption scan reads a bounded page.
 func TestSweepCostIgnoresHistory(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var units float64
+	var adoptUnits float64
 	st := dynamotest.NewStore(t, dynamodb.Options{Capacity: func(c dynamodb.Capacity) {
 		mu.Lock()
-		units += c.Total
+		if c.Op == "Adopt" { // the adoption scan: bounded, checked below
+			adoptUnits = max(adoptUnits, c.Total)
+		} else {
+			units += c.Total
+		}
 		mu.Unlock()
 	}})
 	cost := func() float64 {
@@ -492,6 +498,12 @@ func TestSweepCostIgnoresHistory(t *testing.T) {
 	}
 	if after := cost(); after != empty {
 		t.Errorf("a sweep read %.1f units over 30 finished workflows, %.1f over none: it must not grow with history", after, empty)
+	}
+	// The adoption scan reads history, a page of at most AdoptPageItems
+	// items at a time (an item of this test is well under 1 KiB: half a
+	// read unit for each 4 KiB).
+	if bound := float64(dynamodb.AdoptPageItems) / 8; adoptUnits <= 0 || adoptUnits > bound {
+		t.Errorf("an adoption page read %.1f units; want some, and at most %.0f", adoptUnits, bound)
 	}
 }
 
@@ -694,5 +706,49 @@ func TestForeignSameNamesAreEachRepaired(t *testing.T) {
 	}
 	if c, err := st.GetActivity(bg(t), storetest.Key(w, "c")); err != nil || c.State != state.Ready {
 		t.Errorf("c is %v (%v) after the repair, want READY: b completed", c.State, err)
+	}
+}
+
+// putSeedItem writes an item as a Full Logic API client does (seed 001):
+// raw, the seed's attributes only, whole-second times, no shard attributes.
+func putSeedItem(t *testing.T, st *dynamodb.Store, base string, attrs map[string]any) {
+	t.Helper()
+	it := map[string]types.AttributeValue{}
+	for k, v := range attrs {
+		switch v := v.(type) {
+		case string:
+			it[k] = &types.AttributeValueMemberS{Value: v}
+		case int64:
+			it[k] = &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+		default:
+			t.Fatalf("putSeedItem: %T", v)
+		}
+	}
+	if _, err := dynamotest.Client(t).PutItem(bg(t), &awsdynamodb.PutItemInput{TableName: aws.String(st.Prefix() + base), Item: it}); err != nil {
+		t.Fatalf("raw PutItem: %v", err)
+	}
+}
+
+// TestAdoptsForeignWorkflow: a RUNNING workflow a Full Logic API client
+// wrote raw, whose only activity completed, is found by no listing until
+// a sweep adopts it; that sweep settles it.
+func TestAdoptsForeignWorkflow(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	id := "seeded::" + uuid.NewString()
+	now := time.Now().Add(-time.Minute).Unix()
+	putSeedItem(t, st, "workflow_exec", map[string]any{"workflow_exec_id": id, "workflow_name": "seeded",
+		"state": "RUNNING", "start_time_epoch": now})
+	putSeedItem(t, st, "activity_exec", map[string]any{"activity_exec_id": "a::" + uuid.NewString(), "workflow_exec_id": id,
+		"workflow_name": "seeded", "activity_name": "a", "state": "COMPLETED", "state_time_epoch": now})
+	if r, err := monitor.New(st, monitor.Config{AdoptPages: -1}).Sweep(bg(t)); err != nil || r.Settled != 0 {
+		t.Fatalf("sweep without adoption: %+v %v; want nothing settled: nothing lists the raw workflow", r, err)
+	}
+	r, err := monitor.New(st, monitor.Config{}).Sweep(bg(t))
+	if err != nil || r.Adopted != 1 || r.Settled != 1 {
+		t.Fatalf("sweep: %+v %v; want the raw workflow adopted and settled", r, err)
+	}
+	if wf, err := st.GetWorkflow(bg(t), id); err != nil || wf.State != state.WorkflowCompleted {
+		t.Errorf("the raw workflow: %+v %v; want COMPLETED", wf, err)
 	}
 }

@@ -11,7 +11,9 @@ const description = `Sweep the live activities and workflows, and for each one t
   every activity terminal, workflow not settled       → COMPLETED or FAILED
   workflow still REQUESTED after --queued-timeout     → FAILED (its start never finished)
 Every change is a conditional write, so any number of monitors may run at
-once. A sweep's cost grows with what is running, never with history.
+once. A sweep's cost grows with what is running, never with history, but
+for a bounded scan (--adopt-pages) that finds the items other clients
+wrote to DynamoDB without the shard attributes Whimbrel's indexes need.
 Every monitor also fires the due schedules (whimbrel schedule) at each
 interval: running monitors is running schedulers, and each fire time still
 starts exactly one run.

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,17 +30,18 @@ type CLI struct {
 	Interval      time.Duration `name:"interval" default:"${default_interval}" help:"Time between sweeps."`
 	Skew          time.Duration `name:"skew" default:"${default_skew}" help:"Allowance for clocks that disagree between wrappers and monitors."`
 	QueuedTimeout time.Duration `name:"queued-timeout" default:"${default_queued_timeout}" help:"For activities whose definition sets none: longest time between launch and start."`
+	AdoptPages    int           `name:"adopt-pages" default:"${default_adopt_pages}" help:"DynamoDB: pages (1,000 items) of workflow_exec and activity_exec each sweep scans for items other clients wrote without the shard attributes (0: none)."`
 }
 
 func main() {
 	var c CLI
-	cli.Main(cli.Program{Name: "whimbrel-monitor", Description: description, Vars: kong.Vars{"default_interval": cli.FlagDuration(monitor.DefaultInterval), "default_skew": cli.FlagDuration(monitor.DefaultSkew), "default_queued_timeout": cli.FlagDuration(workflow.DefaultQueuedTimeout)}}, &c)
+	cli.Main(cli.Program{Name: "whimbrel-monitor", Description: description, Vars: kong.Vars{"default_interval": cli.FlagDuration(monitor.DefaultInterval), "default_skew": cli.FlagDuration(monitor.DefaultSkew), "default_queued_timeout": cli.FlagDuration(workflow.DefaultQueuedTimeout), "default_adopt_pages": fmt.Sprint(monitor.DefaultAdoptPages)}}, &c)
 }
 
 // Run sweeps once or until stopped.
 func (c *CLI) Run(k *kong.Context) error {
-	if c.Interval <= 0 || c.Skew < 0 || c.QueuedTimeout <= 0 {
-		return &cli.UsageError{Msg: "--interval and --queued-timeout must be positive, --skew not negative"}
+	if c.Interval <= 0 || c.Skew < 0 || c.QueuedTimeout <= 0 || c.AdoptPages < 0 {
+		return &cli.UsageError{Msg: "--interval and --queued-timeout must be positive, --skew and --adopt-pages not negative"}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -49,7 +51,8 @@ func (c *CLI) Run(k *kong.Context) error {
 		return err
 	}
 	defer st.Close()
-	m := monitor.New(st, monitor.Config{Interval: c.Interval, Skew: c.Skew, QueuedTimeout: c.QueuedTimeout, Logger: log})
+	m := monitor.New(st, monitor.Config{Interval: c.Interval, Skew: c.Skew, QueuedTimeout: c.QueuedTimeout, Logger: log,
+		AdoptPages: cmp.Or(c.AdoptPages, -1)}) // the flag's 0 is none, the Config's the default
 	sched, _ := st.(schedule.Store)
 	if c.Once {
 		var tickErr error
@@ -64,7 +67,7 @@ func (c *CLI) Run(k *kong.Context) error {
 		r, err := m.Sweep(ctx)
 		log.Info("sweep done", "timed_out", r.TimedOut, "failed_launches", r.FailedLaunches, "cancelled", r.Cancelled,
 			"cancelled_running", r.CancelledRunning, "repaired", r.Repaired, "readied", r.Readied, "cancelled_downstream", r.CancelledDown,
-			"settled", r.Settled, "failed_starts", r.FailedStarts, "undecodable", r.Undecodable)
+			"settled", r.Settled, "failed_starts", r.FailedStarts, "adopted", r.Adopted, "undecodable", r.Undecodable)
 		return errors.Join(err, tickErr)
 	}
 	log.Info("sweeping", "interval", c.Interval, "skew", c.Skew, "default_queued_timeout", c.QueuedTimeout)

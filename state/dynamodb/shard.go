@@ -200,11 +200,12 @@ func shardUpdate(key state.ActivityKey, upd attr.Update) attr.Update {
 // another state), under the shards of its state, so that the launcher and
 // the monitor find it. It is one conditional write that holds only while
 // the item is still in the state read; it costs nothing on items Whimbrel
-// wrote itself. A failure is logged: the next read tries again.
-func (st *Store) restamp(ctx context.Context, sp stamping, m attr.Item) {
+// wrote itself. A failure is logged: the next read tries again. It returns
+// whether it stamped the item.
+func (st *Store) restamp(ctx context.Context, sp stamping, m attr.Item) bool {
 	want, stale := sp.stale(m)
 	if !stale {
-		return
+		return false
 	}
 	s, _ := m["state"].(attr.S)
 	cond := expression.Name("state").Equal(expression.Value(avS(string(s))))
@@ -218,7 +219,7 @@ func (st *Store) restamp(ctx context.Context, sp stamping, m attr.Item) {
 	}
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
 	if err != nil {
-		return
+		return false
 	}
 	out, err := st.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 st.table(sp.base),
@@ -236,7 +237,9 @@ func (st *Store) restamp(ctx context.Context, sp stamping, m attr.Item) {
 		st.log.Warn("could not put an item under its state's shard; the next read tries again", "table", st.prefix+sp.base, sp.keys[0], fmt.Sprint(m[sp.keys[0]]), "error", err)
 	default:
 		st.report("Restamp", reportOne(out.ConsumedCapacity)...)
+		return true
 	}
+	return false
 }
 
 // queryShards runs one query a shard in parallel and merges the results

@@ -88,6 +88,7 @@ type Store struct {
 	capacity  func(Capacity)
 	tableWait time.Duration
 	undecoded *attr.Reporter
+	adopt     adoption
 }
 
 var (

@@ -230,7 +230,7 @@ func (c *counter) record(cc dynamodb.Capacity) {
 		ix += v
 	}
 	switch cc.Op {
-	case "GetActivity", "GetWorkflow", "Activities", "BatchGetItem", "ActivitiesInState", "Dependents", "Dependencies", "Workflows", "GetRequest":
+	case "GetActivity", "GetWorkflow", "Activities", "BatchGetItem", "ActivitiesInState", "Dependents", "Dependencies", "Workflows", "GetRequest", "Adopt":
 		c.read += cc.Total
 	default:
 		c.write += cc.Total
@@ -347,7 +347,7 @@ func writeUnits(b *strings.Builder, r unitsReport) {
 	fmt.Fprintf(b, "- read units per activity: %.1f (life) + %.1f (half of the start) = %.1f\n", rd, r.phases[0].read/2, perR)
 	fmt.Fprintf(b, "- Whimbrel: %.1f × $%.3f + %.1f × $%.3f = **$%.2f per million activities**\n", perW, priceWriteUnit*1e6, perR, priceReadUnit*1e6, costW+costR)
 	fmt.Fprintf(b, "- Step Functions Standard at 3 transitions per activity: 3 × $%.0f = **$%.2f per million activities**, %.1f× Whimbrel's\n\n", priceTransition*1e6, sfn, sfn/(costW+costR))
-	fmt.Fprintf(b, "Not counted on either side: compute, logs, and (for Whimbrel) the monitor's sweeps, which read the live activities only.\n\n")
+	fmt.Fprintf(b, "Not counted on either side: compute, logs, and (for Whimbrel) the monitor's sweeps, which read the live activities and a bounded page budget of history for the adoption scan (see the sweep's section).\n\n")
 }
 
 // --- start overhead
@@ -600,6 +600,11 @@ type sweepCost struct {
 	reads        [2]float64
 	took         [2]time.Duration
 	writeSeconds float64
+	// The adoption scan over the history (nothing to stamp): a sweep's
+	// default budget from the table's start, and a whole pass.
+	adoptCalls, adoptPassCalls int
+	adoptReads, adoptPassReads float64
+	adoptPassWrites            float64
 }
 
 // measureSweep measures a monitor sweep over an empty history and over one
@@ -617,7 +622,8 @@ func measureSweep(ctx context.Context, endpoint string, n int) (sweepCost, error
 	sweep := func(i int) error {
 		c.take("")
 		began := time.Now()
-		if _, err := monitor.New(st, monitor.Config{}).Sweep(ctx); err != nil {
+		// Its judging alone: the adoption scan is measured below.
+		if _, err := monitor.New(st, monitor.Config{AdoptPages: -1}).Sweep(ctx); err != nil {
 			return err
 		}
 		res.took[i] = time.Since(began)
@@ -684,7 +690,27 @@ func measureSweep(ctx context.Context, endpoint string, n int) (sweepCost, error
 		return res, err
 	}
 	res.writeSeconds = time.Since(began).Seconds()
-	return res, sweep(1)
+	if err := sweep(1); err != nil {
+		return res, err
+	}
+	return res, measureAdopt(ctx, api, prefix, n, &res)
+}
+
+// measureAdopt measures the monitor's adoption scan over the history: one
+// sweep's default budget, and a whole pass over the tables.
+func measureAdopt(ctx context.Context, api *awsdynamodb.Client, prefix string, n int, res *sweepCost) error {
+	var c counter
+	if _, err := dynamodb.New(api, dynamodb.Options{Prefix: prefix, Capacity: c.record}).Adopt(ctx, monitor.DefaultAdoptPages); err != nil {
+		return fmt.Errorf("adoption: %w", err)
+	}
+	p := c.take("")
+	res.adoptCalls, res.adoptReads = p.calls, p.read
+	if _, err := dynamodb.New(api, dynamodb.Options{Prefix: prefix, Capacity: c.record}).Adopt(ctx, n/dynamodb.AdoptPageItems+2); err != nil {
+		return fmt.Errorf("adoption pass: %w", err)
+	}
+	p = c.take("")
+	res.adoptPassCalls, res.adoptPassReads, res.adoptPassWrites = p.calls, p.read, p.write
+	return nil
 }
 
 func writeSweep(b *strings.Builder, sw sweepCost, n int) {
@@ -692,4 +718,8 @@ func writeSweep(b *strings.Builder, sw sweepCost, n int) {
 	fmt.Fprintf(b, "| history | store calls | capacity units | took |\n| ---: | ---: | ---: | ---: |\n")
 	fmt.Fprintf(b, "| 0 | %d | %.1f | %s |\n| %d | %d | %.1f | %s |\n\n", sw.calls[0], sw.reads[0], sw.took[0].Round(time.Millisecond), n, sw.calls[1], sw.reads[1], sw.took[1].Round(time.Millisecond))
 	fmt.Fprintf(b, "A sweep reads the %d shards of each live state of the activity state index and of RUNNING and REQUESTED on the workflow state index (the history's workflows carry their COMPLETED shards, as Whimbrel writes them): finished activities are in no shard and COMPLETED workflows in shards a sweep does not read, so its cost does not grow with history; but each state it reads is %d Queries (`scripts/dynamodb-local run -- go run ./tools/benchreport -sweep`).\n\n", dynamodb.StateShards, dynamodb.StateShards)
+	items := n + (n+99)/100
+	fmt.Fprintf(b, "The table above is the sweep's judging (`AdoptPages: -1`). Each sweep also runs the adoption scan, which finds the items foreign writers left without shard attributes: it reads history, a bounded page budget at a time. Over the same %d items (nothing to stamp): one sweep's default budget (%d pages of %d items of each table) took %d Scans and %.1f read units; a whole pass over both tables %d Scans, %.1f read units (%.1f per 1,000 items) and %.0f write units. A foreign item is found within %d sweeps here.\n\n",
+		items, monitor.DefaultAdoptPages, dynamodb.AdoptPageItems, sw.adoptCalls, sw.adoptReads, sw.adoptPassCalls, sw.adoptPassReads, sw.adoptPassReads*1000/float64(items), sw.adoptPassWrites,
+		(n+monitor.DefaultAdoptPages*dynamodb.AdoptPageItems-1)/(monitor.DefaultAdoptPages*dynamodb.AdoptPageItems))
 }
