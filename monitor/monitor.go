@@ -169,7 +169,9 @@ func (m *Monitor) Sweep(ctx context.Context) (Report, error) {
 		defs: map[string]*workflow.Definition{}, reexpired: map[string]bool{}}
 	var errs []error
 	var steps []func(context.Context) error
-	if a, ok := m.st.(Adopter); ok && m.cfg.AdoptPages > 0 && m.cfg.Workflow == "" {
+	a, adopting := m.st.(Adopter)
+	adopting = adopting && m.cfg.AdoptPages > 0 && m.cfg.Workflow == ""
+	if adopting {
 		// First, so that what it adopts is judged in this sweep.
 		steps = append(steps, func(ctx context.Context) error {
 			n, err := a.Adopt(ctx, m.cfg.AdoptPages)
@@ -181,12 +183,18 @@ func (m *Monitor) Sweep(ctx context.Context) (Report, error) {
 		steps = append(steps, func(ctx context.Context) error { return s.activities(ctx, st) })
 	}
 	steps = append(steps, s.repair, s.staleStarts)
-	for _, step := range steps {
+	for i, step := range steps {
 		err := step(ctx)
 		if err == nil {
 			continue
 		}
 		errs = append(errs, err)
+		if adopting && i == 0 {
+			// A scan page that timed out says little about the queries
+			// that judge what runs: they go on (the first of them
+			// finds out whether the store is down).
+			continue
+		}
 		if errors.Is(err, state.ErrUnavailable) {
 			// The store cannot be used (it does not answer, a table is
 			// missing): every other step would wait and fail the same.

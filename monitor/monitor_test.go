@@ -752,3 +752,32 @@ func TestAdoptsForeignWorkflow(t *testing.T) {
 		t.Errorf("the raw workflow: %+v %v; want COMPLETED", wf, err)
 	}
 }
+
+// silentAdopter is a store whose adoption scan times out.
+type silentAdopter struct{ monitor.Store }
+
+func (silentAdopter) Adopt(context.Context, int) (int, error) {
+	return 0, &state.UnavailableError{Store: "DynamoDB", Op: "Scan", Timeout: time.Second, Err: context.DeadlineExceeded}
+}
+
+// TestAdoptionTimeoutDoesNotStopTheSweep: a scan page that timed out is
+// reported, and the sweep still judges what runs (here: settles a
+// workflow whose only activity completed).
+func TestAdoptionTimeoutDoesNotStopTheSweep(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	id := "seeded::" + uuid.NewString()
+	now := time.Now().Add(-time.Minute).Unix()
+	sh, nsh := dynamodb.WorkflowShards(id, "seeded", state.WorkflowRunning)
+	putSeedItem(t, st, "workflow_exec", map[string]any{"workflow_exec_id": id, "workflow_name": "seeded",
+		"state": "RUNNING", "start_time_epoch": now, dynamodb.AttrStateShard: sh, dynamodb.AttrNameShard: nsh})
+	putSeedItem(t, st, "activity_exec", map[string]any{"activity_exec_id": "a::" + uuid.NewString(), "workflow_exec_id": id,
+		"workflow_name": "seeded", "activity_name": "a", "state": "COMPLETED", "state_time_epoch": now})
+	r, err := monitor.New(silentAdopter{st}, monitor.Config{}).Sweep(bg(t))
+	if !errors.Is(err, state.ErrUnavailable) {
+		t.Errorf("sweep error %v, want the adoption's timeout reported", err)
+	}
+	if r.Settled != 1 {
+		t.Fatalf("sweep: %+v %v; want the workflow settled despite the adoption's timeout", r, err)
+	}
+}
