@@ -166,9 +166,24 @@ activities:
 			f.start("monitor", "whimbrel-monitor", "--interval", "1s", "--skew", "10s")
 
 			wf := settle(t, st, []string{id}, 3*time.Minute)[0]
-			acts, err := st.Activities(ctx, id)
-			if err != nil {
-				t.Fatal(err)
+			// The monitor may judge an activity TIMED_OUT before its
+			// wrapper, retrying, reaches the store again: the wrapper then
+			// records how the command ended beside that state, after the
+			// workflow settled. Wait for that write, bounded.
+			var acts []*state.ActivityExec
+			for recordBy := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+				if acts, err = st.Activities(ctx, id); err != nil {
+					t.Fatal(err)
+				}
+				recorded := 0
+				for _, a := range acts {
+					if a.ExitCode != nil && !a.EndTime.IsZero() {
+						recorded++
+					}
+				}
+				if recorded == len(acts) || time.Now().After(recordBy) {
+					break
+				}
 			}
 			b, _ := os.ReadFile(finished)
 			ranToEnd := strings.Count(string(b), "\n")

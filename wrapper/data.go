@@ -392,7 +392,7 @@ func (r *run) prepareRetrying(ctx context.Context, claimed *state.ActivityExec) 
 		r.log.Warn("reading the activity's inputs failed; retrying", "error", err)
 		return err
 	}
-	b := backoff.NewExponentialBackOff(backoff.WithInitialInterval(100*time.Millisecond), backoff.WithMaxElapsedTime(0))
+	b := retryPolicy(100 * time.Millisecond)
 	if err := backoff.Retry(op, backoff.WithContext(b, ctx)); err != nil {
 		if last != nil && ctx.Err() != nil {
 			err = last // more telling than the deadline

@@ -43,7 +43,19 @@ const (
 	// attemptTimeout bounds one call to the store, so a connection that
 	// hangs is given up on and tried again.
 	attemptTimeout = 10 * time.Second
+	// maxRetryWait caps the wait between two attempts, so that a store
+	// back from an outage is used within a couple of seconds: an outcome
+	// that waited a minute between attempts (the library's default cap)
+	// would land after the monitor had judged the activity.
+	maxRetryWait = 2 * time.Second
 )
+
+// retryPolicy is the policy of every retried call to the store: exponential
+// from first, capped at maxRetryWait, bounded by the caller's context.
+func retryPolicy(first time.Duration) *backoff.ExponentialBackOff {
+	return backoff.NewExponentialBackOff(backoff.WithInitialInterval(first),
+		backoff.WithMaxInterval(maxRetryWait), backoff.WithMaxElapsedTime(0))
+}
 
 // Config describes one run of an activity.
 type Config struct {
@@ -338,7 +350,7 @@ func (r *run) claim(ctx context.Context, sigs chan os.Signal) (*state.ActivityEx
 		r.log.Warn("claim failed; retrying", "error", err)
 		return err
 	}
-	b := backoff.NewExponentialBackOff(backoff.WithInitialInterval(100*time.Millisecond), backoff.WithMaxElapsedTime(0))
+	b := retryPolicy(100 * time.Millisecond)
 	err := backoff.Retry(op, backoff.WithContext(b, retries))
 	sig := stopWatching()
 	if refused != nil || err != nil {
@@ -377,7 +389,7 @@ func (r *run) stoppedBeforeClaim(sig syscall.Signal) int {
 	ctx, cancel := context.WithTimeout(context.Background(), signalRecordTimeout)
 	defer cancel()
 	var failed *state.ActivityExec
-	b := backoff.NewExponentialBackOff(backoff.WithInitialInterval(100*time.Millisecond), backoff.WithMaxElapsedTime(0))
+	b := retryPolicy(100 * time.Millisecond)
 	err := backoff.Retry(func() error {
 		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
 		defer cancel()
@@ -637,7 +649,7 @@ func (r *run) finish(exit *state.Exit, stderrTail, reason string, code int) int 
 		r.log.Warn("recording the outcome failed; retrying", "error", err)
 		return err
 	}
-	b := backoff.NewExponentialBackOff(backoff.WithInitialInterval(200*time.Millisecond), backoff.WithMaxElapsedTime(0))
+	b := retryPolicy(200 * time.Millisecond)
 	if err := backoff.Retry(op, backoff.WithContext(b, ctx)); err != nil {
 		var ce *state.ConflictError
 		if errors.As(err, &ce) {

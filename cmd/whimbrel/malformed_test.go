@@ -297,9 +297,28 @@ func testMalformed(t *testing.T, st state.Store, raw rawStore, env []string, sql
 		}
 		return wf.State
 	}
-	waitUntil(t, "the valid workflows settle", func() bool {
-		return settled(goodID) == state.WorkflowCompleted && settled(late.Exec.WorkflowExecID) == state.WorkflowFailed
-	})
+	settleBy := time.Now().Add(90 * time.Second)
+	for settled(goodID) != state.WorkflowCompleted || settled(late.Exec.WorkflowExecID) != state.WorkflowFailed {
+		if time.Now().After(settleBy) {
+			// Say what was left, and what the daemons said, so that a
+			// failure on a loaded CI run can be understood from its log.
+			for _, id := range []string{goodID, late.Exec.WorkflowExecID} {
+				acts, err := st.Activities(ctx, id)
+				t.Logf("workflow %s: %s; activities %v", id, settled(id), err)
+				for _, a := range acts {
+					t.Logf("  %s %s owner=%q reason=%q", a.ActivityName, a.State, a.Owner, a.Reason)
+				}
+			}
+			stopLauncher()
+			stopMonitor()
+			for _, file := range []string{launcherLog, monitorLog} {
+				b, _ := os.ReadFile(file)
+				t.Logf("%s:\n%s", filepath.Base(file), b)
+			}
+			t.Fatal("the valid workflows did not settle within 90 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	if a, err := st.GetActivity(ctx, storetest.Key(late, "stuck")); err != nil || a.State != state.TimedOut {
 		t.Errorf("the stuck activity: %+v, %v; want TIMED_OUT", a, err)
 	}
