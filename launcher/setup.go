@@ -131,13 +131,17 @@ func (s *Setup) drop(t string) {
 
 // CheckStore makes one bounded read of the state index, so that a store
 // that cannot be reached stops the launcher at start with one line; where
-// names the store in that line.
+// names the store in that line. A malformed item among those read does
+// not stop it: one bad item must never stop the fleet.
 func (s *Setup) CheckStore(ctx context.Context, st interface {
 	ActivitiesInState(context.Context, state.ActivityQuery) ([]state.ActivityRef, error)
 }, where string) error {
 	cctx, cancel := context.WithTimeout(ctx, s.startTimeout())
 	defer cancel()
-	if _, err := st.ActivitiesInState(cctx, state.ActivityQuery{State: state.Ready, Limit: 1}); err != nil {
+	_, err := st.ActivitiesInState(cctx, state.ActivityQuery{State: state.Ready, Limit: 1})
+	// A READY item the store could not decode was read, so the store is
+	// reachable; the store has reported the item, and passes skip it.
+	if _, err = state.Skipped(err); err != nil {
 		return fmt.Errorf("cannot reach the store (%s): %w", where, err)
 	}
 	return nil

@@ -36,3 +36,25 @@ func TestCheckStoreBoundsItsReadByDefault(t *testing.T) {
 		t.Errorf("StartTimeout 3s: err %v, %s left", err, r.left)
 	}
 }
+
+// answers is a state index read that returns what it was given.
+type answers struct{ err error }
+
+func (a answers) ActivitiesInState(context.Context, state.ActivityQuery) ([]state.ActivityRef, error) {
+	return nil, a.err
+}
+
+// TestCheckStorePassesOverAMalformedItem: a read that skipped an item it
+// could not decode reached the store, so the launcher starts (one bad
+// item must never stop the fleet); a read that failed stops it. A loaded
+// CI run had the launcher exit at start once the monitor's adoption scan
+// had put a foreign malformed READY item in the index.
+func TestCheckStorePassesOverAMalformedItem(t *testing.T) {
+	skipped := &state.SkippedError{Items: []*state.DecodeError{{Table: "activity_exec", Key: "bad", ID: "bad", Attr: "state_time_epoch", Err: "out of range"}}}
+	if err := (&launcher.Setup{}).CheckStore(context.Background(), answers{skipped}, "test store"); err != nil {
+		t.Errorf("CheckStore with a malformed item read: %v; want the launcher to start", err)
+	}
+	if err := (&launcher.Setup{}).CheckStore(context.Background(), answers{context.DeadlineExceeded}, "test store"); err == nil {
+		t.Error("CheckStore with a read that failed: no error; want the launcher stopped")
+	}
+}

@@ -287,8 +287,16 @@ func testMalformed(t *testing.T, st state.Store, raw rawStore, env []string, sql
 		t.Cleanup(stop)
 		return logFile, stop
 	}
-	launcherLog, stopLauncher := daemon("whimbrel-launcher", "--interval", "200ms", "--log-dir", t.TempDir())
+	// The monitor first: its adoption scan stamps the foreign READY items
+	// into the state index, so the launcher's very first read (its start
+	// check) meets them, every run.
 	monitorLog, stopMonitor := daemon("whimbrel-monitor", "--interval", "300ms", "--skew", "0s")
+	hostileID := bads[6].item["activity_exec_id"].(string)
+	waitUntil(t, "the monitor meets the foreign items", func() bool {
+		b, _ := os.ReadFile(monitorLog)
+		return strings.Contains(string(b), hostileID[strings.LastIndex(hostileID, "::"):])
+	})
+	launcherLog, stopLauncher := daemon("whimbrel-launcher", "--interval", "200ms", "--log-dir", t.TempDir())
 
 	settled := func(id string) state.WorkflowState {
 		wf, err := st.GetWorkflow(ctx, id)
