@@ -96,11 +96,23 @@ func (f *fleet) stopAll() {
 	}
 }
 
+// Timeouts of the definitions: short where participants are killed, so
+// that the monitor recovers their activities quickly; generous where none
+// is, so that a loaded machine never ends an attempt that would have run.
+// With a 2 s lease a wrapper has 1 s (half the lease: it does not beat
+// yet) to read its upstreams' outputs before it starts the command; a
+// loaded CI machine once took longer for the join's 36 upstream items, and
+// each attempt failed "command not started", as it must.
+const (
+	killedTimeouts = "heartbeat_interval: 300ms, heartbeat_timeout: 2s, queued_timeout: 5s, kill_grace: 1s"
+	calmTimeouts   = "heartbeat_interval: 300ms, heartbeat_timeout: 30s, queued_timeout: 2m, kill_grace: 1s"
+)
+
 // definition builds a workflow of n activities: a root, a fan-out, a join.
-func definition(t *testing.T, name string, n int, command string, extra string) *workflow.Definition {
+func definition(t *testing.T, name string, n int, timeouts, command, extra string) *workflow.Definition {
 	t.Helper()
 	var b strings.Builder
-	fmt.Fprintf(&b, "name: %s\ndefaults: {heartbeat_interval: 300ms, heartbeat_timeout: 2s, queued_timeout: 5s, kill_grace: 1s}\nactivities:\n", name)
+	fmt.Fprintf(&b, "name: %s\ndefaults: {%s}\nactivities:\n", name, timeouts)
 	fmt.Fprintf(&b, "  root: {command: [sh, -c, '%s']%s}\n", command, extra)
 	var mids []string
 	for i := 0; i < n-2; i++ {
@@ -195,7 +207,7 @@ func TestExactlyOnce(t *testing.T) {
 			command += `; m=` + dir + `/$(echo $WHIMBREL_WORKFLOW_EXEC_ID.$WHIMBREL_ACTIVITY_NAME | tr : _); test -e $m || { touch $m; exit 1; }`
 			extra = `, retry: {max_attempts: 3, interval: 200ms, jitter: full}`
 		}
-		d := definition(t, fmt.Sprintf("once%d", len(ids)), n, command, extra)
+		d := definition(t, fmt.Sprintf("once%d", len(ids)), n, calmTimeouts, command, extra)
 		id, _, err := workflow.Start(context.Background(), st, d, workflow.StartOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -224,7 +236,9 @@ func TestExactlyOnce(t *testing.T) {
 			ran++
 			perName[a.ActivityName]++
 			if n := seen[a.ActivityExecID]; n != 1 {
-				t.Errorf("%s ran %d times", a.ActivityExecID, n)
+				t.Errorf("%s ran %d times: %s (%s), queued %s, started %s, owner %q, launched as %q",
+					a.ActivityExecID, n, a.State, a.Reason, a.QueuedTime.Format(time.StampMilli),
+					a.StartTime.Format(time.StampMilli), a.Owner, a.LaunchedAs)
 			}
 		}
 		for name, n := range perName {
@@ -262,7 +276,7 @@ func TestCrashes(t *testing.T) {
 		// The command sleeps a little so that kills find it running; the
 		// ID is written before, so a killed wrapper's orphaned command is
 		// still counted once.
-		d := definition(t, fmt.Sprintf("crash%d", len(ids)), n, `echo $WHIMBREL_ACTIVITY_EXEC_ID >> `+log+`; sleep 0.$((RANDOM % 8 + 2))`, "")
+		d := definition(t, fmt.Sprintf("crash%d", len(ids)), n, killedTimeouts, `echo $WHIMBREL_ACTIVITY_EXEC_ID >> `+log+`; sleep 0.$((RANDOM % 8 + 2))`, "")
 		id, _, err := workflow.Start(context.Background(), st, d, workflow.StartOptions{})
 		if err != nil {
 			t.Fatal(err)
