@@ -480,6 +480,10 @@ func (st *Store) waitActive(ctx context.Context, name string) error {
 			return fmt.Errorf("wait for table %s to become active: gave up after %s", name, st.tableWait)
 		}
 		out, err := w.WaitForOutput(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, time.Until(deadline))
+		if err != nil && ctx.Err() == nil && time.Until(deadline) <= 0 {
+			// The wait's own bound ended it, in a call or between two.
+			return fmt.Errorf("wait for table %s to become active: gave up after %s: %w", name, st.tableWait, err)
+		}
 		if err != nil {
 			return fmt.Errorf("wait for table %s to become active: %w", name, err)
 		}
