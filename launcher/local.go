@@ -12,11 +12,15 @@ import (
 	"syscall"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/whimbrel/whimbrel/process"
+	"github.com/whimbrel/whimbrel/state"
 )
 
 // Local starts each activity as a child process: whimbrel-run -- COMMAND,
-// with the identity in its environment. It reaps its children; Wait waits
-// for all of them.
+// with the identity in its environment. It reaps its children and is their
+// guard (process.Watch): should a wrapper be killed outright, Local stops
+// its command's process group. Wait waits for all of them.
 type Local struct {
 	// Wrapper is the whimbrel-run binary.
 	Wrapper string
@@ -34,6 +38,20 @@ type Local struct {
 	mu sync.Mutex
 	// children by pid, for Signal.
 	children map[int]*exec.Cmd
+	// killing is closed by the first Signal(SIGKILL): the guards then
+	// kill their commands' groups at once instead of after a grace.
+	killing     chan struct{}
+	killingOnce sync.Once
+}
+
+// hurry is closed once the children are being killed.
+func (b *Local) hurry() chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.killing == nil {
+		b.killing = make(chan struct{})
+	}
+	return b.killing
 }
 
 var _ Backend = (*Local)(nil)
@@ -74,18 +92,44 @@ func (b *Local) Launch(ctx context.Context, j Job) (string, error) {
 	// the activities; whoever stops them does it through the state.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	// The launcher is the wrapper's guard (process.Watch): it stops the
+	// command's process group should the wrapper be killed outright, so
+	// the wrapper needs no guard process of its own. A wrapper that
+	// outlives the launcher starts one when the pipe breaks.
+	guardR, guardW, err := os.Pipe()
+	if err != nil {
+		return "", fmt.Errorf("create the guard pipe: %w", err)
+	}
+	defer guardW.Close() // the child has its own copy
+	cmd.ExtraFiles = []*os.File{guardW}
+	cmd.Env = append(cmd.Env, state.EnvGuardFD+"=3")
 	if b.LogDir != "" {
 		f, err := os.OpenFile(filepath.Join(b.LogDir, j.Key.ActivityExecID+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
+			guardR.Close()
 			return "", fmt.Errorf("open the activity's log: %w", err)
 		}
 		defer f.Close() // the child has its own copy
 		cmd.Stdout, cmd.Stderr = f, f
 	}
 	if err := cmd.Start(); err != nil {
+		guardR.Close()
 		return "", fmt.Errorf("start %s: %w", b.Wrapper, err)
 	}
 	pid := cmd.Process.Pid
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		defer guardR.Close()
+		say := func(msg string) {
+			if b.Logger != nil {
+				b.Logger.Warn(msg, "pid", pid, "activity_exec_id", j.Key.ActivityExecID)
+			}
+		}
+		if err := process.Watch(guardR, say, b.hurry()); err != nil {
+			say(err.Error())
+		}
+	}()
 	b.mu.Lock()
 	if b.children == nil {
 		b.children = map[int]*exec.Cmd{}
@@ -120,8 +164,13 @@ func (b *Local) Running() int {
 	return len(b.children)
 }
 
-// Signal sends sig to every child's process group.
+// Signal sends sig to every child's process group. SIGKILL also makes the
+// guards of those whose wrappers it kills kill their commands at once.
 func (b *Local) Signal(sig syscall.Signal) {
+	if sig == syscall.SIGKILL {
+		k := b.hurry()
+		b.killingOnce.Do(func() { close(k) })
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for pid := range b.children {
@@ -129,7 +178,8 @@ func (b *Local) Signal(sig syscall.Signal) {
 	}
 }
 
-// Wait waits for every child to exit.
+// Wait waits for every child to exit, and for the guard of each to have
+// released it or stopped its command.
 func (b *Local) Wait() { b.wg.Wait() }
 
 // envList writes an environment map as KEY=VALUE, in a stable order.

@@ -312,3 +312,132 @@ func TestWarnsWithoutReaping(t *testing.T) {
 		}
 	}
 }
+
+// TestSupervisorGuards hands the wrapper a guard pipe whose read end the
+// test watches with Watch, as whimbrel-launcher does: no guard process is
+// started, and when the wrapper is killed outright the supervisor stops the
+// command and its child. When the supervisor goes away first, the wrapper
+// starts a guard process in its place, which stops them all the same; when
+// the wrapper closes normally, Watch returns without a word.
+func TestSupervisorGuards(t *testing.T) {
+	t.Parallel()
+	const grace = 1500 * time.Millisecond
+	for _, supervisorGone := range []bool{false, true} {
+		t.Run(fmt.Sprintf("supervisor gone first=%v", supervisorGone), func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*waitTimeout)
+			defer cancel()
+			dir := t.TempDir()
+			child, grandchild := filepath.Join(dir, "child"), filepath.Join(dir, "grandchild")
+			script := ` sleep 100 & echo $! > "$2"; echo $$ > "$1"; wait`
+			cmd, stderr := wrapperCommand(t, ctx, nil, []string{envGuard + "=" + grace.String(), envGuardPipe + "=1"},
+				"sh", "-c", script, "sh", child, grandchild)
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd.ExtraFiles = []*os.File{w}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			w.Close()
+			var said []string
+			watched := make(chan error, 1)
+			if !supervisorGone {
+				go func() { watched <- Watch(r, func(msg string) { said = append(said, msg) }, nil) }()
+			}
+			pids := []string{readWhenWritten(t, child), readWhenWritten(t, grandchild)}
+			t.Cleanup(func() {
+				for _, pid := range pids {
+					if n, err := strconv.Atoi(pid); err == nil {
+						_ = syscall.Kill(n, syscall.SIGKILL)
+					}
+				}
+			})
+			if n := guardProcesses(t, cmd.Process.Pid); n != 0 && !supervisorGone {
+				t.Errorf("%d guard processes run beside a supervisor's guard, want none", n)
+			}
+			if supervisorGone {
+				r.Close() // the supervisor is gone: its end of the pipe closes
+				deadline := time.Now().Add(waitTimeout)
+				for guardProcesses(t, cmd.Process.Pid) != 1 {
+					if time.Now().After(deadline) {
+						t.Fatalf("no guard process replaced the supervisor; stderr:\n%s", stderr)
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+			if err := cmd.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			_ = cmd.Wait()
+			for _, pid := range pids {
+				waitGone(t, pid)
+			}
+			if supervisorGone {
+				if !strings.Contains(stderr.String(), "the wrapper died") {
+					t.Errorf("the replacing guard said nothing; stderr:\n%s", stderr)
+				}
+				return
+			}
+			select {
+			case err := <-watched:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-ctx.Done():
+				t.Fatal("Watch did not return after the group was stopped")
+			}
+			if len(said) == 0 || !strings.Contains(said[0], "the wrapper died") {
+				t.Errorf("the supervisor's guard said %q", said)
+			}
+		})
+	}
+	t.Run("released", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		cmd, stderr := wrapperCommand(t, ctx, nil, []string{envGuard + "=5s", envGuardPipe + "=1"}, "sh", "-c", "exit 4")
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.ExtraFiles = []*os.File{w}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		var said []string
+		werr := Watch(r, func(msg string) { said = append(said, msg) }, nil)
+		err = cmd.Wait()
+		if got := cmd.ProcessState.ExitCode(); got != 4 {
+			t.Fatalf("wrapper exit status = %d (%v), want 4; stderr:\n%s", got, err, stderr)
+		}
+		if werr != nil || len(said) > 0 {
+			t.Errorf("a released supervisor's guard returned %v and said %q", werr, said)
+		}
+	})
+}
+
+// guardProcesses counts the guard processes whose parent is pid.
+func guardProcesses(t *testing.T, pid int) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		_, ppid, ok := procStat(e.Name())
+		if !ok || ppid != pid {
+			continue
+		}
+		if argv, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && strings.HasPrefix(string(argv), "whimbrel-runner-guard\x00") {
+			n++
+		}
+	}
+	return n
+}

@@ -121,6 +121,11 @@ type Config struct {
 	// small process per Process; see guard.go. It is not needed when the
 	// wrapper is PID 1, whose death ends every process in its namespace.
 	Guard bool
+	// GuardPipe, with Guard, is the write end of a guard pipe whose read
+	// end a supervisor watches (Watch): the supervisor is the guard, and
+	// no guard process is started unless the supervisor goes away first.
+	// The Process owns it from Start on; it must be close-on-exec.
+	GuardPipe *os.File
 
 	// Reap makes the wrapper a child subreaper and reaps every descendant
 	// that is reparented to it, until Close. Reaping is also on whenever the
@@ -285,14 +290,19 @@ func Start(cfg Config) (*Process, error) {
 	// command's start finds the wrapper unguarded (but for the fork to the
 	// write of the process group, see guard.go).
 	var g *guard
-	if cfg.Guard && os.Getpid() != 1 {
+	switch {
+	case cfg.Guard && os.Getpid() != 1 && cfg.GuardPipe != nil:
+		g = supervisedGuard(cfg.GuardPipe, p.grace, reaping)
+	case cfg.Guard && os.Getpid() != 1:
 		var err error
-		if g, err = startGuard(p.grace); err != nil {
+		if g, err = startGuard(p.grace, reaping); err != nil {
 			// Only the protection against the wrapper's own sudden death
 			// is missing: the command is started all the same.
 			p.log.Warn("the command will not be stopped if this wrapper is killed", "error", err)
 			g = nil
 		}
+	case cfg.GuardPipe != nil:
+		_ = cfg.GuardPipe.Close() // as PID 1 (or unguarded) the supervisor is not needed
 	}
 
 	// os.StartProcess rather than exec.Cmd: every stdio is an *os.File, and
@@ -306,9 +316,7 @@ func Start(cfg Config) (*Process, error) {
 	})
 	if err != nil {
 		if g != nil {
-			g.w.Close() // end of file before a process group: the guard exits
-			var ws unix.WaitStatus
-			_ = retryEINTR(func() error { _, err := unix.Wait4(g.pid, &ws, 0, nil); return err })
+			g.abort() // end of file before a process group: the guard returns
 		}
 		p.tty = nil
 		if p.stderr != nil {
@@ -332,16 +340,6 @@ func Start(cfg Config) (*Process, error) {
 			p.log.Warn("the command will not be stopped if this wrapper is killed", "error", err)
 		}
 		p.guard = g
-		if !reaping {
-			// In reaping mode the reaper collects the guard with every
-			// other child.
-			p.bg.Add(1)
-			go func() {
-				defer p.bg.Done()
-				var ws unix.WaitStatus
-				_ = retryEINTR(func() error { _, err := unix.Wait4(g.pid, &ws, 0, nil); return err })
-			}()
-		}
 	}
 	// Tests die here: the command has started, nothing else has.
 	fault.Point(fault.AfterCommandStart)

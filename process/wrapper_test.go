@@ -29,6 +29,10 @@ const (
 	envSubreaperOnly = "RUNNER_TEST_SUBREAPER_ONLY"
 	// envGuard sets Config.Guard, with a kill grace of envGuard's value.
 	envGuard = "RUNNER_TEST_GUARD"
+	// envGuardPipe makes fd 3, which the test hands the wrapper, the
+	// Config.GuardPipe of its guard (envGuard must be set too): the test
+	// is the supervisor that guards.
+	envGuardPipe = "RUNNER_TEST_GUARD_PIPE"
 	// envKillAfterTerm sets Config.KillAfterTerm, with a kill grace of
 	// envKillAfterTerm's value.
 	envKillAfterTerm = "RUNNER_TEST_KILL_AFTER_TERM"
@@ -85,6 +89,11 @@ func wrapperMain() int {
 			return ExitWrapperError
 		}
 	}
+	var guardPipe *os.File
+	if os.Getenv(envGuardPipe) == "1" {
+		unix.CloseOnExec(3)
+		guardPipe = os.NewFile(3, "guard pipe")
+	}
 	p, err := Start(Config{
 		Args:            os.Args[1:],
 		Env:             env,
@@ -92,6 +101,7 @@ func wrapperMain() int {
 		KillAfterTerm:   os.Getenv(envKillAfterTerm) != "",
 		SignalChildOnly: os.Getenv(envChildOnly) == "1",
 		Guard:           guard,
+		GuardPipe:       guardPipe,
 		KillGrace:       grace,
 		Reap:            os.Getenv(envReap) == "1",
 		Logger:          logger,

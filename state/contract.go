@@ -80,6 +80,11 @@ const (
 	EnvHeartbeatTimeout  = "WHIMBREL_HEARTBEAT_TIMEOUT"
 	EnvTimeout           = "WHIMBREL_TIMEOUT"
 	EnvKillGrace         = "WHIMBREL_KILL_GRACE"
+	// EnvGuardFD names the descriptor of a guard pipe a local launcher
+	// hands the wrapper (whimbrel-run's --guard-fd): the launcher stops
+	// the command's process group if the wrapper is killed outright, so
+	// the wrapper starts no guard process of its own.
+	EnvGuardFD = "WHIMBREL_GUARD_FD"
 )
 
 // Exit statuses of whimbrel-run's own outcomes, recorded as the activity's

@@ -134,6 +134,8 @@ func (r *run) prepare(ctx context.Context, claimed *state.ActivityExec) (*data, 
 			env[k] = v
 		}
 	}
+	// The guard pipe is the wrapper's alone (close-on-exec).
+	delete(env, state.EnvGuardFD)
 	if act != nil {
 		if len(act.Command) > 0 {
 			// The command is the definition's (the launchers pass it as

@@ -82,6 +82,9 @@ type Config struct {
 	// Guard stops the command's process group if the wrapper is killed
 	// outright (kill -9) when it is not PID 1 (see process.Config.Guard).
 	Guard bool
+	// GuardPipe, with Guard, is the write end of a guard pipe whose read
+	// end the supervising launcher watches (process.Config.GuardPipe).
+	GuardPipe *os.File
 	// ParentDeathSignal, when not 0, is sent to the wrapper itself when its
 	// parent dies (tini -p): SIGTERM stops the command as a docker stop
 	// would, and the outcome is recorded.
@@ -218,6 +221,7 @@ func (r *run) run(ctx context.Context) int {
 		Signals:         sigs,
 		SignalChildOnly: r.cfg.SignalChildOnly,
 		Guard:           r.cfg.Guard,
+		GuardPipe:       r.cfg.GuardPipe,
 		Reap:            r.cfg.Subreaper,
 		Logger:          r.log.Named("runner"),
 	})

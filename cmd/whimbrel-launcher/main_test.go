@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 	testbin.Main(func(dir string) int {
 		binary = filepath.Join(dir, "whimbrel-launcher")
 		return m.Run()
-	}, nil, map[string]string{"whimbrel-launcher": "."})
+	}, nil, map[string]string{"whimbrel-launcher": ".", "whimbrel-run": "../whimbrel-run"})
 }
 
 func run(t *testing.T, env []string, args ...string) (string, int) {

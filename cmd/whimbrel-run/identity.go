@@ -2,13 +2,16 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
 
+	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
+	"github.com/whimbrel/whimbrel/process"
 	"github.com/whimbrel/whimbrel/state"
 )
 
@@ -56,4 +59,19 @@ func parseSignal(s string) (syscall.Signal, error) {
 		return 0, &cli.UsageError{Msg: fmt.Sprintf("--parent-death-signal %q is not a signal: give a name such as SIGTERM, or a number", s)}
 	}
 	return syscall.Signal(n), nil
+}
+
+// guardPipe is the guard pipe of --guard-fd, or nil without one. One that
+// cannot be used is only warned about: the wrapper then starts a guard
+// process of its own, as without the flag.
+func guardPipe(fd int, log hclog.Logger) *os.File {
+	if fd == 0 {
+		return nil
+	}
+	f, err := process.GuardPipeFD(fd)
+	if err != nil {
+		log.Warn("--guard-fd not used; a guard process will be started instead", "error", err)
+		return nil
+	}
+	return f
 }

@@ -80,6 +80,7 @@ func (c *CLI) Run(k *kong.Context) error {
 		Subreaper:              c.Subreaper,
 		SignalChildOnly:        c.SignalChildOnly,
 		Guard:                  c.Guard,
+		GuardPipe:              guardPipe(c.GuardFD, log),
 		ParentDeathSignal:      pdeath,
 		Nudge:                  c.Nudge,
 		DataDir:                c.DataDir,

@@ -6,7 +6,7 @@ COMPLETED or FAILED from CMD's exit status, and ready the activities that wait
 on it. stdin, stdout and stderr pass through untouched; signals are relayed to
 CMD's process group; as PID 1 it reaps orphans. Logs go to stderr. When not
 PID 1, a guard process stops CMD's process group if whimbrel-run is killed
-outright (kill -9).
+outright (kill -9); under a local launcher the launcher is that guard.
 
 Identity comes from flags or the environment (a launcher sets the variables):
 WHIMBREL_ACTIVITY_EXEC_ID, WHIMBREL_WORKFLOW_EXEC_ID, and optionally

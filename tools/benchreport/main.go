@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -57,6 +58,7 @@ func main() {
 	flag.BoolVar(&onlyFan, "fan", false, "measure the fan-outs on the embedded store only, with the binaries of -bin and, if given, of -before side by side, and print them")
 	flag.BoolVar(&onlySpeed, "speed", false, "measure the fan-outs and the throughput against the store's bound only, and print their sections")
 	flag.Float64Var(&writesPerActivity, "writes-per-activity", writesPerActivity, "write units of one activity's life, for the store's bound (default: as measured in the same run)")
+	flag.BoolVar(&onlyThroughput, "tp", false, "measure the throughput only, with the binaries of -bin and, if given, of -before side by side (three alternating runs), and print them")
 	flag.BoolVar(&onlySweep, "sweep", false, "measure the monitor's sweep against history only, and print its section")
 	flag.Parse()
 	if err := run(*bin, *before, *runs, *trivial, *history, *out); err != nil {
@@ -86,6 +88,9 @@ func run(bin, before string, runs, trivial, history int, out string) error {
 		return fmt.Errorf("WHIMBREL_TEST_DYNAMODB is not set: run it through scripts/dynamodb-local run (make bench does)")
 	}
 	ctx := context.Background()
+	if onlyThroughput {
+		return printThroughputBuilds(ctx, bin, before, endpoint, trivial)
+	}
 	if onlySpeed {
 		r, err := measureSpeed(ctx, bin, endpoint, trivial, nil)
 		if err != nil {
@@ -478,7 +483,11 @@ func vmRSS(pid int) (int, error) {
 
 type throughput struct {
 	perSecond map[int]float64 // activities completed per second, by launchers
-	writes    float64         // conditional writes per second DynamoDB Local sustains
+	// cpu is the user + system time of the launchers and every process
+	// they reaped (the wrappers, their guards and commands) per activity,
+	// by launchers.
+	cpu    map[int]time.Duration
+	writes float64 // conditional writes per second DynamoDB Local sustains
 }
 
 func storeEnv(prefix, endpoint string) []string {
@@ -488,7 +497,7 @@ func storeEnv(prefix, endpoint string) []string {
 }
 
 func measureThroughput(ctx context.Context, bin, endpoint string, n int) (throughput, error) {
-	res := throughput{perSecond: map[int]float64{}}
+	res := throughput{perSecond: map[int]float64{}, cpu: map[int]time.Duration{}}
 	var def strings.Builder
 	def.WriteString("name: trivial\nactivities:\n")
 	for i := 0; i < n; i++ {
@@ -539,10 +548,15 @@ func measureThroughput(ctx context.Context, bin, endpoint string, n int) (throug
 			time.Sleep(50 * time.Millisecond)
 		}
 		res.perSecond[launchers] = float64(n) / time.Since(began).Seconds()
+		var cpu time.Duration
 		for _, p := range procs {
 			_ = p.Process.Kill()
 			_ = p.Wait()
+			if ru, ok := p.ProcessState.SysUsage().(*syscall.Rusage); ok {
+				cpu += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+			}
 		}
+		res.cpu[launchers] = cpu / time.Duration(n)
 		os.RemoveAll(dir)
 	}
 

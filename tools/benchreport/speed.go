@@ -138,6 +138,34 @@ func printFanBuilds(bin, before string) error {
 	return nil
 }
 
+// onlyThroughput measures and prints the throughput of one or two builds.
+var onlyThroughput bool
+
+// printThroughputBuilds measures the throughput with the binaries of before
+// (if given) and of bin, alternating three times, and prints each run: the
+// activities per second, and the CPU per activity of the launchers and all
+// they started, beside the store's raw rate of the same run.
+func printThroughputBuilds(ctx context.Context, bin, before, endpoint string, trivial int) error {
+	builds := []string{bin}
+	if before != "" {
+		builds = []string{before, bin}
+	}
+	fmt.Printf("| binaries | run | launchers | activities per second | CPU per activity | store's conditional writes per second |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
+	for run := 1; run <= 3; run++ {
+		for _, b := range builds {
+			tp, err := measureThroughput(ctx, b, endpoint, trivial)
+			if err != nil {
+				return fmt.Errorf("throughput with %s: %w", b, err)
+			}
+			for _, l := range []int{1, 4} {
+				fmt.Printf("| %s | %d | %d | %.1f | %.1fms | %.0f |\n", b, run, l, tp.perSecond[l],
+					float64(tp.cpu[l].Microseconds())/1000, tp.writes)
+			}
+		}
+	}
+	return nil
+}
+
 func tail(s string) string {
 	if len(s) > 400 {
 		return "…" + s[len(s)-400:]

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/whimbrel/whimbrel/state/sqlite"
+	"github.com/whimbrel/whimbrel/workflow"
+)
+
+// TestLauncherGuardsItsWrappers: a local launcher is its wrappers' guard,
+// so no wrapper it starts runs a guard process, and a wrapper killed
+// outright (kill -9) still has its command and the command's child stopped
+// (by the launcher). When the launcher is killed first, the wrapper starts a
+// guard process in its place, which stops them when the wrapper is killed
+// in turn.
+func TestLauncherGuardsItsWrappers(t *testing.T) {
+	t.Parallel()
+	for _, launcherDiesFirst := range []bool{false, true} {
+		name := "launcher guards"
+		if launcherDiesFirst {
+			name = "launcher killed first"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			db := filepath.Join(dir, "state.db")
+			child, grandchild := filepath.Join(dir, "child"), filepath.Join(dir, "grandchild")
+			startWorkflow(t, db, `name: guarded
+activities:
+  a:
+    kill_grace: 2s
+    command: [sh, -c, 'sleep 300 & echo $! > `+grandchild+`.tmp; mv `+grandchild+`.tmp `+grandchild+`; echo $$ > `+child+`.tmp; mv `+child+`.tmp `+child+`; wait']
+`)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			l := exec.CommandContext(ctx, binary, "--interval", "100ms", "--types", "local", "--log-dir", filepath.Join(dir, "logs"))
+			l.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "WHIMBREL_STORE=sqlite:" + db}
+			out := &lockedBuffer{}
+			l.Stdout, l.Stderr = out, out
+			if err := l.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = l.Process.Kill(); _ = l.Wait() })
+			pids := []int{pidIn(t, child), pidIn(t, grandchild)}
+			t.Cleanup(func() {
+				for _, pid := range pids {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			})
+			wrapper := parentOf(t, pids[0])
+			t.Cleanup(func() { _ = syscall.Kill(wrapper, syscall.SIGKILL) })
+			if n := guards(t, wrapper); n != 0 {
+				t.Fatalf("the wrapper under a launcher runs %d guard processes, want none", n)
+			}
+			if launcherDiesFirst {
+				_ = l.Process.Kill()
+				_ = l.Wait()
+				deadline := time.Now().Add(10 * time.Second)
+				for guards(t, wrapper) != 1 {
+					if time.Now().After(deadline) {
+						t.Fatalf("no guard process took over from the killed launcher\n%s", out.String())
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+			if err := syscall.Kill(wrapper, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for _, pid := range pids {
+				for alive(pid) && time.Now().Before(deadline) {
+					time.Sleep(20 * time.Millisecond)
+				}
+				if alive(pid) {
+					t.Errorf("process %d outlived its wrapper, killed outright\n%s", pid, out.String())
+				}
+			}
+			if !launcherDiesFirst && !strings.Contains(out.String(), "the wrapper died") {
+				t.Errorf("the launcher did not say what it did:\n%s", out.String())
+			}
+		})
+	}
+}
+
+func startWorkflow(t *testing.T, db, yaml string) {
+	t.Helper()
+	st, err := sqlite.Open(db, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	if _, err := st.Install(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	d, err := workflow.Parse("guarded.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := workflow.Start(ctx, st, d, workflow.StartOptions{Source: "test"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pidIn waits for a pid file and reads it.
+func pidIn(t *testing.T, path string) int {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil {
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s was not written", path)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stat returns the state and parent of pid from /proc.
+func stat(pid int) (string, int, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", 0, false
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 2 {
+		return "", 0, false
+	}
+	ppid, err := strconv.Atoi(f[1])
+	return f[0], ppid, err == nil
+}
+
+func alive(pid int) bool {
+	st, _, ok := stat(pid)
+	return ok && st != "Z"
+}
+
+func parentOf(t *testing.T, pid int) int {
+	t.Helper()
+	_, ppid, ok := stat(pid)
+	if !ok {
+		t.Fatalf("process %d is gone", pid)
+	}
+	return ppid
+}
+
+// guards counts the guard processes whose parent is pid.
+func guards(t *testing.T, pid int) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if _, ppid, ok := stat(p); !ok || ppid != pid {
+			continue
+		}
+		if argv, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && strings.HasPrefix(string(argv), "whimbrel-runner-guard\x00") {
+			n++
+		}
+	}
+	return n
+}
+
+// lockedBuffer is the launcher's output, written by exec's copying
+// goroutine while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
