@@ -187,6 +187,7 @@ func New(st Store, cfg Config) *Launcher {
 // its launches: the next one starts on time and leaves alone the
 // activities still being launched.
 func (l *Launcher) Run(ctx context.Context) error {
+	defer l.waitGuards()
 	defer l.wg.Wait()
 	t := time.NewTicker(l.cfg.Interval)
 	defer t.Stop()
@@ -218,10 +219,26 @@ func (l *Launcher) Once(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	p.wg.Wait()
+	l.waitGuards()
 	if err == nil {
 		err = p.storeErr()
 	}
 	return int(p.launched.Load()), err
+}
+
+// guardWaiter is a backend that guards the wrappers it started (Local):
+// WaitGuards waits for the guards still stopping the commands of wrappers
+// that died.
+type guardWaiter interface{ WaitGuards() }
+
+// waitGuards lets the backends' guards finish what they started, so that
+// a launcher that returns leaves no killed wrapper's command half stopped.
+func (l *Launcher) waitGuards() {
+	for _, b := range l.cfg.Backends {
+		if g, ok := b.(guardWaiter); ok {
+			g.WaitGuards()
+		}
+	}
 }
 
 // pass reads the READY activities and hands each to a worker, waiting for

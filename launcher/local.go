@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -38,8 +39,13 @@ type Local struct {
 	mu sync.Mutex
 	// children by pid, for Signal.
 	children map[int]*exec.Cmd
-	// killing is closed by the first Signal(SIGKILL): the guards then
-	// kill their commands' groups at once instead of after a grace.
+	// ending holds, by pid, the guards of wrappers that have exited and
+	// that have not returned yet (WaitGuards).
+	ending map[int]chan struct{}
+	// killing is closed by the first Signal(SIGKILL): from then on the
+	// guards kill their commands' groups at once instead of after a grace
+	// (Local is then being shut down, as whimbrel run's third Ctrl-C
+	// does).
 	killing     chan struct{}
 	killingOnce sync.Once
 }
@@ -117,22 +123,10 @@ func (b *Local) Launch(ctx context.Context, j Job) (string, error) {
 		return "", fmt.Errorf("start %s: %w", b.Wrapper, err)
 	}
 	pid := cmd.Process.Pid
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		defer guardR.Close()
-		say := func(msg string) {
-			if b.Logger != nil {
-				b.Logger.Warn(msg, "pid", pid, "activity_exec_id", j.Key.ActivityExecID)
-			}
-		}
-		if err := process.Watch(guardR, say, b.hurry()); err != nil {
-			say(err.Error())
-		}
-	}()
+	watched := b.guard(pid, j, guardR)
 	b.mu.Lock()
 	if b.children == nil {
-		b.children = map[int]*exec.Cmd{}
+		b.children, b.ending = map[int]*exec.Cmd{}, map[int]chan struct{}{}
 	}
 	b.children[pid] = cmd
 	b.mu.Unlock()
@@ -142,7 +136,17 @@ func (b *Local) Launch(ctx context.Context, j Job) (string, error) {
 		err := cmd.Wait()
 		b.mu.Lock()
 		delete(b.children, pid)
+		select {
+		case <-watched:
+		default:
+			b.ending[pid] = watched
+		}
 		b.mu.Unlock()
+		// The wrapper is gone: its guard ends once it has read what is
+		// left in the pipe, even if a copy of the pipe's write end
+		// outlives the wrapper (one that did not take it left it to its
+		// command): a guard not released by then stops the command.
+		_ = guardR.SetReadDeadline(time.Now().Add(guardDrain))
 		status := exitedOK
 		if err != nil {
 			status = err.Error()
@@ -155,6 +159,52 @@ func (b *Local) Launch(ctx context.Context, j Job) (string, error) {
 		}
 	}()
 	return "pid:" + strconv.Itoa(pid), nil
+}
+
+// guardDrain bounds how long a guard reads its pipe once its wrapper has
+// exited: the wrapper wrote all it ever will before it exited.
+const guardDrain = time.Second
+
+// guard runs the guard of the wrapper pid, which has the write end of r:
+// process.Watch stops the command's process group if the wrapper dies
+// without releasing it. watched is closed once the guard has returned.
+func (b *Local) guard(pid int, j Job, r *os.File) (watched chan struct{}) {
+	watched = make(chan struct{})
+	say := func(msg string) {
+		if b.Logger != nil {
+			b.Logger.Warn(msg, "pid", pid, "activity_exec_id", j.Key.ActivityExecID)
+		}
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		defer r.Close()
+		if err := process.Watch(r, say, b.hurry()); err != nil {
+			say(err.Error())
+		}
+		b.mu.Lock()
+		close(watched)
+		delete(b.ending, pid)
+		b.mu.Unlock()
+	}()
+	return watched
+}
+
+// WaitGuards waits for the guards of the wrappers that have exited: a
+// guard that is stopping a killed wrapper's command (SIGTERM, the grace,
+// SIGKILL) is not left half done when the launcher exits. The guards of
+// wrappers still running are not waited for: when the launcher exits, each
+// of those wrappers starts a guard process of its own.
+func (b *Local) WaitGuards() {
+	b.mu.Lock()
+	var ending []chan struct{}
+	for _, c := range b.ending {
+		ending = append(ending, c)
+	}
+	b.mu.Unlock()
+	for _, c := range ending {
+		<-c
+	}
 }
 
 // Running returns how many children have not exited.

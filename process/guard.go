@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 )
 
@@ -160,6 +161,7 @@ func parseGuardLine(line string) (pgid int, grace time.Duration, err error) {
 type guard struct {
 	grace   time.Duration
 	reaping bool // the wrapper reaps every child: a guard process is collected there
+	log     hclog.Logger
 
 	mu       sync.Mutex
 	w        *os.File // the only write end of the guard's pipe
@@ -175,8 +177,8 @@ type guard struct {
 
 // startGuard starts a guard process, before the command; watch then names
 // the command's process group.
-func startGuard(grace time.Duration, reaping bool) (*guard, error) {
-	g := &guard{grace: grace, reaping: reaping}
+func startGuard(grace time.Duration, reaping bool, log hclog.Logger) (*guard, error) {
+	g := &guard{grace: grace, reaping: reaping, log: log}
 	if err := g.startProcess(); err != nil {
 		return nil, err
 	}
@@ -185,9 +187,28 @@ func startGuard(grace time.Duration, reaping bool) (*guard, error) {
 
 // supervisedGuard makes w, the write end of a pipe a supervisor watches,
 // the guard; watch then names the command's process group and starts
-// watching for the supervisor's end.
-func supervisedGuard(w *os.File, grace time.Duration, reaping bool) *guard {
-	return &guard{grace: grace, reaping: reaping, w: w}
+// watching for the supervisor's end. A supervisor gone already is replaced
+// by a guard process now, before the command starts, as startGuard would:
+// replacing it after the fork would leave the command unguarded while the
+// guard process starts.
+func supervisedGuard(w *os.File, grace time.Duration, reaping bool, log hclog.Logger) *guard {
+	g := &guard{grace: grace, reaping: reaping, w: w, log: log}
+	if broken(w) {
+		_ = w.Close()
+		if err := g.startProcess(); err != nil {
+			log.Warn("the command will not be stopped if this wrapper is killed: the supervisor that was to guard it is gone", "error", err)
+			return nil
+		}
+		log.Debug("the supervisor that was to guard the command is gone; started a guard process")
+	}
+	return g
+}
+
+// broken reports whether the reader of the pipe whose write end is w is gone.
+func broken(w *os.File) bool {
+	fds := []unix.PollFd{{Fd: int32(w.Fd())}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0 && fds[0].Revents&(unix.POLLERR|unix.POLLHUP|unix.POLLNVAL) != 0
 }
 
 // startProcess starts a guard process and makes its pipe g's.
@@ -238,7 +259,10 @@ func (g *guard) watch(pgid int) error {
 	if g.pid == 0 {
 		r, w, err := os.Pipe()
 		if err != nil {
-			return fmt.Errorf("watch the supervisor's guard: %w", err)
+			// The supervisor guards all the same; only its own death
+			// would go unnoticed.
+			g.log.Warn("the command will not be guarded if its supervisor goes away first", "error", err)
+			return nil
 		}
 		g.wake, g.watched = w, make(chan struct{})
 		go g.watchSupervisor(r)
@@ -257,7 +281,10 @@ func (g *guard) watchSupervisor(wake *os.File) {
 	g.mu.Unlock()
 	fds := []unix.PollFd{{Fd: fd}, {Fd: int32(wake.Fd()), Events: unix.POLLIN}}
 	for {
-		_ = retryEINTR(func() error { _, err := unix.Poll(fds, -1); return err })
+		if err := retryEINTR(func() error { _, err := unix.Poll(fds, -1); return err }); err != nil {
+			g.log.Warn("the command will not be guarded if its supervisor goes away first", "error", err)
+			return
+		}
 		if fds[1].Revents != 0 {
 			return // released
 		}
@@ -271,8 +298,10 @@ func (g *guard) watchSupervisor(wake *os.File) {
 		return
 	}
 	if err := g.replaceLocked(); err != nil {
-		fmt.Fprintln(os.Stderr, "whimbrel runner: the supervisor that guarded the command is gone, and no guard could replace it:", err)
+		g.log.Warn("the command will not be stopped if this wrapper is killed: the supervisor that guarded it is gone, and no guard process could replace it", "error", err)
+		return
 	}
+	g.log.Debug("the supervisor that guarded the command is gone; started a guard process")
 }
 
 // replaceLocked starts a guard process in place of a supervisor that went
@@ -324,9 +353,14 @@ func (g *guard) release() {
 }
 
 // GuardPipeFD returns descriptor fd, inherited from a supervisor, as a
-// Config.GuardPipe: it must be the write end of a pipe. It is made
-// close-on-exec, so that the command does not inherit it.
+// Config.GuardPipe: it must be the write end of a pipe, and not 0, 1 or 2.
+// It is made close-on-exec, used or not, so that no child inherits it
+// (CloseInheritedGuardPipe does so earlier).
 func GuardPipeFD(fd int) (*os.File, error) {
+	if fd < 3 {
+		return nil, fmt.Errorf("guard pipe: descriptor %d is standard input, output or error", fd)
+	}
+	unix.CloseOnExec(fd) // whether or not it is of use here
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, fmt.Errorf("guard pipe: descriptor %d: %w", fd, err)
@@ -337,6 +371,15 @@ func GuardPipeFD(fd int) (*os.File, error) {
 	if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err != nil || fl&unix.O_ACCMODE != unix.O_WRONLY {
 		return nil, fmt.Errorf("guard pipe: descriptor %d is not a pipe's write end", fd)
 	}
-	unix.CloseOnExec(fd)
 	return os.NewFile(uintptr(fd), "guard pipe"), nil
+}
+
+// CloseInheritedGuardPipe makes the descriptor that the environment
+// variable named env names (a supervisor's guard pipe, see GuardPipeFD)
+// close-on-exec, so that nothing the program starts before it takes the
+// pipe, nor after it refused it, inherits it. Call it first thing in main.
+func CloseInheritedGuardPipe(env string) {
+	if fd, err := strconv.Atoi(os.Getenv(env)); err == nil && fd >= 3 {
+		unix.CloseOnExec(fd)
+	}
 }

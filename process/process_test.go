@@ -322,8 +322,13 @@ func TestWarnsWithoutReaping(t *testing.T) {
 func TestSupervisorGuards(t *testing.T) {
 	t.Parallel()
 	const grace = 1500 * time.Millisecond
-	for _, supervisorGone := range []bool{false, true} {
-		t.Run(fmt.Sprintf("supervisor gone first=%v", supervisorGone), func(t *testing.T) {
+	for _, gone := range []string{"", "after the line", "before the wrapper starts"} {
+		supervisorGone := gone != ""
+		name := "supervisor gone " + gone
+		if gone == "" {
+			name = "supervisor guards"
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*waitTimeout)
 			defer cancel()
@@ -341,6 +346,9 @@ func TestSupervisorGuards(t *testing.T) {
 				t.Fatal(err)
 			}
 			w.Close()
+			if gone == "before the wrapper starts" {
+				r.Close() // most likely before the wrapper's Start looks
+			}
 			var said []string
 			watched := make(chan error, 1)
 			if !supervisorGone {
@@ -354,7 +362,7 @@ func TestSupervisorGuards(t *testing.T) {
 					}
 				}
 			})
-			if n := guardProcesses(t, cmd.Process.Pid); n != 0 && !supervisorGone {
+			if n := guardProcesses(t, cmd.Process.Pid); n != 0 && gone != "before the wrapper starts" {
 				t.Errorf("%d guard processes run beside a supervisor's guard, want none", n)
 			}
 			if supervisorGone {
@@ -440,4 +448,67 @@ func guardProcesses(t *testing.T, pid int) int {
 		}
 	}
 	return n
+}
+
+// TestGuardPipeFD: only the write end of a pipe, and never standard input,
+// output or error, is taken as a supervisor's guard pipe.
+func TestGuardPipeFD(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	f, err := os.CreateTemp(t.TempDir(), "file")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, tt := range []struct {
+		name string
+		fd   int
+		ok   bool
+	}{
+		{"a pipe's write end", int(w.Fd()), true},
+		{"a pipe's read end", int(r.Fd()), false},
+		{"a file", int(f.Fd()), false},
+		{"stdout", 1, false},
+		{"closed", 1 << 20, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := GuardPipeFD(tt.fd)
+			if tt.ok != (err == nil) {
+				t.Fatalf("GuardPipeFD(%d) = %v, %v; want ok=%v", tt.fd, got, err, tt.ok)
+			}
+			if err == nil {
+				flags, ferr := unix.FcntlInt(uintptr(tt.fd), unix.F_GETFD, 0)
+				if ferr != nil || flags&unix.FD_CLOEXEC == 0 {
+					t.Errorf("descriptor %d is not close-on-exec (%v)", tt.fd, ferr)
+				}
+			}
+		})
+	}
+}
+
+// TestFailedStartClosesGuardPipe: a command that cannot start closes the
+// guard pipe it was given, so the supervisor's guard returns at once.
+func TestFailedStartClosesGuardPipe(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := Start(Config{Args: []string{"/no/such/command"}, Guard: true, GuardPipe: w}); err == nil {
+		t.Fatal("a missing command started")
+	}
+	done := make(chan error, 1)
+	go func() { done <- Watch(r, func(msg string) { t.Errorf("the guard said %q", msg) }, nil) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("the guard pipe was left open: the supervisor's guard waits for ever")
+	}
 }

@@ -185,7 +185,15 @@ type Process struct {
 // Start starts the command described by cfg. Errors that stop the command
 // from running are *StartError; any other error is a wrapper failure. Use
 // ExitCode to turn either into an exit status.
-func Start(cfg Config) (*Process, error) {
+func Start(cfg Config) (_ *Process, err error) {
+	// The Process owns the guard pipe: a Start that fails before a guard
+	// took it closes it, so that the supervisor's guard returns.
+	guardPipe := cfg.GuardPipe
+	defer func() {
+		if err != nil && guardPipe != nil {
+			_ = guardPipe.Close()
+		}
+	}()
 	if len(cfg.Args) == 0 {
 		return nil, fmt.Errorf("start: %w", ErrNoCommand)
 	}
@@ -292,10 +300,11 @@ func Start(cfg Config) (*Process, error) {
 	var g *guard
 	switch {
 	case cfg.Guard && os.Getpid() != 1 && cfg.GuardPipe != nil:
-		g = supervisedGuard(cfg.GuardPipe, p.grace, reaping)
+		g = supervisedGuard(cfg.GuardPipe, p.grace, reaping, p.log)
+		guardPipe = nil // the guard's now (closed if it could not be used)
 	case cfg.Guard && os.Getpid() != 1:
 		var err error
-		if g, err = startGuard(p.grace, reaping); err != nil {
+		if g, err = startGuard(p.grace, reaping, p.log); err != nil {
 			// Only the protection against the wrapper's own sudden death
 			// is missing: the command is started all the same.
 			p.log.Warn("the command will not be stopped if this wrapper is killed", "error", err)
@@ -303,6 +312,7 @@ func Start(cfg Config) (*Process, error) {
 		}
 	case cfg.GuardPipe != nil:
 		_ = cfg.GuardPipe.Close() // as PID 1 (or unguarded) the supervisor is not needed
+		guardPipe = nil
 	}
 
 	// os.StartProcess rather than exec.Cmd: every stdio is an *os.File, and

@@ -134,8 +134,6 @@ func (r *run) prepare(ctx context.Context, claimed *state.ActivityExec) (*data, 
 			env[k] = v
 		}
 	}
-	// The guard pipe is the wrapper's alone (close-on-exec).
-	delete(env, state.EnvGuardFD)
 	if act != nil {
 		if len(act.Command) > 0 {
 			// The command is the definition's (the launchers pass it as
@@ -168,6 +166,9 @@ func (r *run) prepare(ctx context.Context, claimed *state.ActivityExec) (*data, 
 	for k, v := range params {
 		env[workflow.ParamEnv(k)] = v
 	}
+	// The guard pipe is the wrapper's alone (close-on-exec): no variable
+	// may name it to the command, whoever set one.
+	delete(env, state.EnvGuardFD)
 	if len(problems) > 0 {
 		dt.remove()
 		return nil, &DataError{Problems: problems}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
 	"github.com/whimbrel/whimbrel/heartbeat"
+	"github.com/whimbrel/whimbrel/process"
 	"github.com/whimbrel/whimbrel/simpleapi/report"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/wrapper"
@@ -23,6 +24,7 @@ func main() {
 	// a SIGTERM that came before would end the wrapper with nothing logged
 	// or recorded. wrapper.Run handles what is caught.
 	c := CLI{signals: wrapper.CatchSignals()}
+	process.CloseInheritedGuardPipe(state.EnvGuardFD)
 	cli.Main(cli.Program{Name: "whimbrel-run", Description: description,
 		UsageExit: state.ExitWrapperError, FailureExit: state.ExitWrapperError,
 		Vars: kong.Vars{"default_record_timeout": cli.FlagDuration(wrapper.DefaultRecordTimeout)}}, &c)

@@ -1,0 +1,150 @@
+package launcher_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/whimbrel/whimbrel/launcher"
+	"github.com/whimbrel/whimbrel/state"
+)
+
+// TestLocalGuardsAWrapperThatLeaksThePipe: a wrapper that does not take the
+// guard pipe (an older whimbrel-run given with --wrapper, here a shell
+// script that speaks the guard's protocol but leaves the pipe to its
+// command) is still guarded: once the wrapper has exited without releasing
+// the guard, Local stops the command's process group although the command
+// holds a copy of the pipe, and Wait returns.
+func TestLocalGuardsAWrapperThatLeaksThePipe(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pidfile := filepath.Join(dir, "pid")
+	script := filepath.Join(dir, "leaky-wrapper")
+	// setsid: the command gets a process group (and session) of its own,
+	// as whimbrel-run gives it one.
+	if err := os.WriteFile(script, []byte(`#!/bin/sh
+shift 2
+setsid "$@" &
+echo "$! 1s" >&3
+echo $! > `+pidfile+`.tmp && mv `+pidfile+`.tmp `+pidfile+`
+wait
+`), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	local := &launcher.Local{Wrapper: script, LogDir: dir, Env: []string{"PATH=" + os.Getenv("PATH")}}
+	if _, err := local.Launch(context.Background(), launcher.Job{
+		Key:     state.ActivityKey{ActivityExecID: "a::leaky", WorkflowExecID: "w::leaky"},
+		Command: []string{"sleep", "300"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	pid := waitPID(t, pidfile)
+	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+	local.Signal(syscall.SIGKILL) // the wrapper's group: the script, not the command
+	waited := make(chan struct{})
+	go func() { defer close(waited); local.Wait() }()
+	select {
+	case <-waited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Local.Wait did not return: the command's copy of the guard pipe keeps its guard waiting")
+	}
+	// SIGKILL has been sent; the kernel takes a moment to end the process.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil || strings.Contains(string(st), ") Z ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the command (pid %d) outlived its wrapper, killed outright: %s", pid, st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func waitPID(t *testing.T, path string) int {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if b, err := os.ReadFile(path); err == nil {
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s was not written", path)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestWaitGuardsLetsAGuardFinish: a wrapper killed outright leaves its
+// guard in the launcher stopping its command: SIGTERM, which this command
+// ignores, then SIGKILL after the grace. WaitGuards (which Launcher.Run and
+// Once call before they return, so before whimbrel-launcher exits) waits
+// for that, so the SIGKILL is sent.
+func TestWaitGuardsLetsAGuardFinish(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pidfile := filepath.Join(dir, "pid")
+	script := filepath.Join(dir, "wrapper")
+	if err := os.WriteFile(script, []byte(`#!/bin/sh
+shift 2
+setsid "$@" &
+echo "$! 1500ms" >&3
+echo $! > `+pidfile+`.tmp && mv `+pidfile+`.tmp `+pidfile+`
+wait
+`), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	local := &launcher.Local{Wrapper: script, LogDir: dir, Env: []string{"PATH=" + os.Getenv("PATH")}}
+	if _, err := local.Launch(context.Background(), launcher.Job{
+		Key:     state.ActivityKey{ActivityExecID: "a::stubborn", WorkflowExecID: "w::stubborn"},
+		Command: []string{"sh", "-c", `trap "" TERM; sleep 300 & wait; wait`},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	pid := waitPID(t, pidfile)
+	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+	wrapperPID := 0
+	if st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil {
+		f := strings.Fields(string(st)[strings.LastIndexByte(string(st), ')')+1:])
+		wrapperPID, _ = strconv.Atoi(f[1])
+	}
+	if wrapperPID <= 1 {
+		t.Fatalf("no wrapper found for the command %d", pid)
+	}
+	killed := time.Now()
+	if err := syscall.Kill(wrapperPID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for local.Running() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the killed wrapper was not reaped")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	local.WaitGuards()
+	if took := time.Since(killed); took < 1500*time.Millisecond {
+		t.Errorf("WaitGuards returned %v after the wrapper's death, before the grace of 1.5s", took)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil || strings.Contains(string(st), ") Z ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the command (pid %d), which ignores SIGTERM, was not killed after the grace: %s", pid, st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
