@@ -139,6 +139,9 @@ type Launcher struct {
 
 	slots chan struct{} // one per worker
 	wg    sync.WaitGroup
+	// freed wakes Run when a local child exits under MaxRunning: its slot
+	// is free at once, not at the next poll.
+	freed chan struct{}
 
 	mu      sync.Mutex
 	defs    map[string]*workflow.Definition // by workflow_exec_id; definitions never change
@@ -177,7 +180,7 @@ func New(st Store, cfg Config) *Launcher {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	return &Launcher{st: st, cfg: cfg, log: cfg.Logger, slots: make(chan struct{}, cfg.Workers),
+	return &Launcher{st: st, cfg: cfg, log: cfg.Logger, slots: make(chan struct{}, cfg.Workers), freed: make(chan struct{}, 1),
 		defs: map[string]*workflow.Definition{}, running: map[state.ActivityKey]bool{}, busy: map[state.ActivityKey]bool{},
 		waiting: map[state.ActivityKey]time.Time{}}
 }
@@ -200,6 +203,7 @@ func (l *Launcher) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		case <-l.cfg.Nudge:
+		case <-l.freed:
 		}
 	}
 }
@@ -696,8 +700,20 @@ func (l *Launcher) claim(ctx context.Context, k state.ActivityKey) (*state.Activ
 // Exited is told that the process a backend started for j has ended. If
 // the wrapper never claimed the activity (it is still QUEUED under the
 // launcher's token), it will never run: it is failed now, with why,
-// instead of waiting for the queued timeout.
+// instead of waiting for the queued timeout. Under MaxRunning the process's
+// slot is free at once, and a pass starts to fill it.
 func (l *Launcher) Exited(ctx context.Context, j Job, status string) {
+	if l.cfg.MaxRunning > 0 {
+		// Its process is gone, so it holds no slot any more (forgetEnded
+		// would learn so from the store at a later pass).
+		l.mu.Lock()
+		delete(l.running, j.Key)
+		l.mu.Unlock()
+		select {
+		case l.freed <- struct{}{}:
+		default:
+		}
+	}
 	if j.Token == "" || status == exitedOK {
 		// whimbrel-run exits 0 only after its claim (a refused claim,
 		// or a signal before it, exits otherwise): there is nothing to

@@ -629,3 +629,29 @@ func TestWrapperExitedZeroIsNotFailed(t *testing.T) {
 		t.Errorf("activity: %+v %v, want QUEUED", a, err)
 	}
 }
+
+// TestMaxRunningRefillsWhenAChildExits: under a cap, a local activity's
+// slot is free as soon as its wrapper exits, and the launcher starts the
+// next at once. The poll interval here is an hour, and no wrapper readies
+// anything (no nudge): only the exits can drive the 5 activities through a
+// cap of 1.
+func TestMaxRunningRefillsWhenAChildExits(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	id, _ := start(t, st, manyActivities("refill", 5, ""))
+	local := &launcher.Local{Wrapper: wrapper, LogDir: t.TempDir(),
+		Env: append(dynamotest.Env(t, st.Prefix()), "PATH="+os.Getenv("PATH"))}
+	l, _ := launcher.NewWithLocal(st, launcher.Config{Interval: time.Hour, MaxRunning: 1,
+		StoreEnv: map[string]string{"WHIMBREL_TABLE_PREFIX": st.Prefix()}}, local, nil)
+	ctx, cancel := context.WithCancel(bg(t))
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+		local.Wait()
+	}()
+	if wf := waitSettled(t, st, id, 2*time.Minute); wf.State != state.WorkflowCompleted {
+		t.Fatalf("workflow %s: %s", wf.State, wf.Reason)
+	}
+}

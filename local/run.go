@@ -70,6 +70,9 @@ type Options struct {
 	Started func(workflowExecID string)
 	// Params are the execution's parameters (see workflow.Definition.Bind).
 	Params map[string]string
+	// MaxRunning caps the activities running at once (0: no cap); the
+	// next starts as soon as one ends.
+	MaxRunning int
 }
 
 // Result is how the run ended.
@@ -140,7 +143,7 @@ type crew struct {
 
 func startCrew(ctx context.Context, st Store, id, logDir string, nl *nudge.Listener, opts Options) *crew {
 	l, backend := launcher.NewWithLocal(st, launcher.Config{
-		Interval: launchInterval, StoreEnv: opts.StoreEnv, Logger: opts.Logger.Named("launcher"), Workflow: id,
+		Interval: launchInterval, MaxRunning: opts.MaxRunning, StoreEnv: opts.StoreEnv, Logger: opts.Logger.Named("launcher"), Workflow: id,
 	}, &launcher.Local{Wrapper: opts.Wrapper, LogDir: logDir, Logger: opts.Logger.Named("local")}, nl)
 	m := monitor.New(st, monitor.Config{Interval: monitorInterval, Skew: monitor.DefaultSkew, AdvanceGrace: advanceGrace, SweepCost: 10,
 		Logger: opts.Logger.Named("monitor"), Workflow: id})

@@ -20,7 +20,15 @@ type HereFlags struct {
 	Wrapper string `name:"wrapper" type:"path" help:"The whimbrel-run binary (default: beside this binary, else on PATH)."`
 	LogDir  string `name:"log-dir" type:"path" help:"Where each activity's output goes (default: logs/ beside the embedded store, else .whimbrel/logs)."`
 	JSON    bool   `name:"json" help:"Print one JSON object per event (each change of state, each note) instead of the view for people."`
+	// MaxRunning is Airflow's parallelism: it keeps a run of many
+	// activities from starting more processes than the machine holds.
+	MaxRunning int `name:"max-running" default:"${default_max_running}" help:"Run at most this many activities at once (0: no cap); the next starts as soon as one ends."`
 }
+
+// defaultMaxRunning is --max-running's default: no cap, every activity that
+// is ready starts (Airflow's parallelism, 32 by default, is the same
+// setting).
+const defaultMaxRunning = 0
 
 // here is what a run on this machine needs besides the definition.
 type here struct {

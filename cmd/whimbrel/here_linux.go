@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/alecthomas/kong"
 
@@ -20,6 +21,9 @@ import (
 // workflow settles. Only Linux runs activities: the wrapper supervises its
 // command through Linux process groups and signals.
 func runHere(ctx context.Context, k *kong.Context, h here, st state.Store, d *workflow.Definition, start func(context.Context) (string, error)) error {
+	if h.MaxRunning < 0 {
+		return &cli.UsageError{Msg: fmt.Sprintf("--max-running %d is negative: give 0 (no cap) or the most activities to run at once", h.MaxRunning)}
+	}
 	wrapper, err := launcher.WrapperOr(h.Wrapper)
 	if err != nil {
 		return &cli.UsageError{Msg: err.Error()}
@@ -31,15 +35,16 @@ func runHere(ctx context.Context, k *kong.Context, h here, st state.Store, d *wo
 	interrupt, stop := local.Interrupts()
 	defer stop()
 	res, err := local.Run(ctx, st, d, local.Options{
-		Wrapper:   wrapper,
-		StoreEnv:  h.storeEnv(),
-		LogDir:    logDir,
-		Events:    view.New(d, view.For(k.Stdout, h.JSON)),
-		Interrupt: interrupt,
-		Logger:    h.log,
-		Start:     start,
-		Started:   h.started,
-		Params:    h.params,
+		Wrapper:    wrapper,
+		StoreEnv:   h.storeEnv(),
+		LogDir:     logDir,
+		Events:     view.New(d, view.For(k.Stdout, h.JSON)),
+		Interrupt:  interrupt,
+		Logger:     h.log,
+		Start:      start,
+		Started:    h.started,
+		Params:     h.params,
+		MaxRunning: h.MaxRunning,
 	})
 	if err != nil {
 		return err

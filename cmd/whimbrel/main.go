@@ -4,6 +4,8 @@
 package main
 
 import (
+	"strconv"
+
 	"github.com/alecthomas/kong"
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
@@ -61,5 +63,6 @@ type CLI struct {
 
 func main() {
 	var c CLI
-	cli.Main(cli.Program{Name: "whimbrel", Description: description}, &c, &c.Globals)
+	cli.Main(cli.Program{Name: "whimbrel", Description: description,
+		Vars: kong.Vars{"default_max_running": strconv.Itoa(defaultMaxRunning)}}, &c, &c.Globals)
 }

@@ -234,3 +234,32 @@ activities:
 		})
 	}
 }
+
+// TestRunMaxRunning: --max-running 1 runs four independent activities one
+// at a time (each takes a lock directory that a second one at the same
+// time could not take, and fails then), and a negative cap is a usage
+// error before anything starts.
+func TestRunMaxRunning(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	lock := filepath.Join(dir, "lock")
+	def := "name: one-at-a-time\nactivities:\n"
+	for _, a := range []string{"a", "b", "c", "d"} {
+		def += "  " + a + ": {command: [sh, -c, 'mkdir " + lock + " && sleep 0.3 && rmdir " + lock + "']}\n"
+	}
+	file := filepath.Join(dir, "w.yaml")
+	if err := os.WriteFile(file, []byte(def), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runIn(t, dir, nil, "--max-running", "1", file)
+	if code != 0 || !strings.Contains(out, "COMPLETED in") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	out, errOut, code = runIn(t, dir, nil, "--max-running=-1", file)
+	if code != 2 || !strings.Contains(errOut+out, "--max-running -1 is negative") {
+		t.Errorf("a negative cap: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if strings.Contains(out, "one-at-a-time::") {
+		t.Errorf("a negative cap started the workflow:\n%s", out)
+	}
+}
