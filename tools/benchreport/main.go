@@ -58,6 +58,7 @@ func main() {
 	flag.BoolVar(&onlyFan, "fan", false, "measure the fan-outs on the embedded store only, with the binaries of -bin and, if given, of -before side by side, and print them")
 	flag.BoolVar(&onlySpeed, "speed", false, "measure the fan-outs and the throughput against the store's bound only, and print their sections")
 	flag.Float64Var(&writesPerActivity, "writes-per-activity", writesPerActivity, "write units of one activity's life, for the store's bound (default: as measured in the same run)")
+	flag.BoolVar(&onlyLocalRSS, "local-rss", false, "measure the resident memory of running local activities (wrappers and guard processes) only, with the binaries of -bin and, if given, of -before side by side, and print it")
 	flag.BoolVar(&onlyThroughput, "tp", false, "measure the throughput only, with the binaries of -bin and, if given, of -before side by side (three alternating runs), and print them")
 	flag.BoolVar(&onlySweep, "sweep", false, "measure the monitor's sweep against history only, and print its section")
 	flag.Parse()
@@ -80,6 +81,9 @@ var onlyWrapper bool
 var onlySpeed bool
 
 func run(bin, before string, runs, trivial, history int, out string) error {
+	if onlyLocalRSS { // on the embedded store too
+		return printLocalRSS(bin, before)
+	}
 	if onlyFan { // the embedded store needs no DynamoDB Local
 		return printFanBuilds(bin, before)
 	}

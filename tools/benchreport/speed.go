@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -196,4 +197,99 @@ func writeSpeed(b *strings.Builder, r speedReport, trivial int) {
 		fmt.Fprintf(b, "| %d | %.1f | %.2f |\n", l, r.tp.perSecond[l], r.tp.perSecond[l]/bound)
 	}
 	fmt.Fprintf(b, "\n")
+}
+
+// onlyLocalRSS measures and prints the memory of running local activities.
+var onlyLocalRSS bool
+
+// localRSSActivities is how many activities of `sleep` run at once in the
+// measurement of their memory.
+const localRSSActivities = 10
+
+// printLocalRSS runs localRSSActivities activities of `sleep 4` at once
+// through `whimbrel run` on the embedded store with the binaries of before
+// (if given) and of bin, twice each, alternating, and prints the VmRSS of
+// their wrappers and of the wrappers' guard processes 2.5 s in.
+func printLocalRSS(bin, before string) error {
+	builds := []string{bin}
+	if before != "" {
+		builds = []string{before, bin}
+	}
+	fmt.Printf("| binaries | run | wrappers | their VmRSS | guard processes | their VmRSS | per running activity |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for run := 1; run <= 2; run++ {
+		for _, b := range builds {
+			m, err := localRSS(b)
+			if err != nil {
+				return fmt.Errorf("memory of local activities with %s: %w", b, err)
+			}
+			fmt.Printf("| %s | %d | %d | %.1f MB | %d | %.1f MB | %.1f MB |\n", b, run, m.wrappers, float64(m.wrapperKB)/1024,
+				m.guards, float64(m.guardKB)/1024, float64(m.wrapperKB+m.guardKB)/1024/float64(max(m.wrappers, 1)))
+		}
+	}
+	return nil
+}
+
+type localMemory struct {
+	wrappers, guards   int
+	wrapperKB, guardKB int
+}
+
+func localRSS(bin string) (localMemory, error) {
+	var m localMemory
+	dir, err := os.MkdirTemp("", "localrss")
+	if err != nil {
+		return m, err
+	}
+	defer os.RemoveAll(dir)
+	var def strings.Builder
+	def.WriteString("name: rss\nactivities:\n")
+	for i := 0; i < localRSSActivities; i++ {
+		fmt.Fprintf(&def, "  s%d: {command: [sleep, \"4\"]}\n", i)
+	}
+	file := filepath.Join(dir, "rss.yaml")
+	if err := os.WriteFile(file, []byte(def.String()), 0o644); err != nil {
+		return m, err
+	}
+	cmd := exec.Command(filepath.Join(bin, "whimbrel"), "run", "--json", file)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "WHIMBREL_LOG_LEVEL=warn"}
+	if err := cmd.Start(); err != nil {
+		return m, err
+	}
+	time.Sleep(2500 * time.Millisecond)
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return m, err
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		argv, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		arg0, _, _ := strings.Cut(string(argv), "\x00")
+		isGuard, isWrapper := arg0 == "whimbrel-runner-guard", arg0 == filepath.Join(bin, "whimbrel-run")
+		if !isGuard && !isWrapper {
+			continue
+		}
+		kb, err := vmRSS(pid)
+		if err != nil {
+			continue
+		}
+		if isGuard {
+			m.guards, m.guardKB = m.guards+1, m.guardKB+kb
+		} else {
+			m.wrappers, m.wrapperKB = m.wrappers+1, m.wrapperKB+kb
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		return m, fmt.Errorf("whimbrel run: %w", err)
+	}
+	if m.wrappers != localRSSActivities {
+		return m, fmt.Errorf("found %d wrappers running, want %d", m.wrappers, localRSSActivities)
+	}
+	return m, nil
 }
