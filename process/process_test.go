@@ -65,6 +65,9 @@ func TestGuard(t *testing.T) {
 					}
 				}
 			})
+			if tt.guard {
+				waitGuarded(t, stderr)
+			}
 			killed := time.Now()
 			if err := cmd.Process.Kill(); err != nil {
 				t.Fatal(err)
@@ -103,7 +106,7 @@ func TestGuardReleased(t *testing.T) {
 	if got := cmd.ProcessState.ExitCode(); got != 4 {
 		t.Fatalf("wrapper exit status = %d (%v), want 4; stderr:\n%s", got, err, stderr)
 	}
-	if strings.Contains(stderr.String(), "guard") {
+	if strings.Contains(stderr.String(), "whimbrel runner guard") {
 		t.Errorf("a released guard spoke; stderr:\n%s", stderr)
 	}
 }
@@ -362,17 +365,23 @@ func TestSupervisorGuards(t *testing.T) {
 					}
 				}
 			})
+			waitGuarded(t, stderr)
 			if n := guardProcesses(t, cmd.Process.Pid); n != 0 && gone != "before the wrapper starts" {
 				t.Errorf("%d guard processes run beside a supervisor's guard, want none", n)
 			}
 			if supervisorGone {
 				r.Close() // the supervisor is gone: its end of the pipe closes
+				// The wrapper says so once the guard process that replaces
+				// the supervisor has the process group.
 				deadline := time.Now().Add(waitTimeout)
-				for guardProcesses(t, cmd.Process.Pid) != 1 {
+				for !strings.Contains(stderr.String(), "started a guard process") {
 					if time.Now().After(deadline) {
 						t.Fatalf("no guard process replaced the supervisor; stderr:\n%s", stderr)
 					}
 					time.Sleep(20 * time.Millisecond)
+				}
+				if n := guardProcesses(t, cmd.Process.Pid); n != 1 {
+					t.Fatalf("%d guard processes replaced the supervisor, want 1; stderr:\n%s", n, stderr)
 				}
 			}
 			if err := cmd.Process.Kill(); err != nil {
@@ -451,40 +460,48 @@ func guardProcesses(t *testing.T, pid int) int {
 }
 
 // TestGuardPipeFD: only the write end of a pipe, and never standard input,
-// output or error, is taken as a supervisor's guard pipe.
+// output or error, is taken as a supervisor's guard pipe. The descriptors
+// are raw ones, owned by no *os.File but the one GuardPipeFD returns.
 func TestGuardPipeFD(t *testing.T) {
-	r, w, err := os.Pipe()
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	file, err := unix.Open(filepath.Join(t.TempDir(), "file"), unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
-	defer w.Close()
-	f, err := os.CreateTemp(t.TempDir(), "file")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	t.Cleanup(func() { unix.Close(p[0]); unix.Close(file) })
+	unix.CloseOnExec(p[1])
 	for _, tt := range []struct {
 		name string
 		fd   int
 		ok   bool
 	}{
-		{"a pipe's write end", int(w.Fd()), true},
-		{"a pipe's read end", int(r.Fd()), false},
-		{"a file", int(f.Fd()), false},
+		{"a pipe's read end", p[0], false},
+		{"a file", file, false},
 		{"stdout", 1, false},
 		{"closed", 1 << 20, false},
+		{"a pipe's write end", p[1], true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.ok {
+				// Not close-on-exec yet: GuardPipeFD makes it so.
+				if _, err := unix.FcntlInt(uintptr(tt.fd), unix.F_SETFD, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
 			got, err := GuardPipeFD(tt.fd)
 			if tt.ok != (err == nil) {
 				t.Fatalf("GuardPipeFD(%d) = %v, %v; want ok=%v", tt.fd, got, err, tt.ok)
 			}
-			if err == nil {
-				flags, ferr := unix.FcntlInt(uintptr(tt.fd), unix.F_GETFD, 0)
-				if ferr != nil || flags&unix.FD_CLOEXEC == 0 {
-					t.Errorf("descriptor %d is not close-on-exec (%v)", tt.fd, ferr)
-				}
+			if err != nil {
+				return
+			}
+			defer got.Close() // it owns the descriptor now
+			flags, ferr := unix.FcntlInt(uintptr(tt.fd), unix.F_GETFD, 0)
+			if ferr != nil || flags&unix.FD_CLOEXEC == 0 {
+				t.Errorf("descriptor %d is not close-on-exec (%v)", tt.fd, ferr)
 			}
 		})
 	}

@@ -348,6 +348,8 @@ func Start(cfg Config) (_ *Process, err error) {
 		// outright leaves the command unguarded.
 		if err := g.watch(p.pid); err != nil {
 			p.log.Warn("the command will not be stopped if this wrapper is killed", "error", err)
+		} else {
+			p.log.Debug("guarded: the command's process group is stopped if this wrapper is killed", "process_group", p.pid)
 		}
 		p.guard = g
 	}

@@ -365,7 +365,7 @@ func TestStopAfterNaturalExit(t *testing.T) {
 
 // wrapperCommand runs the test binary in wrapper mode around args, with
 // extra environment, optionally under a prefix such as unshare.
-func wrapperCommand(t *testing.T, ctx context.Context, prefix []string, env []string, args ...string) (*exec.Cmd, *bytes.Buffer) {
+func wrapperCommand(t *testing.T, ctx context.Context, prefix []string, env []string, args ...string) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -374,10 +374,43 @@ func wrapperCommand(t *testing.T, ctx context.Context, prefix []string, env []st
 	argv := append(append(append([]string(nil), prefix...), self), args...)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = append(append(os.Environ(), envWrapper+"=1"), env...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
 	cmd.WaitDelay = time.Second
-	return cmd, &stderr
+	return cmd, stderr
+}
+
+// syncBuffer is a wrapper's stderr, which a test may read while exec's
+// goroutine writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// waitGuarded waits until the wrapper says its guard knows the command's
+// process group: killing it before then is the window between the fork and
+// that line, in which the command is not guarded (see guard.go).
+func waitGuarded(t *testing.T, stderr *syncBuffer) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for !strings.Contains(stderr.String(), "guarded:") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the wrapper never said its command is guarded; stderr:\n%s", stderr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func TestForwardSignals(t *testing.T) {
@@ -476,7 +509,7 @@ func TestReapOrphans(t *testing.T) {
 			if status != 7 || zombies != tt.wantZombies {
 				t.Errorf("report: status %d, zombies %d; want 7, %d; stderr:\n%s", status, zombies, tt.wantZombies, stderr)
 			}
-			reaped := len(regexp.MustCompile(`reaped orphan`).FindAllIndex(stderr.Bytes(), -1))
+			reaped := len(regexp.MustCompile(`reaped orphan`).FindAllStringIndex(stderr.String(), -1))
 			if reaped != tt.wantReaped {
 				t.Errorf("reaped %d orphans, want %d; stderr:\n%s", reaped, tt.wantReaped, stderr)
 			}

@@ -44,7 +44,9 @@ activities:
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			l := exec.CommandContext(ctx, binary, "--interval", "100ms", "--types", "local", "--log-dir", filepath.Join(dir, "logs"))
-			l.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "WHIMBREL_STORE=sqlite:" + db}
+			// Debug: the wrappers say in their logs when their command is
+			// guarded (the launcher hands them its environment).
+			l.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "WHIMBREL_STORE=sqlite:" + db, "WHIMBREL_LOG_LEVEL=debug"}
 			out := &lockedBuffer{}
 			l.Stdout, l.Stderr = out, out
 			if err := l.Start(); err != nil {
@@ -59,18 +61,20 @@ activities:
 			})
 			wrapper := parentOf(t, pids[0])
 			t.Cleanup(func() { _ = syscall.Kill(wrapper, syscall.SIGKILL) })
+			// Killed before it has told its guard the process group (the
+			// window between the fork and that line), the command would
+			// run on: wait until it says the command is guarded.
+			logs := filepath.Join(dir, "logs")
+			waitLogged(t, logs, "guarded:")
 			if n := guards(t, wrapper); n != 0 {
 				t.Fatalf("the wrapper under a launcher runs %d guard processes, want none", n)
 			}
 			if launcherDiesFirst {
 				_ = l.Process.Kill()
 				_ = l.Wait()
-				deadline := time.Now().Add(10 * time.Second)
-				for guards(t, wrapper) != 1 {
-					if time.Now().After(deadline) {
-						t.Fatalf("no guard process took over from the killed launcher\n%s", out.String())
-					}
-					time.Sleep(20 * time.Millisecond)
+				waitLogged(t, logs, "started a guard process")
+				if n := guards(t, wrapper); n != 1 {
+					t.Fatalf("%d guard processes took over from the killed launcher, want 1\n%s", n, out.String())
 				}
 			}
 			if err := syscall.Kill(wrapper, syscall.SIGKILL); err != nil {
@@ -201,4 +205,22 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// waitLogged waits until an activity's log in dir says what.
+func waitLogged(t *testing.T, dir, what string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+		for _, f := range files {
+			if b, err := os.ReadFile(f); err == nil && strings.Contains(string(b), what) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no activity log in %s says %q", dir, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
