@@ -508,24 +508,30 @@ func TestGuardPipeFD(t *testing.T) {
 }
 
 // TestFailedStartClosesGuardPipe: a command that cannot start closes the
-// guard pipe it was given, so the supervisor's guard returns at once.
+// guard pipe it was given, so the supervisor's guard returns at once:
+// whether Start fails before a guard takes the pipe (not found on PATH) or
+// after (exec fails).
 func TestFailedStartClosesGuardPipe(t *testing.T) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if _, err := Start(Config{Args: []string{"/no/such/command"}, Guard: true, GuardPipe: w}); err == nil {
-		t.Fatal("a missing command started")
-	}
-	done := make(chan error, 1)
-	go func() { done <- Watch(r, func(msg string) { t.Errorf("the guard said %q", msg) }, nil) }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(waitTimeout):
-		t.Fatal("the guard pipe was left open: the supervisor's guard waits for ever")
+	for _, command := range []string{"no-such-command-whimbrel", "/no/such/command"} {
+		t.Run(command, func(t *testing.T) {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if _, err := Start(Config{Args: []string{command}, Guard: true, GuardPipe: w}); err == nil {
+				t.Fatal("a missing command started")
+			}
+			done := make(chan error, 1)
+			go func() { done <- Watch(r, func(msg string) { t.Errorf("the guard said %q", msg) }, nil) }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(waitTimeout):
+				t.Fatal("the guard pipe was left open: the supervisor's guard waits for ever")
+			}
+		})
 	}
 }
