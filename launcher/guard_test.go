@@ -22,29 +22,7 @@ import (
 // holds a copy of the pipe, and Wait returns.
 func TestLocalGuardsAWrapperThatLeaksThePipe(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	pidfile := filepath.Join(dir, "pid")
-	script := filepath.Join(dir, "leaky-wrapper")
-	// setsid: the command gets a process group (and session) of its own,
-	// as whimbrel-run gives it one.
-	if err := os.WriteFile(script, []byte(`#!/bin/sh
-shift 2
-setsid "$@" &
-echo "$! 1s" >&3
-echo $! > `+pidfile+`.tmp && mv `+pidfile+`.tmp `+pidfile+`
-wait
-`), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	local := &launcher.Local{Wrapper: script, LogDir: dir, Env: []string{"PATH=" + os.Getenv("PATH")}}
-	if _, err := local.Launch(context.Background(), launcher.Job{
-		Key:     state.ActivityKey{ActivityExecID: "a::leaky", WorkflowExecID: "w::leaky"},
-		Command: []string{"sleep", "300"},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	pid := waitPID(t, pidfile)
-	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+	local, pid := launchLeaky(t, "1s", "sleep", "300")
 	local.Signal(syscall.SIGKILL) // the wrapper's group: the script, not the command
 	waited := make(chan struct{})
 	go func() { defer close(waited); local.Wait() }()
@@ -53,18 +31,7 @@ wait
 	case <-time.After(30 * time.Second):
 		t.Fatal("Local.Wait did not return: the command's copy of the guard pipe keeps its guard waiting")
 	}
-	// SIGKILL has been sent; the kernel takes a moment to end the process.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil || strings.Contains(string(st), ") Z ") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the command (pid %d) outlived its wrapper, killed outright: %s", pid, st)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitEnded(t, pid, "outlived its wrapper, killed outright")
 }
 
 func waitPID(t *testing.T, path string) int {
@@ -92,27 +59,7 @@ func waitPID(t *testing.T, path string) int {
 // for that, so the SIGKILL is sent.
 func TestWaitGuardsLetsAGuardFinish(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	pidfile := filepath.Join(dir, "pid")
-	script := filepath.Join(dir, "wrapper")
-	if err := os.WriteFile(script, []byte(`#!/bin/sh
-shift 2
-setsid "$@" &
-echo "$! 1500ms" >&3
-echo $! > `+pidfile+`.tmp && mv `+pidfile+`.tmp `+pidfile+`
-wait
-`), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	local := &launcher.Local{Wrapper: script, LogDir: dir, Env: []string{"PATH=" + os.Getenv("PATH")}}
-	if _, err := local.Launch(context.Background(), launcher.Job{
-		Key:     state.ActivityKey{ActivityExecID: "a::stubborn", WorkflowExecID: "w::stubborn"},
-		Command: []string{"sh", "-c", `trap "" TERM; sleep 300 & wait; wait`},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	pid := waitPID(t, pidfile)
-	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+	local, pid := launchLeaky(t, "1500ms", "sh", "-c", `trap "" TERM; sleep 300 & wait; wait`)
 	wrapperPID := 0
 	if st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil {
 		f := strings.Fields(string(st)[strings.LastIndexByte(string(st), ')')+1:])
@@ -136,14 +83,53 @@ wait
 	if took := time.Since(killed); took < 1500*time.Millisecond {
 		t.Errorf("WaitGuards returned %v after the wrapper's death, before the grace of 1.5s", took)
 	}
-	deadline = time.Now().Add(10 * time.Second)
+	waitEnded(t, pid, "ignores SIGTERM, and was not killed after the grace")
+}
+
+// launchLeaky launches command through a stand-in wrapper that speaks the
+// guard's protocol (the command's process group and a grace of grace) but
+// leaves the pipe to its command, as a whimbrel-run that ignores the
+// guard pipe would; it returns the backend and the command's pid.
+func launchLeaky(t *testing.T, grace string, command ...string) (*launcher.Local, int) {
+	t.Helper()
+	dir := t.TempDir()
+	pidfile := filepath.Join(dir, "pid")
+	script := filepath.Join(dir, "leaky-wrapper")
+	// setsid: the command gets a process group (and session) of its own,
+	// as whimbrel-run gives it one.
+	if err := os.WriteFile(script, []byte(`#!/bin/sh
+shift 2
+setsid "$@" &
+echo "$! `+grace+`" >&3
+echo $! > `+pidfile+`.tmp && mv `+pidfile+`.tmp `+pidfile+`
+wait
+`), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	local := &launcher.Local{Wrapper: script, LogDir: dir, Env: []string{"PATH=" + os.Getenv("PATH")}}
+	if _, err := local.Launch(context.Background(), launcher.Job{
+		Key:     state.ActivityKey{ActivityExecID: "a::" + filepath.Base(dir), WorkflowExecID: "w::" + filepath.Base(dir)},
+		Command: command,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	pid := waitPID(t, pidfile)
+	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+	return local, pid
+}
+
+// waitEnded waits until pid has ended (or is a zombie): a SIGKILL takes the
+// kernel a moment.
+func waitEnded(t *testing.T, pid int, why string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 		if err != nil || strings.Contains(string(st), ") Z ") {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the command (pid %d), which ignores SIGTERM, was not killed after the grace: %s", pid, st)
+			t.Fatalf("the command (pid %d) %s: %s", pid, why, st)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/whimbrel/whimbrel/internal/testbin"
 )
 
 // waitTimeout bounds every wait in these tests.
@@ -365,7 +367,7 @@ func TestStopAfterNaturalExit(t *testing.T) {
 
 // wrapperCommand runs the test binary in wrapper mode around args, with
 // extra environment, optionally under a prefix such as unshare.
-func wrapperCommand(t *testing.T, ctx context.Context, prefix []string, env []string, args ...string) (*exec.Cmd, *syncBuffer) {
+func wrapperCommand(t *testing.T, ctx context.Context, prefix []string, env []string, args ...string) (*exec.Cmd, *testbin.Buffer) {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -374,35 +376,16 @@ func wrapperCommand(t *testing.T, ctx context.Context, prefix []string, env []st
 	argv := append(append(append([]string(nil), prefix...), self), args...)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = append(append(os.Environ(), envWrapper+"=1"), env...)
-	stderr := &syncBuffer{}
+	stderr := &testbin.Buffer{}
 	cmd.Stderr = stderr
 	cmd.WaitDelay = time.Second
 	return cmd, stderr
 }
 
-// syncBuffer is a wrapper's stderr, which a test may read while exec's
-// goroutine writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // waitGuarded waits until the wrapper says its guard knows the command's
 // process group: killing it before then is the window between the fork and
 // that line, in which the command is not guarded (see guard.go).
-func waitGuarded(t *testing.T, stderr *syncBuffer) {
+func waitGuarded(t *testing.T, stderr *testbin.Buffer) {
 	t.Helper()
 	deadline := time.Now().Add(waitTimeout)
 	for !strings.Contains(stderr.String(), "guarded:") {

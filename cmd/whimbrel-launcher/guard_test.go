@@ -1,18 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/state/sqlite"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -47,7 +46,7 @@ activities:
 			// Debug: the wrappers say in their logs when their command is
 			// guarded (the launcher hands them its environment).
 			l.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "WHIMBREL_STORE=sqlite:" + db, "WHIMBREL_LOG_LEVEL=debug"}
-			out := &lockedBuffer{}
+			out := &testbin.Buffer{}
 			l.Stdout, l.Stderr = out, out
 			if err := l.Start(); err != nil {
 				t.Fatal(err)
@@ -186,25 +185,6 @@ func guards(t *testing.T, pid int) int {
 		}
 	}
 	return n
-}
-
-// lockedBuffer is the launcher's output, written by exec's copying
-// goroutine while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // waitLogged waits until an activity's log in dir says what.

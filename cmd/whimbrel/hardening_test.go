@@ -15,6 +15,7 @@ import (
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 )
@@ -223,7 +224,7 @@ func TestDaemonsOutliveASilentEndpoint(t *testing.T) {
 				"WHIMBREL_STORE=dynamodb", "WHIMBREL_TABLE_PREFIX=" + st.Prefix(), "AWS_ENDPOINT_URL_DYNAMODB=" + proxy.Endpoint,
 				"AWS_REGION=" + dynamotest.Region, "AWS_ACCESS_KEY_ID=x", "AWS_SECRET_ACCESS_KEY=y",
 				"AWS_EC2_METADATA_DISABLED=true", "WHIMBREL_STORE_TIMEOUT=1s"}
-			var out syncBuffer
+			var out testbin.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -261,22 +262,4 @@ func TestDaemonsOutliveASilentEndpoint(t *testing.T) {
 			}
 		})
 	}
-}
-
-// syncBuffer is a bytes.Buffer a child process writes while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -3,7 +3,6 @@
 package dockertest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/monitor"
 	"github.com/whimbrel/whimbrel/state"
@@ -92,24 +92,6 @@ func (e *e2e) start(t *testing.T, name, defaults, activities string) string {
 		t.Fatal(err)
 	}
 	return id
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // countingDocker is the Docker backend, counting the launches that
@@ -467,7 +449,7 @@ func TestDockerBackendRepeatedLaunch(t *testing.T) {
 	defer stopEvents()
 	watch := exec.CommandContext(ectx, "docker", "events", "--filter", "event=start",
 		"--filter", "label=whimbrel.workflow_exec_id="+wf, "--format", "{{.ID}}")
-	var events syncBuffer
+	var events testbin.Buffer
 	watch.Stdout = &events
 	if err := watch.Start(); err != nil {
 		t.Fatal(err)
@@ -546,7 +528,7 @@ func TestDockerBackendTwoLaunchersRace(t *testing.T) {
 	defer stopEvents()
 	watch := exec.CommandContext(ectx, "docker", "events", "--filter", "event=start",
 		"--filter", "label=whimbrel.workflow_exec_id="+wf, "--format", "{{.ID}}")
-	var events syncBuffer
+	var events testbin.Buffer
 	watch.Stdout = &events
 	if err := watch.Start(); err != nil {
 		t.Fatal(err)
