@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/state"
 )
@@ -31,25 +32,7 @@ func TestLocalGuardsAWrapperThatLeaksThePipe(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Local.Wait did not return: the command's copy of the guard pipe keeps its guard waiting")
 	}
-	waitEnded(t, pid, "outlived its wrapper, killed outright")
-}
-
-func waitPID(t *testing.T, path string) int {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if b, err := os.ReadFile(path); err == nil {
-			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return pid
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s was not written", path)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testbin.WaitEnded(t, pid, "(the command) outlived its wrapper, killed outright")
 }
 
 // TestWaitGuardsLetsAGuardFinish: a wrapper killed outright leaves its
@@ -83,7 +66,7 @@ func TestWaitGuardsLetsAGuardFinish(t *testing.T) {
 	if took := time.Since(killed); took < 1500*time.Millisecond {
 		t.Errorf("WaitGuards returned %v after the wrapper's death, before the grace of 1.5s", took)
 	}
-	waitEnded(t, pid, "ignores SIGTERM, and was not killed after the grace")
+	testbin.WaitEnded(t, pid, "(the command) ignores SIGTERM, and was not killed after the grace")
 }
 
 // launchLeaky launches command through a stand-in wrapper that speaks the
@@ -113,24 +96,7 @@ wait
 	}); err != nil {
 		t.Fatal(err)
 	}
-	pid := waitPID(t, pidfile)
+	pid := testbin.PIDFile(t, pidfile)
 	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
 	return local, pid
-}
-
-// waitEnded waits until pid has ended (or is a zombie): a SIGKILL takes the
-// kernel a moment.
-func waitEnded(t *testing.T, pid int, why string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil || strings.Contains(string(st), ") Z ") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the command (pid %d) %s: %s", pid, why, st)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/whimbrel/whimbrel/internal/testbin"
 )
 
 // alive reports whether pid runs (a zombie does not count).
@@ -366,7 +368,7 @@ func TestSupervisorGuards(t *testing.T) {
 				}
 			})
 			waitGuarded(t, stderr)
-			if n := guardProcesses(t, cmd.Process.Pid); n != 0 && gone != "before the wrapper starts" {
+			if n := testbin.GuardProcesses(t, cmd.Process.Pid); n != 0 && gone != "before the wrapper starts" {
 				t.Errorf("%d guard processes run beside a supervisor's guard, want none", n)
 			}
 			if supervisorGone {
@@ -380,7 +382,7 @@ func TestSupervisorGuards(t *testing.T) {
 					}
 					time.Sleep(20 * time.Millisecond)
 				}
-				if n := guardProcesses(t, cmd.Process.Pid); n != 1 {
+				if n := testbin.GuardProcesses(t, cmd.Process.Pid); n != 1 {
 					t.Fatalf("%d guard processes replaced the supervisor, want 1; stderr:\n%s", n, stderr)
 				}
 			}
@@ -434,29 +436,6 @@ func TestSupervisorGuards(t *testing.T) {
 			t.Errorf("a released supervisor's guard returned %v and said %q", werr, said)
 		}
 	})
-}
-
-// guardProcesses counts the guard processes whose parent is pid.
-func guardProcesses(t *testing.T, pid int) int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		_, ppid, ok := procStat(e.Name())
-		if !ok || ppid != pid {
-			continue
-		}
-		if argv, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && strings.HasPrefix(string(argv), "whimbrel-runner-guard\x00") {
-			n++
-		}
-	}
-	return n
 }
 
 // TestGuardPipeFD: only the write end of a pipe, and never standard input,

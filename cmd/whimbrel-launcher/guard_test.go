@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -52,7 +51,7 @@ activities:
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = l.Process.Kill(); _ = l.Wait() })
-			pids := []int{pidIn(t, child), pidIn(t, grandchild)}
+			pids := []int{testbin.PIDFile(t, child), testbin.PIDFile(t, grandchild)}
 			t.Cleanup(func() {
 				for _, pid := range pids {
 					_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -65,28 +64,22 @@ activities:
 			// run on: wait until it says the command is guarded.
 			logs := filepath.Join(dir, "logs")
 			waitLogged(t, logs, "guarded:")
-			if n := guards(t, wrapper); n != 0 {
+			if n := testbin.GuardProcesses(t, wrapper); n != 0 {
 				t.Fatalf("the wrapper under a launcher runs %d guard processes, want none", n)
 			}
 			if launcherDiesFirst {
 				_ = l.Process.Kill()
 				_ = l.Wait()
 				waitLogged(t, logs, "started a guard process")
-				if n := guards(t, wrapper); n != 1 {
+				if n := testbin.GuardProcesses(t, wrapper); n != 1 {
 					t.Fatalf("%d guard processes took over from the killed launcher, want 1\n%s", n, out.String())
 				}
 			}
 			if err := syscall.Kill(wrapper, syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(10 * time.Second)
 			for _, pid := range pids {
-				for alive(pid) && time.Now().Before(deadline) {
-					time.Sleep(20 * time.Millisecond)
-				}
-				if alive(pid) {
-					t.Errorf("process %d outlived its wrapper, killed outright\n%s", pid, out.String())
-				}
+				testbin.WaitEnded(t, pid, "outlived its wrapper, killed outright\n"+out.String())
 			}
 			if !launcherDiesFirst && !strings.Contains(out.String(), "the wrapper died") {
 				t.Errorf("the launcher did not say what it did:\n%s", out.String())
@@ -115,76 +108,13 @@ func startWorkflow(t *testing.T, db, yaml string) {
 	}
 }
 
-// pidIn waits for a pid file and reads it.
-func pidIn(t *testing.T, path string) int {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		b, err := os.ReadFile(path)
-		if err == nil {
-			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return pid
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s was not written", path)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// stat returns the state and parent of pid from /proc.
-func stat(pid int) (string, int, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return "", 0, false
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 2 {
-		return "", 0, false
-	}
-	ppid, err := strconv.Atoi(f[1])
-	return f[0], ppid, err == nil
-}
-
-func alive(pid int) bool {
-	st, _, ok := stat(pid)
-	return ok && st != "Z"
-}
-
 func parentOf(t *testing.T, pid int) int {
 	t.Helper()
-	_, ppid, ok := stat(pid)
+	_, ppid, ok := testbin.Stat(pid)
 	if !ok {
 		t.Fatalf("process %d is gone", pid)
 	}
 	return ppid
-}
-
-// guards counts the guard processes whose parent is pid.
-func guards(t *testing.T, pid int) int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if _, ppid, ok := stat(p); !ok || ppid != pid {
-			continue
-		}
-		if argv, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && strings.HasPrefix(string(argv), "whimbrel-runner-guard\x00") {
-			n++
-		}
-	}
-	return n
 }
 
 // waitLogged waits until an activity's log in dir says what.
