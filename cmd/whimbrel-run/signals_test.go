@@ -225,7 +225,7 @@ func TestKill9StopsTheCommand(t *testing.T) {
 	f.queue(t, "a")
 	dir := t.TempDir()
 	child, grandchild := filepath.Join(dir, "child"), filepath.Join(dir, "grandchild")
-	w := start(t, f.env(t, "a"), "--kill-grace", "2s", "--",
+	w := start(t, f.env(t, "a"), "--log-level", "debug", "--kill-grace", "2s", "--",
 		"sh", "-c", `sleep 300 & echo $! > `+grandchild+`.tmp; mv `+grandchild+`.tmp `+grandchild+
 			`; echo $$ > `+child+`.tmp; mv `+child+`.tmp `+child+`; wait`)
 	waitFile(t, child)
@@ -236,11 +236,21 @@ func TestKill9StopsTheCommand(t *testing.T) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
+	// Killed before it has named the command's process group to its guard
+	// (the window between the fork and that line), the command would run
+	// on: wait until the wrapper says it is guarded.
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(w.stderr.String(), "guarded:") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the wrapper never said its command is guarded:\n%s", w.stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if err := w.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	w.wait(t, 10*time.Second)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline = time.Now().Add(10 * time.Second)
 	for _, pid := range pids {
 		for alive(pid) && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond)
