@@ -147,6 +147,9 @@ type Launcher struct {
 	defs    map[string]*workflow.Definition // by workflow_exec_id; definitions never change
 	running map[state.ActivityKey]bool      // launched by us, not yet seen to end
 	busy    map[state.ActivityKey]bool      // being tried by a worker
+	// exited holds, under MaxRunning, the busy activities whose process
+	// ended before their launch was recorded: they take no slot.
+	exited map[state.ActivityKey]bool
 	// waiting holds the not_before of retries seen waiting out their
 	// delay: it never changes, so they are not read again until then.
 	waiting map[state.ActivityKey]time.Time
@@ -182,7 +185,7 @@ func New(st Store, cfg Config) *Launcher {
 	}
 	return &Launcher{st: st, cfg: cfg, log: cfg.Logger, slots: make(chan struct{}, cfg.Workers), freed: make(chan struct{}, 1),
 		defs: map[string]*workflow.Definition{}, running: map[state.ActivityKey]bool{}, busy: map[state.ActivityKey]bool{},
-		waiting: map[state.ActivityKey]time.Time{}}
+		waiting: map[state.ActivityKey]time.Time{}, exited: map[state.ActivityKey]bool{}}
 }
 
 // Run polls until ctx ends, then returns once the launches in flight have
@@ -228,6 +231,14 @@ func (l *Launcher) Once(ctx context.Context) (int, error) {
 		err = p.storeErr()
 	}
 	return int(p.launched.Load()), err
+}
+
+// wake starts a pass at once: a slot is free.
+func (l *Launcher) wake() {
+	select {
+	case l.freed <- struct{}{}:
+	default:
+	}
 }
 
 // guardWaiter is a backend that guards the wrappers it started (Local):
@@ -302,10 +313,17 @@ func (l *Launcher) pass(ctx context.Context) (*pass, error) {
 			launched, err := l.try(ctx, p, k)
 			l.mu.Lock()
 			delete(l.busy, k)
-			if launched && l.cfg.MaxRunning > 0 { // counted only under a cap
+			// Counted only under a cap, and not if its process has
+			// exited already (while the launch was being recorded).
+			exited := l.exited[k]
+			delete(l.exited, k)
+			if launched && l.cfg.MaxRunning > 0 && !exited {
 				l.running[k] = true
 			}
 			l.mu.Unlock()
+			if exited {
+				l.wake()
+			}
 			switch {
 			case errors.Is(err, state.ErrUnavailable):
 				// The others would wait for the store the same: the
@@ -705,14 +723,16 @@ func (l *Launcher) claim(ctx context.Context, k state.ActivityKey) (*state.Activ
 func (l *Launcher) Exited(ctx context.Context, j Job, status string) {
 	if l.cfg.MaxRunning > 0 {
 		// Its process is gone, so it holds no slot any more (forgetEnded
-		// would learn so from the store at a later pass).
+		// would learn so from the store at a later pass). A process that
+		// ended while its launch is still being recorded is noted, so
+		// that the launch does not count it as running.
 		l.mu.Lock()
 		delete(l.running, j.Key)
-		l.mu.Unlock()
-		select {
-		case l.freed <- struct{}{}:
-		default:
+		if l.busy[j.Key] {
+			l.exited[j.Key] = true
 		}
+		l.mu.Unlock()
+		l.wake()
 	}
 	if j.Token == "" || status == exitedOK {
 		// whimbrel-run exits 0 only after its claim (a refused claim,
