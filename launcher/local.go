@@ -184,7 +184,9 @@ func (b *Local) guard(pid int, j Job, r *os.File) (watched chan struct{}) {
 		}
 		b.mu.Lock()
 		close(watched)
-		delete(b.ending, pid)
+		if b.ending[pid] == watched { // not a later child's of the same pid
+			delete(b.ending, pid)
+		}
 		b.mu.Unlock()
 	}()
 	return watched
