@@ -247,3 +247,50 @@ func slugify(heading string) string {
 	}
 	return b.String()
 }
+
+// TestCodeCitationsResolve fails for a Go file that cites a page of docs/
+// (docs/contract.md#section, as comments cite the contract) that does not
+// exist or has no such heading: a section renamed must take its citations
+// along.
+func TestCodeCitationsResolve(t *testing.T) {
+	cite := regexp.MustCompile(`docs/[A-Za-z0-9_-]+\.md(#[A-Za-z0-9_-]+)?`)
+	read := func(page string) (string, error) {
+		b, err := os.ReadFile(filepath.Join(docsRoot, filepath.FromSlash(page)))
+		return string(b), err
+	}
+	exists := func(path string) bool {
+		_, err := os.Stat(filepath.Join(docsRoot, filepath.FromSlash(path)))
+		return err == nil
+	}
+	cited := 0
+	err := filepath.WalkDir(docsRoot, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == ".build" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || d.Name() == "docs_test.go" && filepath.Base(filepath.Dir(path)) == "archtest" {
+			return nil // this file's citations are examples
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(docsRoot, path)
+		for _, c := range cite.FindAllString(string(b), -1) {
+			cited++
+			// Resolve the citation as a link from the module's root.
+			for _, problem := range brokenLinks("README.md", "["+c+"]("+c+")", exists, read) {
+				t.Errorf("%s cites %s: %s", rel, c, problem)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cited < 10 {
+		t.Errorf("only %d citations of docs/ found in Go files: is the pattern still right?", cited)
+	}
+}
