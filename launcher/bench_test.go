@@ -22,7 +22,7 @@ import (
 	"github.com/whimbrel/whimbrel/workflow"
 )
 
-// BenchmarkDAGHop measures the hop of DESIGN.md's budget: from an upstream
+// BenchmarkDAGHop measures the hop BENCHMARKS.md budgets: from an upstream
 // command's exit to its downstream command's start, through the wrapper
 // (record, advance, nudge) and a local launcher (claim, launch) to the next
 // wrapper (claim, start). Each iteration runs a chain of activities whose

@@ -1,4 +1,4 @@
-// Package launcher is the Activity Launcher of seed 000: it finds READY
+// Package launcher is the contract's activity launcher: it finds READY
 // activities through the state index, claims each with one conditional
 // write to QUEUED, starts it through a Backend (a local process, a Docker
 // container, an ECS task) and records what it started. Activities that wait

@@ -1,4 +1,4 @@
-// Package monitor is seed 000's Heartbeat Monitor and the janitor of a
+// Package monitor is the contract's heartbeat monitor and the janitor of a
 // serverless system: each sweep times out RUNNING activities whose
 // heartbeats stopped, fails launches that never started, cancels what
 // settled workflows left pending, finishes the advances that crashed

@@ -709,8 +709,8 @@ func TestForeignSameNamesAreEachRepaired(t *testing.T) {
 	}
 }
 
-// putSeedItem writes an item as a Full Logic API client does (seed 001):
-// raw, the seed's attributes only, whole-second times, no shard attributes.
+// putSeedItem writes an item as a Full Logic API client does: raw, the
+// base contract's attributes only, whole-second times, no shard attributes.
 func putSeedItem(t *testing.T, st *dynamodb.Store, base string, attrs map[string]any) {
 	t.Helper()
 	it := map[string]types.AttributeValue{}

@@ -443,7 +443,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 }
 
 // TestRunLogShowsStateAndError: the last run's state and stderr tail, as
-// seed 003's last_run_status and last_run_error.
+// the run log reports a run's status and error.
 func TestRunLogShowsStateAndError(t *testing.T) {
 	onBoth(t, func(t *testing.T, st schedule.Store) {
 		t0 := ts("2026-11-21T00:00:00Z")

@@ -14,8 +14,8 @@ import (
 // ErrorTailLines is how many of the last stderr lines a run's error keeps.
 const ErrorTailLines = 3
 
-// RunStatus is a line of the run log with what became of its run: seed 003's
-// last_run_status and last_run_error, read from the execution itself.
+// RunStatus is a line of the run log with what became of its run: the
+// last run's status and error, read from the execution itself.
 type RunStatus struct {
 	state.ScheduleRun
 	State   string    `json:"state,omitempty"`   // the execution's state, "" for a skip

@@ -1,7 +1,8 @@
-// Package simpleapi is the Simple Lambda API of seed 001: clients only
-// insert items — a workflow_request to start a workflow, an activity_event
-// to move an activity — and a processor reading the two tables' DynamoDB
-// streams does the rest with the Full Logic API's code (package workflow).
+// Package simpleapi is the Simple Lambda API: clients only insert items —
+// a workflow_request to start a workflow, an activity_event to move an
+// activity — and a processor reading the two tables' DynamoDB streams does
+// the rest with the Full Logic API's code (package workflow). See
+// docs/contract.md#the-simple-lambda-api.
 //
 // The Processor applies one stream record. It runs inside a Lambda
 // function (simpleapi/lambda, cmd/whimbrel-lambda) or a long-running
@@ -477,7 +478,7 @@ const maxDecideAttempts = 20
 func (p *Processor) event(ctx context.Context, ev *state.ActivityEvent, r Record) error {
 	log := p.log.With("activity_event_id", ev.ActivityEventID, "transition", ev.Transition)
 	if ev.Manual {
-		// Seed 001: the Full Logic API made this change itself.
+		// A manual item: the Full Logic API made this change itself.
 		log.Debug("a manual event: the Full Logic API applied it")
 		return p.recordAlone(ctx, ev, state.Outcome{Result: state.OutcomeIgnored,
 			Reason: "manual: the Full Logic API applies it itself", At: state.Truncate(time.Now())})
@@ -593,7 +594,7 @@ func (p *Processor) forget(id string) {
 }
 
 // locate reads ev's activity, finding its workflow when the event names
-// only the activity (the seed's shape): by the activity table's hash key,
+// only the activity (the base contract's shape): by the activity table's hash key,
 // activity_exec_id, alone.
 func (p *Processor) locate(ctx context.Context, ev *state.ActivityEvent) (*state.ActivityExec, error) {
 	if ev.WorkflowExecID == "" {
@@ -869,8 +870,8 @@ func (p *Processor) changeFor(ctx context.Context, ev *state.ActivityEvent, a *s
 		case heldByOther:
 			return no(reject, "a heartbeat of owner %s, but %s holds the activity", ev.Owner, a.Owner)
 		case !a.HeartbeatEnabled:
-			// Seed 000: heartbeat_time_epoch stays negative while
-			// heartbeats are off.
+			// heartbeat_time_epoch stays negative while heartbeats are
+			// off (docs/contract.md#times).
 			return no(reject, "heartbeats are off for this activity (heartbeat_enabled is false): set heartbeat_interval in the workflow definition, or heartbeat_enabled on the RUNNING event")
 		}
 		// Heartbeats arrive in any order: the newest stands, and so does

@@ -133,7 +133,7 @@ func (w testWriter) Write(b []byte) (int, error) {
 func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 func n(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }
 
-// when writes a time the way a foreign client writes it: the seed's list
+// when writes a time the way a foreign client writes it: the contract's list
 // and its epoch.
 func when(item map[string]types.AttributeValue, t time.Time) {
 	t = t.UTC()

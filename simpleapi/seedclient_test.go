@@ -21,9 +21,9 @@ import (
 	"github.com/whimbrel/whimbrel/workflow"
 )
 
-// These tests play a foreign client that follows seeds 000 and 001 to the
+// These tests play a foreign client that follows the base contract to the
 // letter: it writes raw items with the SDK, as `aws dynamodb put-item`
-// would, with a whole-second `when` list (the seed's `date` recipe), no
+// would, with a whole-second `when` list (the contract's `date` recipe), no
 // when_epoch, no workflow_exec_id, and none of Whimbrel's additions.
 
 // eight is a workflow of eight activities that wait on nothing.
@@ -62,7 +62,7 @@ func (e *env) register(src string) *workflow.Definition {
 	return def
 }
 
-// seedWhen is the seed's `when`: [year, month, day, hour, minute, second],
+// seedWhen is the base contract's `when`: [year, month, day, hour, minute, second],
 // whole seconds, and nothing else.
 func seedWhen(t time.Time) types.AttributeValue {
 	t = t.UTC()
@@ -73,7 +73,7 @@ func seedWhen(t time.Time) types.AttributeValue {
 	return &types.AttributeValueMemberL{Value: l}
 }
 
-// seedRequest writes a workflow_request as seed 000 shapes it.
+// seedRequest writes a workflow_request as the base contract shapes it.
 func (e *env) seedRequest(name string) string {
 	e.t.Helper()
 	id := name + "::" + uuid.NewString()
@@ -82,7 +82,7 @@ func (e *env) seedRequest(name string) string {
 	return state.WorkflowExecIDForRequest(name, id)
 }
 
-// seedEvent writes an activity_event as seed 000 shapes it; uuid is the
+// seedEvent writes an activity_event as the base contract shapes it; uuid is the
 // event ID's second half (empty: a random one).
 func (e *env) seedEvent(actID, transition string, at time.Time, id string, extra map[string]types.AttributeValue) string {
 	e.t.Helper()
@@ -217,7 +217,7 @@ func TestSeedClientFutureDatedEventIsRefused(t *testing.T) {
 	}
 }
 
-// TestSeedClientCancel: seed 001's CANCEL word cancels an activity that is
+// TestSeedClientCancel: the contract's CANCEL word cancels an activity that is
 // not running (CANCELLED) and one that is (CANCELLED_RUNNING).
 func TestSeedClientCancel(t *testing.T) {
 	t.Parallel()
@@ -247,7 +247,7 @@ func TestSeedClientCancel(t *testing.T) {
 	}
 }
 
-// TestSeedClientManualEventIsIgnored: seed 001's manual marks a change the
+// TestSeedClientManualEventIsIgnored: the contract's manual marks a change the
 // Full Logic API made itself; the processor records that it ignored it.
 func TestSeedClientManualEventIsIgnored(t *testing.T) {
 	t.Parallel()
@@ -295,7 +295,7 @@ func TestSeedClientHeartbeatFields(t *testing.T) {
 		t.Errorf("heartbeat_enabled %v, want false", q["heartbeat_enabled"])
 	}
 	if hb := epochOf(q, "heartbeat_time_epoch"); hb >= 0 {
-		t.Errorf("heartbeats off, yet heartbeat_time_epoch is %v: seed 000 wants it negative", hb)
+		t.Errorf("heartbeats off, yet heartbeat_time_epoch is %v: the contract wants it negative", hb)
 	}
 	if o := e.outcome(quietBeat); o.Result != state.OutcomeRejected || !strings.Contains(o.Reason, "heartbeats are off") {
 		t.Errorf("a heartbeat while heartbeats are off: %+v, want rejected", o)

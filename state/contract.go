@@ -11,7 +11,8 @@ import "time"
 // Tables. Every table name is a prefix followed by one of the names below;
 // both stores use them.
 const (
-	// DefaultTablePrefix is the table prefix seed 000 gives.
+	// DefaultTablePrefix is the contract's default table prefix
+	// (docs/contract.md#tables).
 	DefaultTablePrefix = "whimbrel_"
 
 	TableInstallStatus      = "install_status"
@@ -23,8 +24,9 @@ const (
 	TableWorkflowLambda     = "workflow_lambda"
 )
 
-// The lease a wrapper holds on a claimed activity, from DESIGN.md: both
-// DynamoDB lock clients beat every 15 s and give up after 4 missed beats.
+// The lease a wrapper holds on a claimed activity
+// (docs/contract.md#heartbeats-and-leases): as both DynamoDB lock clients
+// do, it beats every 15 s and is lost after 4 missed beats.
 // A claim records the interval and timeout it uses; the monitor applies
 // DefaultHeartbeatTimeout to a claim that records none.
 const (

@@ -194,7 +194,7 @@ func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
 // ErrUnavailable is matched by every *UnavailableError, *TableMissingError
 // and *ConfigError: the store cannot be used as configured, whatever the
 // items hold. A daemon logs it and tries again at its next pass; a command
-// exits (see the README's exit codes).
+// exits (see docs/cli.md#exit-codes).
 var ErrUnavailable = errors.New("store unavailable")
 
 // UnavailableError is returned when the store did not answer: a network

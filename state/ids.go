@@ -9,7 +9,8 @@ import (
 	"github.com/google/uuid"
 )
 
-// IDs take the seed's forms: `(workflow_name)::(uuid)` for a workflow
+// IDs take the contract's forms (docs/contract.md#ids):
+// `(workflow_name)::(uuid)` for a workflow
 // execution or request, `(activity_name)::(uuid)` for an activity execution,
 // and `(activity_exec_id):(index)` for a dependency item.
 

@@ -2,8 +2,9 @@ package state
 
 import "time"
 
-// The item types mirror seed 000's seven tables. Their attribute names are
-// the seed's; the Store maps the fields to them. A zero time means the
+// The item types mirror the contract's seven tables
+// (docs/contract.md#tables). Their attribute names are the contract's; the
+// Store maps the fields to them. A zero time means the
 // attribute is absent (or, for the *_epoch indexes, negative).
 
 // InstallStatus records the installed version of one object (a table).
@@ -21,13 +22,13 @@ type WorkflowRequest struct {
 	When              time.Time // when, when_epoch
 	Source            string    // source: who or what asked
 	// Manual is true when the Full Logic API made the request, so Lambda
-	// processors leave it alone. False is not written, as the seed asks.
+	// processors leave it alone. False is not written, as the contract asks.
 	Manual bool // manual
 	// WorkflowExecID is the execution the request started (an addition to
-	// the seed, so a repeated request can answer with it).
+	// the base contract, so a repeated request can answer with it).
 	WorkflowExecID string // workflow_exec_id
 	// Params are the parameters of the execution to start, as a JSON
-	// object (an addition to the seed; see WorkflowExec.Params).
+	// object (an addition to the base contract; see WorkflowExec.Params).
 	Params string // params
 	// Outcome is what a Simple Lambda API processor did with the request.
 	Outcome Outcome

@@ -8,7 +8,8 @@ import (
 	"github.com/google/uuid"
 )
 
-// The vocabulary of the Simple Lambda API's items (seed 001): the
+// The vocabulary of the Simple Lambda API's items
+// (docs/contract.md#the-simple-lambda-api): the
 // transitions an activity_event may ask for besides the states, the
 // outcomes a processor records on an item, and the order of an activity's
 // events. The items are the contract's (items.go) and share the codec; what
@@ -19,7 +20,7 @@ import (
 // event's when.
 const TransitionHeartbeat = "HEARTBEAT"
 
-// TransitionCancel is seed 001's word for cancelling an activity: it
+// TransitionCancel is the contract's word for cancelling an activity: it
 // becomes CANCELLED, or CANCELLED_RUNNING when it was RUNNING.
 const TransitionCancel = "CANCEL"
 
@@ -51,7 +52,7 @@ func CursorTime(cursor string) time.Time {
 	return time.UnixMilli(ms).UTC()
 }
 
-// NewActivityEventID returns a fresh event ID of the seed's form
+// NewActivityEventID returns a fresh event ID of the contract's form
 // `(activity_exec_id)::(uuid)`.
 func NewActivityEventID(activityExecID string) string {
 	return activityExecID + idSeparator + uuid.NewString()

@@ -3,7 +3,8 @@ package state
 import "fmt"
 
 // ActivityState is the state of one activity execution. The ten values and
-// the moves between them are the client contract of seed 001; every
+// the moves between them are the client contract
+// (docs/contract.md#activity-states); every
 // participant obeys them, which is what lets Whimbrel run without a server.
 type ActivityState string
 
@@ -42,14 +43,16 @@ var ActivityStates = []ActivityState{
 	Cancelled, CancelledRunning, TimedOut, Failed, Completed,
 }
 
-// activityTransitions is seed 001's transition list, keyed by the current
-// state. The seed names a transition by its verb (CANCEL, READY, …); here
-// each verb is written as the state it leads to, so CANCEL appears as
+// activityTransitions is the contract's transition list
+// (docs/contract.md#transitions), keyed by the current state. The base
+// contract names a transition by its verb (CANCEL, READY, …); here each
+// verb is written as the state it leads to, so CANCEL appears as
 // CANCELLED, or as CANCELLED_RUNNING from RUNNING.
 //
-// RUNNING → TIMED_OUT is not in seed 001's list but is the one write seed
-// 000 gives the Heartbeat Monitor ("set the state to TIMED_OUT" where state
-// == RUNNING), so it is legal here too; TIMED_OUT is reachable no other way.
+// RUNNING → TIMED_OUT is not in the base contract's transition list but is
+// the one write its heartbeat monitor makes ("set the state to TIMED_OUT"
+// where state == RUNNING), so it is legal here too; TIMED_OUT is reachable
+// no other way.
 var activityTransitions = map[ActivityState][]ActivityState{
 	Requested: {Cancelled, Ready, Queued},
 	Ready:     {Cancelled, Queued, Preparing, Running},

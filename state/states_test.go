@@ -8,8 +8,8 @@ import (
 	"github.com/whimbrel/whimbrel/state"
 )
 
-// legal is seed 001's transition list, written out independently of the
-// implementation (plus seed 000's RUNNING → TIMED_OUT for the monitor).
+// legal is the contract's transition list, written out independently of the
+// implementation (with the heartbeat monitor's RUNNING → TIMED_OUT).
 var legal = map[[2]state.ActivityState]bool{
 	{state.Requested, state.Cancelled}: true,
 	{state.Requested, state.Ready}:     true,
@@ -37,7 +37,7 @@ var legal = map[[2]state.ActivityState]bool{
 
 func TestAllTransitionPairs(t *testing.T) {
 	if len(state.ActivityStates) != 10 {
-		t.Fatalf("%d activity states, want the seed's 10", len(state.ActivityStates))
+		t.Fatalf("%d activity states, want the contract's 10", len(state.ActivityStates))
 	}
 	pairs := 0
 	for _, from := range state.ActivityStates {

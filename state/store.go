@@ -184,8 +184,8 @@ type ActivityChange struct {
 	// and sets the attempt to 1 where the item has none (a retry's item
 	// carries its own). With heartbeats enabled the same write records the
 	// first heartbeat at the claim time, so that the activity is never
-	// RUNNING without one; with them off, heartbeat_time_epoch is the
-	// seed's -1.
+	// RUNNING without one; with them off, heartbeat_time_epoch is -1
+	// (docs/contract.md#heartbeats-and-leases).
 	Claim *Claim
 	// Hold records a token as the owner without a claim: a launcher's move
 	// to QUEUED, so that a launcher whose answer was lost can tell that the

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Every time is written twice (seed 000): as a list
+// Every time is written twice (docs/contract.md#times): as a list
 // [year, month, day, hour, minute, second] in UTC, where only the second may
 // be fractional, and as Unix epoch seconds. Whimbrel keeps millisecond
 // precision in both.
@@ -19,7 +19,7 @@ const Precision = time.Millisecond
 // compares equal to itself after a round trip through a table.
 func Truncate(t time.Time) time.Time { return t.UTC().Truncate(Precision) }
 
-// TimeList is the seed's list encoding of a time.
+// TimeList is the contract's list encoding of a time.
 type TimeList [6]float64
 
 // NewTimeList encodes t.
@@ -81,6 +81,6 @@ func ParseEpoch(s string) (time.Time, error) {
 	return time.UnixMilli(int64(math.Round(f * 1000))).UTC(), nil
 }
 
-// NotSet is the epoch the seed uses for "not started" and "heartbeats off":
-// a negative number.
+// NotSet is the epoch the contract uses for "not started" and "heartbeats
+// off": a negative number.
 const NotSet = -1

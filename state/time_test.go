@@ -76,7 +76,7 @@ func TestEpochRoundTrip(t *testing.T) {
 			t.Errorf("ParseEpoch(%s) = %v, %v; want %v", got, back, err, state.Truncate(tc.in))
 		}
 	}
-	// Whole seconds, as the shell examples of seed 000 write them.
+	// Whole seconds, as the contract's shell example writes them.
 	if got, err := state.ParseEpoch("1763752950"); err != nil || got.Unix() != 1763752950 {
 		t.Errorf("ParseEpoch(whole seconds) = %v, %v", got, err)
 	}

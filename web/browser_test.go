@@ -95,7 +95,7 @@ func save(t *testing.T, name string, b []byte) {
 		t.Fatalf("save %s: %v", name, err)
 	}
 	t.Logf("screenshot: %s (%d bytes)", p, len(b))
-	if dir := os.Getenv("WHIMBREL_SCREENSHOT_DIR"); dir != "" { // for the README
+	if dir := os.Getenv("WHIMBREL_SCREENSHOT_DIR"); dir != "" { // for the pictures in docs/
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
 			t.Fatalf("save %s: %v", name, err)
 		}

@@ -14,8 +14,8 @@ import (
 // dependents) pays to read its definition and advance after its activity
 // completed, on the embedded store: the stored definition read afresh,
 // as in a new process, its own entry, and AdvanceKnown, which readies
-// nothing and finds the workflow live. Its cost must not grow with n
-// (issue 21): compare the ns/op of n=500 and n=2000.
+// nothing and finds the workflow live. Its cost must not grow with n:
+// compare the ns/op of n=500 and n=2000.
 func BenchmarkWrapperAdvance(b *testing.B) {
 	for _, n := range []int{500, 2000} {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {

@@ -15,7 +15,7 @@ import (
 // activity at a time: a wrapper needs its own activity's entry and, once
 // it ends, which activities wait on it; parsing and checking every entry
 // of a workflow of thousands of activities would cost each of them
-// milliseconds (issue 21).
+// milliseconds.
 //
 // The workflow's own fields (name, defaults, params, retention) are
 // decoded and checked at once; each activity's entry when it is asked

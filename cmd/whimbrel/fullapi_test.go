@@ -38,9 +38,9 @@ func rawState(t *testing.T, table string, key rawItem) string {
 	return s.Value
 }
 
-// TestFullLogicAPIClientIsServed: a client of seed 001's Full Logic API
-// writes a RUNNING workflow with a READY activity itself, raw, with the
-// seed's attributes only (whole-second times, none of the optional ones,
+// TestFullLogicAPIClientIsServed: a client of the Full Logic API writes a
+// RUNNING workflow with a READY activity itself, raw, with the base
+// contract's attributes only (whole-second times, none of the optional ones,
 // no shard attributes), and the definition Whimbrel's launcher runs it
 // from. A sweep that does not adopt leaves it alone; a running monitor,
 // which adopts, and a local launcher run it to COMPLETED.

@@ -248,7 +248,7 @@ func testMalformed(t *testing.T, st state.Store, raw rawStore, env []string, sql
 		raw.put(t, "activity_exec", b.item)
 	}
 	// A workflow item a foreign client wrote wrong, among the running ones
-	// (raw, as seed 001's Full Logic API writes it: no shard attributes;
+	// (raw, as a Full Logic API client writes it: no shard attributes;
 	// the monitor's adoption scan finds it).
 	brokenID := "broken::" + uuid.NewString()
 	raw.put(t, "workflow_exec", rawItem{"workflow_exec_id": brokenID, "workflow_name": "broken", "state": "RUNNING",

@@ -20,7 +20,7 @@ import (
 
 // TestExample builds examples/docker's image the air-gapped way
 // (build-rootfs.sh, docker import) and runs examples/docker/workflow.yaml
-// through the Docker backend, as the README says, in a directory of its own.
+// through the Docker backend, as docs/wrapper.md says, in a directory of its own.
 func TestExample(t *testing.T) {
 	t.Parallel()
 	tag := fmt.Sprintf("whimbrel-example-etl:test-%d", os.Getpid())

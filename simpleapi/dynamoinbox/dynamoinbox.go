@@ -109,8 +109,8 @@ func (st *Inbox) RecordEvent(ctx context.Context, id, activityExecID string, o s
 }
 
 // outcomeUpdate is the update that records an outcome on an existing item
-// that has none yet. An event written without when_epoch (seed 000's shape
-// has only the when list) gets the processing time there, so that the
+// that has none yet. An event written without when_epoch (the base
+// contract's shape has only the when list; docs/contract.md#activity_event) gets the processing time there, so that the
 // activity index, and whimbrel status through it, finds every decided
 // event.
 func outcomeUpdate(base *string, hashKey string, key item, set codec.Item) *types.Update {

@@ -5,7 +5,7 @@
 // and simpleapi/sqliteinbox keep it in each backend's tables. Register and
 // Request are what the operator's commands do with it.
 //
-// The API (seed 001): a client inserts a workflow_request item to start a
+// The API (docs/contract.md#the-simple-lambda-api): a client inserts a workflow_request item to start a
 // workflow, or an activity_event item to move an activity, and a processor
 // reading the tables' streams (package simpleapi) does the rest with the
 // Full Logic API's code.
@@ -55,7 +55,7 @@ type Inbox interface {
 	Decide(ctx context.Context, key state.ActivityKey, c state.ActivityChange, step Step) (*state.ActivityExec, error)
 	// FindActivity reads an activity by its ID alone, the hash key of
 	// its table (strongly consistent), for an event that does not name
-	// its workflow (seed 000's shape); state.ErrNotFound if there is none.
+	// its workflow (the base contract's shape); state.ErrNotFound if there is none.
 	FindActivity(ctx context.Context, activityExecID string) (*state.ActivityExec, error)
 
 	// Register writes (or replaces) a workflow's registration.

@@ -162,18 +162,18 @@ func testEvents(t *testing.T, h Harness) {
 	if _, err := in.GetEvent(ctx(t), state.NewActivityEventID(k.ActivityExecID), k.ActivityExecID); !errors.Is(err, state.ErrNotFound) {
 		t.Errorf("GetEvent of a missing event: %v, want ErrNotFound", err)
 	}
-	// An event in seed 000's shape (no workflow_exec_id, no when_epoch;
+	// An event in the base contract's shape (no workflow_exec_id, no when_epoch;
 	// here no when at all) is read, and listed once it has an outcome.
 	seed := &state.ActivityEvent{ActivityEventID: state.NewActivityEventID(k.ActivityExecID), ActivityExecID: k.ActivityExecID,
 		Transition: state.TransitionCancel}
 	if err := in.PutEvent(ctx(t), seed); err != nil {
-		t.Fatalf("PutEvent in the seed's shape: %v", err)
+		t.Fatalf("PutEvent in the base contract's shape: %v", err)
 	}
 	if got, err := in.GetEvent(ctx(t), seed.ActivityEventID, k.ActivityExecID); err != nil || got.Transition != state.TransitionCancel || got.WorkflowExecID != "" {
-		t.Errorf("GetEvent in the seed's shape: %+v, %v", got, err)
+		t.Errorf("GetEvent in the base contract's shape: %+v, %v", got, err)
 	}
 	if err := in.RecordEvent(ctx(t), seed.ActivityEventID, k.ActivityExecID, rejected); err != nil {
-		t.Fatalf("RecordEvent in the seed's shape: %v", err)
+		t.Fatalf("RecordEvent in the base contract's shape: %v", err)
 	}
 	found := false
 	for deadline := time.Now().Add(10 * time.Second); !found && time.Now().Before(deadline); {
@@ -186,7 +186,7 @@ func testEvents(t *testing.T, h Harness) {
 		}
 	}
 	if !found {
-		t.Errorf("Events does not list the rejected event in the seed's shape")
+		t.Errorf("Events does not list the rejected event in the base contract's shape")
 	}
 	// Events go with their workflow.
 	at := time.Now().Add(time.Hour).Truncate(time.Second).UTC()

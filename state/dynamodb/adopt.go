@@ -22,7 +22,7 @@ type adoption struct {
 }
 
 // Adopt puts the live items that another client wrote without their shard
-// attributes (a Full Logic API client writes the seed's attributes only)
+// attributes (a Full Logic API client writes the base contract's only)
 // under their shards, so that the launcher and the monitor, which read
 // only the sharded indexes, find them. It reads at most pages pages of
 // AdoptPageItems items of workflow_exec and of activity_exec each, with a

@@ -67,7 +67,7 @@ func TestHeartbeatWithProgressCostsOneWriteUnit(t *testing.T) {
 	}
 
 	// Measured, not asserted: the largest progress that keeps the beat
-	// within one write unit on this item (the README quotes it).
+	// within one write unit on this item (docs/data.md quotes it).
 	fits := 0
 	for n := 64; n <= state.MaxProgress; n += 64 {
 		if _, err := st.UpdateActivity(ctx, k, state.ActivityChange{From: []state.ActivityState{state.Running}, Owner: owner,

@@ -53,7 +53,7 @@ func activityKeyAV(t *testing.T, k state.ActivityKey) map[string]types.Attribute
 }
 
 // TestAdoptServesForeignItems: items a Full Logic API client wrote raw (the
-// seed's attributes only: no shards) are listed after an adoption pass; an
+// base contract's attributes only: no shards) are listed after an adoption pass; an
 // item that moved between the scan and the stamp is not put under the
 // shard of the state it left (the next pass puts it under its new one); an
 // ended activity is left alone; a pass over stamped items writes nothing.
@@ -65,7 +65,7 @@ func TestAdoptServesForeignItems(t *testing.T) {
 	defer cancel()
 	client := dynamotest.Client(t)
 	prefix := st.Prefix()
-	now := time.Now().Truncate(time.Second) // the seed's whole seconds
+	now := time.Now().Truncate(time.Second) // whole seconds, as a foreign client writes them
 
 	wf := putRawWorkflow(t, client, prefix, uuid.NewString(), state.WorkflowRunning, now)
 	ready := putRaw(t, client, prefix, wf, "ready", state.Ready, now)

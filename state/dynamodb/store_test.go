@@ -84,7 +84,7 @@ func (c *capacityLog) take() []dynamodb.Capacity {
 	return out
 }
 
-// TestHeartbeatCostsOneWriteUnit checks the budget of DESIGN.md: a heartbeat
+// TestHeartbeatCostsOneWriteUnit checks the heartbeat's budget: a heartbeat
 // touches no index and costs exactly one write unit, even on the largest
 // item a running activity can have: names of the longest length, an ECS task
 // ARN, a long host name, a reason.
@@ -264,7 +264,7 @@ func TestInstall(t *testing.T) {
 		t.Errorf("install did %v, want 9 creates and 9 versions recorded", did)
 	}
 
-	// The key schemas are DESIGN.md's.
+	// The key schemas are the contract's (docs/contract.md#tables).
 	want := map[string]string{
 		"install_status":           "object_id HASH, object_type RANGE",
 		"workflow_request":         "workflow_request_id HASH, workflow_name RANGE",
@@ -462,8 +462,8 @@ func TestInstallUpgradesForTheSimpleAPI(t *testing.T) {
 	}
 }
 
-// TestSeedStalenessScanAfterClaim runs seed 000's staleness check as a
-// client written from the seed alone would, as a raw Scan ("state =
+// TestSeedStalenessScanAfterClaim runs the base contract's staleness check
+// as a client written from the contract alone would, as a raw Scan ("state =
 // RUNNING and heartbeat_time_epoch < now - timeout"), right after the
 // claim: the claim wrote the first heartbeat, so it finds nothing.
 func TestSeedStalenessScanAfterClaim(t *testing.T) {
@@ -497,9 +497,9 @@ func TestSeedStalenessScanAfterClaim(t *testing.T) {
 		return len(out.Items)
 	}
 	if n := stale(time.Now()); n != 0 {
-		t.Errorf("right after the claim the seed's check finds %d stale, want 0", n)
+		t.Errorf("right after the claim the base contract's check finds %d stale, want 0", n)
 	}
 	if n := stale(time.Now().Add(3 * time.Second)); n != 1 {
-		t.Errorf("3 s later with no beat the seed's check finds %d stale, want 1 (else it cannot fail)", n)
+		t.Errorf("3 s later with no beat the base contract's check finds %d stale, want 1 (else it cannot fail)", n)
 	}
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/whimbrel/whimbrel/state/internal/attr"
 )
 
-// DefaultPrefix is the table prefix seed 000 gives.
+// DefaultPrefix is the contract's default table prefix.
 const DefaultPrefix = state.DefaultTablePrefix
 
 // The tables, by name without prefix: the contract's (see state).
@@ -28,22 +28,23 @@ const (
 	TableActivityExec       = state.TableActivityExec
 	TableActivityDependency = state.TableActivityDependency
 	TableWorkflowLambda     = state.TableWorkflowLambda
-	// TableStreamPosition is not the seed's: the stream poller keeps its
+	// TableStreamPosition is Whimbrel's own: the stream poller keeps its
 	// place in each shard there, so a restart resumes where it left.
 	TableStreamPosition = "stream_position"
 )
 
-// The indexes. Seed 000 calls them local indexes, but a local index can only
-// be queried within one partition key, and the launcher and monitor must
-// query across workflows, so they are global.
+// The indexes. The base contract calls them local indexes, but a local
+// index can only be queried within one partition key, and the launcher and
+// monitor must query across workflows, so they are global
+// (docs/contract.md#indexes).
 const (
 	// indexLegacyState (activity_exec): state + state_time_epoch, keys
 	// only: the state index before it was sharded (schema version 2). A
-	// fresh install no longer creates it, for it holds every item and all
+	// fresh install does not create it, for it holds every item and all
 	// READY ones under one key; install leaves it on a table that has it,
 	// for launchers and monitors older than the sharded index, until the
-	// operator deletes it (README: "Sharded state index"). The state index
-	// now is indexStateShard (shard.go): the launcher finds READY
+	// operator deletes it (docs/operations.md#upgrading-and-index-migrations).
+	// The state index is indexStateShard (shard.go): the launcher finds READY
 	// activities and the monitor every live one through it. It projects
 	// keys only, and heartbeat_time_epoch is deliberately no index key, so
 	// a heartbeat writes to no index.
@@ -56,13 +57,13 @@ const (
 	// indexLegacyState) and name-index (workflow_name +
 	// start_time_epoch) are the workflow indexes before they were
 	// sharded (schema version 3). Like the activity state index, a fresh
-	// install no longer creates them, and install leaves them on a table
+	// install does not create them, and install leaves them on a table
 	// that has them, for readers older than the sharded indexes, until
 	// the operator deletes them. The workflow indexes now are
 	// indexStateShard and indexNameShard (shard.go).
 	// indexActivity (activity_event): the events of one activity in the
-	// order of their when, all attributes. The seed's local index on
-	// activity_exec_id.
+	// order of their when, all attributes. The base contract's local index
+	// on activity_exec_id.
 	indexActivity = "activity-index"
 )
 
@@ -108,8 +109,8 @@ func n(name string) keyAttr   { return keyAttr{name, types.ScalarAttributeTypeN}
 func ps(name string) *keyAttr { a := s(name); return &a }
 func pn(name string) *keyAttr { a := n(name); return &a }
 
-// tableDefs are the seed's seven tables with the key schemas of DESIGN.md,
-// and the stream poller's positions.
+// tableDefs are the contract's seven tables with their key schemas
+// (docs/contract.md#tables), and the stream poller's positions.
 var tableDefs = []tableDef{
 	{base: TableInstallStatus, description: "installed version of each Whimbrel object",
 		hash: s("object_id"), rng: ps("object_type")},

@@ -692,7 +692,7 @@ func testForeignItems(t *testing.T, h Harness) {
 					t.Errorf("activity name %q, want it read from the ID", a.ActivityName)
 				}
 				if _, ok := m["start_time"]; ok && a.StartTime.IsZero() {
-					t.Errorf("start time from the seed's list was not read")
+					t.Errorf("start time from the contract's list was not read")
 				}
 				return
 			}
@@ -934,7 +934,7 @@ func testHeartbeatSeen(t *testing.T, h Harness) {
 	}
 }
 
-// seedStale is seed 000's staleness check, exactly: RUNNING, and a
+// seedStale is the base contract's staleness check, exactly: RUNNING, and a
 // heartbeat_time_epoch (as written; negative when none) older than the
 // timeout.
 func seedStale(a *state.ActivityExec, now time.Time, timeout time.Duration) bool {
@@ -974,7 +974,7 @@ func testClaimWritesTheFirstHeartbeat(t *testing.T, h Harness) {
 		t.Errorf("a timeout after the claim with no beat, the same check does not find it stale: the check cannot fail")
 	}
 
-	// With heartbeats off, the seed's -1 is written: nothing to judge.
+	// With heartbeats off, the contract's -1 is written: nothing to judge.
 	c := claim("o-off")
 	c.HeartbeatEnabled = false
 	off, err := st.UpdateActivity(ctx(t), Key(w, "off"), state.ActivityChange{

@@ -15,14 +15,14 @@ import (
 	"github.com/google/uuid"
 )
 
-// --- fan-out and throughput against the store's bound (issue 21 item 2)
+// --- fan-out and throughput against the store's bound
 
 // fanSizes are the fan-outs measured: one root and that many dependent
 // `true` activities.
 var fanSizes = []int{500, 2000}
 
 // writesPerActivity is the write units of one activity's life
-// (issue 21's count, measured in the same run by make bench); with the writes per
+// (as BENCHMARKS.md counts it, measured in the same run by make bench); with the writes per
 // second the store sustains it bounds the activities per second.
 var writesPerActivity = 14.0
 

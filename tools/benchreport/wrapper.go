@@ -21,7 +21,8 @@ import (
 
 // --- the wrapper's resident memory and size
 
-// rssTarget is issue 16's target for the wrapper heartbeating on DynamoDB.
+// rssTarget is the resident memory the wrapper heartbeating on DynamoDB
+// should stay within.
 const rssTarget = 13 << 10 // kB
 
 // wrapperRSS is what one wrapper binary weighs.
@@ -161,7 +162,7 @@ func writeWrapper(ctx context.Context, b *strings.Builder, before, bin, endpoint
 }
 
 func writeRSS(b *strings.Builder, res map[string]rss) {
-	fmt.Fprintf(b, "## Resident memory while heartbeating\n\nVmRSS of the wrapper process itself (not its command) 3 s into a run, and in brackets its anonymous part (RssAnon: heap, stacks, runtime); the rest is pages of the binary, which the kernel maps around each page touched and which every process running the binary shares. Target %.0f MB on DynamoDB (issue 16).\n\n| process | resident (anonymous), MB |\n| --- | ---: |\n", float64(rssTarget)/1024)
+	fmt.Fprintf(b, "## Resident memory while heartbeating\n\nVmRSS of the wrapper process itself (not its command) 3 s into a run, and in brackets its anonymous part (RssAnon: heap, stacks, runtime); the rest is pages of the binary, which the kernel maps around each page touched and which every process running the binary shares. Target %.0f MB on DynamoDB.\n\n| process | resident (anonymous), MB |\n| --- | ---: |\n", float64(rssTarget)/1024)
 	names := make([]string, 0, len(res))
 	for n := range res {
 		names = append(names, n)
@@ -175,7 +176,7 @@ func writeRSS(b *strings.Builder, res map[string]rss) {
 
 // beforeAfterHeading heads the comparison of the wrapper with an earlier
 // build of it.
-const beforeAfterHeading = "## Wrapper: binary size and resident memory, before and after issue 16"
+const beforeAfterHeading = "## Wrapper: binary size and resident memory, side by side with an earlier build"
 
 // writeBeforeAfter compares the wrapper in bin with the one in before,
 // measured side by side, three times each, alternating. Without before, it

@@ -18,7 +18,7 @@ import (
 // Version is set at build time with -ldflags '-X …/internal/cli.Version=…'.
 var Version = "dev"
 
-// Exit codes of the operator commands and daemons (the README's table).
+// Exit codes of the operator commands and daemons (docs/cli.md#exit-codes).
 const (
 	ExitOK      = 0
 	ExitFailure = 1 // the command ran and failed

@@ -269,12 +269,12 @@ func ActivityChangeWith(c state.ActivityChange, swap *Swap) (Cond, Update, error
 		if cl.HeartbeatEnabled {
 			// The claim is the first heartbeat, in the same write: a
 			// monitor that judges "RUNNING and heartbeat older than the
-			// timeout" from the seed alone never sees a live activity
+			// timeout" from the base contract alone never sees a live activity
 			// as stale before its first beat lands.
 			set["heartbeat_time"] = List(at)
 			set["heartbeat_time_epoch"] = Epoch(at)
 		} else {
-			set["heartbeat_time_epoch"] = Int(state.NotSet) // the seed's "heartbeats off"
+			set["heartbeat_time_epoch"] = Int(state.NotSet) // the contract's "heartbeats off"
 		}
 		if cl.HeartbeatInterval > 0 {
 			set["heartbeat_interval"] = Seconds(cl.HeartbeatInterval)

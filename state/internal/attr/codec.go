@@ -13,14 +13,14 @@ import (
 )
 
 // Items are encoded by hand rather than with struct tags: every time is
-// written twice (the seed's list and an epoch), absent times are written as
-// negative epochs where the seed says so, and decoding must turn a foreign
+// written twice (the contract's list and an epoch), absent times are written
+// as negative epochs where the contract says so (docs/contract.md#times), and decoding must turn a foreign
 // client's missing or mistyped attribute into a *state.DecodeError naming it.
 // A decode function returns what it could read along with the first error,
 // so a caller may still use the attributes it needs.
 
 // putTime writes name (the list) and name_epoch. A zero time writes only
-// the epoch, as notSet when the seed gives the attribute a negative "not
+// the epoch, as notSet when the contract gives the attribute a negative "not
 // yet" value, and nothing otherwise.
 func putTime(m Item, name string, t time.Time, notSet bool) {
 	if t.IsZero() {
@@ -195,8 +195,8 @@ func (d *decoder) stringSet(attr string) []string {
 	return out
 }
 
-// time reads name_epoch, or the seed's list when only that was written. A
-// negative epoch is the seed's "not set".
+// time reads name_epoch, or the list when only that was written. A
+// negative epoch means "not set" (docs/contract.md#times).
 func (d *decoder) time(name string) time.Time {
 	if f, ok := d.number(name + "_epoch"); ok {
 		if f < 0 {
@@ -414,7 +414,7 @@ func EncodeEvent(e *state.ActivityEvent) Item {
 // activity state, CANCEL or HEARTBEAT) are required.
 func DecodeEvent(table string, m Item) (*state.ActivityEvent, error) {
 	d := newDecoder(table, m, "activity_event_id", "activity_exec_id")
-	// Seed 000's event names its activity by activity_exec_id alone and
+	// The base contract's event names its activity by activity_exec_id alone and
 	// has no when_epoch; workflow_exec_id is Whimbrel's addition. With no
 	// when at all, the processor takes the time the item was written.
 	e := &state.ActivityEvent{

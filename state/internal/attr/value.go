@@ -1,6 +1,6 @@
 // Package attr is what the state stores share below the domain: items as
-// maps of typed attribute values (DynamoDB's data model, which the seed's
-// tables use), their encoding to and from the domain types with clear
+// maps of typed attribute values (DynamoDB's data model, which the
+// contract's tables use), their encoding to and from the domain types with clear
 // errors for malformed items, and, for each change, the condition it needs
 // and the attributes it sets. The DynamoDB store turns these into
 // expressions; the SQLite store evaluates and applies them itself. Both so
@@ -52,7 +52,7 @@ func Seconds(d time.Duration) N { return N(strconv.FormatFloat(d.Seconds(), 'f',
 // Epoch is a time as epoch seconds with milliseconds.
 func Epoch(t time.Time) N { return N(state.FormatEpoch(t)) }
 
-// List is a time as the seed's [Y, M, D, h, m, s] list of Numbers.
+// List is a time as the contract's [Y, M, D, h, m, s] list of Numbers.
 func List(t time.Time) L {
 	tl := state.NewTimeList(t)
 	out := make(L, len(tl))
