@@ -34,7 +34,16 @@ type Definition struct {
 	Activities map[string]*Activity `yaml:"activities" json:"activities"`
 	// Params declares the execution's parameters (see Param).
 	Params map[string]*Param `yaml:"params,omitempty" json:"params,omitempty"`
+
+	warnings []string // found when it was read (see Warnings)
 }
+
+// Warnings are what the definition does that it may but should not (a
+// value pasted raw into a shell script), each with its line when it was
+// read from YAML and what to write instead. The definition runs as it
+// is; a command that reads one (start, run, schedule set, register)
+// prints them.
+func (d *Definition) Warnings() []string { return d.warnings }
 
 // Activity is one step of a workflow.
 type Activity struct {

@@ -65,16 +65,79 @@ func Parse(file string, b []byte) (*Definition, error) {
 	if err := doc.Decode(&d); err != nil {
 		return nil, fmt.Errorf("%s: %s", file, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
-	lines := map[string]int{}
-	if acts := field(doc, "activities"); acts != nil && acts.Kind == yaml.MappingNode {
-		for i := 0; i+1 < len(acts.Content); i += 2 {
-			lines[acts.Content[i].Value] = acts.Content[i].Line
-		}
-	}
-	if err := d.validate(file, lines); err != nil {
+	if err := d.validate(file, positionsOf(doc)); err != nil {
 		return nil, err
 	}
 	return &d, nil
+}
+
+// positions are the lines of a definition's parts in its YAML, for
+// errors and warnings; a definition read from its stored JSON has none
+// (nil), and every line is then 0: no line.
+type positions struct {
+	activity map[string]int            // activity name → line of its name
+	command  map[string][]int          // activity name → line of each command entry
+	param    map[string]map[string]int // param name → field ("" for the name) → line
+}
+
+// positionsOf finds the lines of the activities, their command entries
+// and the parameters' fields in a workflow's mapping.
+func positionsOf(doc *yaml.Node) *positions {
+	pos := &positions{activity: map[string]int{}, command: map[string][]int{}, param: map[string]map[string]int{}}
+	if acts := field(doc, "activities"); acts != nil && acts.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(acts.Content); i += 2 {
+			name := acts.Content[i].Value
+			pos.activity[name] = acts.Content[i].Line
+			if cmd := field(acts.Content[i+1], "command"); cmd != nil && cmd.Kind == yaml.SequenceNode {
+				for _, e := range cmd.Content {
+					pos.command[name] = append(pos.command[name], e.Line)
+				}
+			}
+		}
+	}
+	if params := field(doc, "params"); params != nil && params.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(params.Content); i += 2 {
+			f := map[string]int{"": params.Content[i].Line}
+			if decl := resolve(params.Content[i+1]); decl.Kind == yaml.MappingNode {
+				for j := 0; j+1 < len(decl.Content); j += 2 {
+					f[decl.Content[j].Value] = decl.Content[j].Line
+				}
+			}
+			pos.param[params.Content[i].Value] = f
+		}
+	}
+	return pos
+}
+
+func (pos *positions) activityLine(name string) int {
+	if pos == nil {
+		return 0
+	}
+	return pos.activity[name]
+}
+
+// commandLine is the line of command entry i of an activity, or else of
+// the activity.
+func (pos *positions) commandLine(name string, i int) int {
+	if pos == nil {
+		return 0
+	}
+	if lines := pos.command[name]; i < len(lines) {
+		return lines[i]
+	}
+	return pos.activity[name]
+}
+
+// paramLine is the line of a field of a parameter's declaration, or else
+// of its name.
+func (pos *positions) paramLine(name, field string) int {
+	if pos == nil {
+		return 0
+	}
+	if l, ok := pos.param[name][field]; ok {
+		return l
+	}
+	return pos.param[name][""]
 }
 
 var (
@@ -93,8 +156,12 @@ const maxDefinition = 256 << 10
 type problems struct {
 	file string
 	list []string
-	open map[*yaml.Node]bool // the mappings being checked, to catch a merge into itself
-	done map[*yaml.Node]bool // the mappings checked: anchors merged many times are checked once
+	// warnings are what a definition may do but should not: it still
+	// runs (see Definition.Warnings).
+	warnings []string
+	pos      *positions          // the lines of the parts, when read from YAML
+	open     map[*yaml.Node]bool // the mappings being checked, to catch a merge into itself
+	done     map[*yaml.Node]bool // the mappings checked: anchors merged many times are checked once
 }
 
 func (p *problems) add(line int, format string, args ...any) {
@@ -103,6 +170,14 @@ func (p *problems) add(line int, format string, args ...any) {
 		loc = fmt.Sprintf("%s:%d", p.file, line)
 	}
 	p.list = append(p.list, loc+": "+fmt.Sprintf(format, args...))
+}
+
+func (p *problems) warn(line int, format string, args ...any) {
+	loc := p.file
+	if line > 0 {
+		loc = fmt.Sprintf("%s:%d", p.file, line)
+	}
+	p.warnings = append(p.warnings, loc+": "+fmt.Sprintf(format, args...))
 }
 
 func (p *problems) err() error {
@@ -138,7 +213,7 @@ var (
 	durationKeys = []string{"heartbeat_interval", "heartbeat_timeout", "timeout", "queued_timeout", "kill_grace", "retention", "retry_for",
 		"interval", "max_delay"}
 	listKeys = []string{"command", "depends_on", "docker_args", "subnets", "security_groups"}
-	textKeys = []string{"name", "description", "type", "image", "cluster", "task_definition", "container",
+	textKeys = []string{"name", "description", "type", "pattern", "image", "cluster", "task_definition", "container",
 		"launch_type", "platform_version", "capacity_provider"}
 )
 
@@ -192,6 +267,16 @@ func checkValue(p *problems, key string, v *yaml.Node, where string) {
 	case key == "default":
 		if v.Kind != yaml.ScalarNode || isNull {
 			p.add(v.Line, "%s: default must be text", where)
+		}
+	case key == "enum":
+		if v.Kind != yaml.SequenceNode || len(v.Content) == 0 {
+			p.add(v.Line, "%s: enum must be a list of the values accepted, such as [eu, us]", where)
+			return
+		}
+		for _, e := range v.Content {
+			if e = resolve(e); e.Kind != yaml.ScalarNode || e.Tag == "!!null" {
+				p.add(e.Line, "%s: enum holds a null or non-text entry", where)
+			}
 		}
 	}
 }
@@ -254,7 +339,7 @@ func checkKeys(p *problems, m *yaml.Node, where string, known []string) {
 			checkKeys(p, v, where+": retry", retryKeys)
 		case "params":
 			if v.Kind != yaml.MappingNode {
-				p.add(v.Line, "params must be a mapping from parameter name to {required, default, description}")
+				p.add(v.Line, "params must be a mapping from parameter name to {type, required, default, enum, pattern, description}")
 				continue
 			}
 			for j := 0; j+1 < len(v.Content); j += 2 {

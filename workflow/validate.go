@@ -13,9 +13,11 @@ import (
 )
 
 // validate checks what the YAML structure cannot: names, dependencies,
-// cycles, settings. lines gives each activity's line, when known.
-func (d *Definition) validate(file string, lines map[string]int) error {
-	p := &problems{file: file}
+// cycles, settings, parameters, templates. pos gives the lines of the
+// parts, when known. What it warns of is kept for Warnings.
+func (d *Definition) validate(file string, pos *positions) error {
+	p := &problems{file: file, pos: pos}
+	defer func() { d.warnings = p.warnings }()
 	d.checkHead(p)
 	names := make([]string, 0, len(d.Activities))
 	for n := range d.Activities {
@@ -24,11 +26,11 @@ func (d *Definition) validate(file string, lines map[string]int) error {
 	sort.Strings(names)
 	isActivity := func(n string) bool { return d.Activities[n] != nil }
 	for _, n := range names {
-		d.checkActivity(p, n, lines[n], names, isActivity)
+		d.checkActivity(p, n, pos.activityLine(n), names, isActivity)
 	}
 	if p.err() == nil {
 		if cycle := d.cycle(names); cycle != nil {
-			p.add(lines[cycle[0]], "the activities form a cycle: %s", strings.Join(cycle, " → "))
+			p.add(pos.activityLine(cycle[0]), "the activities form a cycle: %s", strings.Join(cycle, " → "))
 		}
 	}
 	return p.err()
