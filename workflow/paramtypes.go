@@ -150,8 +150,12 @@ func typeName(t string) string {
 // interpret, and shortening a long one.
 func quoteValue(v string) string {
 	const most = 80
-	if r := []rune(v); len(r) > most {
-		return strconv.Quote(string(r[:most])) + "…"
+	n := 0
+	for i := range v { // by characters; an invalid byte counts as one
+		if n == most {
+			return strconv.Quote(v[:i]) + "…"
+		}
+		n++
 	}
 	return strconv.Quote(v)
 }
