@@ -96,6 +96,11 @@ func TestTemplatesDoNotInject(t *testing.T) {
 	if strings.Count(errOut, "warning:") != 2 {
 		t.Errorf("want exactly the two warnings of the raw forms:\n%s", errOut)
 	}
+	// schedule set reads the same definition and warns the same.
+	_, schedErr, code := whimbrel(t, nil, "schedule", "set", "--store", "sqlite:"+filepath.Join(t.TempDir(), "s.db"), "inj", def, "--every", "1h")
+	if code != 0 || strings.Count(schedErr, "warning: "+def+":") != 2 || !strings.Contains(schedErr, "{{ params.base }} is pasted raw") {
+		t.Errorf("schedule set: exit %d; want 0 and the two warnings:\n%s", code, schedErr)
+	}
 	for _, a := range []string{"raw_param", "raw_output"} {
 		if log := activityLog(t, dir, a); !injected(log) {
 			t.Errorf("%s: the raw paste was not injected, so this test proves nothing:\n%s", a, log)
