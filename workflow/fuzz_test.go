@@ -32,6 +32,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("name: w\nactivities: &x\n  a: *x\n"))
 	f.Add([]byte("a: &a [*a, *a, *a]\n"))
 	f.Add([]byte("{\"name\": \"w\", \"activities\": {\"a\": {\"command\": [\"true\"], \"timeout\": \"1d\"}}}"))
+	f.Add([]byte(typedParams))
+	f.Add([]byte("name: w\nparams: {p: {type: int, enum: [\"1\"], pattern: \"[0-9(\", default: \"1\"}}\nactivities:\n  a: {command: [sh, -c, \"echo {{ params.p | shquote }} '{{ params.p }}'\"]}\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		type res struct {
 			d   *workflow.Definition

@@ -129,7 +129,7 @@ func (d *Definition) Bind(given map[string]string) (map[string]string, error) {
 		v, ok := given[n]
 		switch {
 		case ok:
-			if err := decl.Check(v); err != nil {
+			if err := decl.check(v); err != nil {
 				errs = append(errs, fmt.Sprintf("param %q: %s %v", n, quoteValue(v), err))
 				continue
 			}

@@ -65,10 +65,10 @@ func compilePattern(p string) (*regexp.Regexp, error) {
 	return regexp.Compile(`^(?:` + p + `)$`)
 }
 
-// Check says whether v is a value this declaration accepts: of its type,
+// check says whether v is a value this declaration accepts: of its type,
 // one of its enum, matching its pattern. The error names the rule; Bind
 // puts the parameter's name and the value before it.
-func (p *Param) Check(v string) error {
+func (p *Param) check(v string) error {
 	if p == nil {
 		return nil
 	}
@@ -127,13 +127,13 @@ func checkDecl(pr *problems, name string, decl *Param) {
 		if !checkType(decl.Type, v) {
 			pr.add(line("enum"), "param %q: enum value %s is not %s", name, quoteValue(v), typeName(decl.Type))
 		} else if decl.Pattern != "" {
-			if err := (&Param{Pattern: decl.Pattern}).Check(v); err != nil {
+			if err := (&Param{Pattern: decl.Pattern}).check(v); err != nil {
 				pr.add(line("enum"), "param %q: enum value %s %v", name, quoteValue(v), err)
 			}
 		}
 	}
 	if decl.Default != nil {
-		if err := decl.Check(*decl.Default); err != nil {
+		if err := decl.check(*decl.Default); err != nil {
 			pr.add(line("default"), "param %q: default %s %v", name, quoteValue(*decl.Default), err)
 		}
 	}

@@ -33,12 +33,12 @@ func Shquote(s string) (string, error) {
 // shell language (or near enough that a pasted value runs as code).
 var shells = []string{"sh", "bash", "dash", "zsh", "ksh", "ksh93", "mksh", "pdksh", "ash", "yash", "posh", "busybox-sh"}
 
-// ShellScripts returns the indices of the arguments of argv that a shell
+// shellScripts returns the indices of the arguments of argv that a shell
 // runs as a script: the first operand after an option cluster holding c,
 // for a shell program named anywhere in argv (so `env sh -c S`, `busybox
 // sh -c S` and `timeout 60 bash -euc S` are found). The operands after the
 // script are its $0, $1, …: data, not code.
-func ShellScripts(argv []string) []int {
+func shellScripts(argv []string) []int {
 	var out []int
 	for s := 0; s < len(argv); s++ {
 		if !slices.Contains(shells, path.Base(argv[s])) {
@@ -105,9 +105,9 @@ func (d *Definition) warnShell(p *problems, name string, i int, line int) {
 		}
 		warned[r.String()+string(q.state)] = true
 		switch {
-		case r.Quoted() && q.state != unquoted:
+		case r.quoted() && q.state != unquoted:
 			p.warn(line, "activity %q: command[%d]: {{ %s }} sits inside %s quotes in the script of %s -c: shquote makes its own quotes, and inside others the value runs as shell code; write it outside the quotes", name, i, r, q.state, sh)
-		case r.Quoted() || !d.anyText(r):
+		case r.quoted() || !d.anyText(r):
 		default:
 			p.warn(line, "activity %q: command[%d]: {{ %s }} is pasted raw into the script of %s -c, where a value runs as shell code: %s", name, i, r, sh, d.fix(r))
 		}

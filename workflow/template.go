@@ -47,9 +47,9 @@ func (r Ref) String() string {
 	return s
 }
 
-// Quoted reports whether the reference's value ends as one shell word:
+// quoted reports whether the reference's value ends as one shell word:
 // its last filter is shquote.
-func (r Ref) Quoted() bool {
+func (r Ref) quoted() bool {
 	return len(r.Filters) > 0 && r.Filters[len(r.Filters)-1] == FilterShquote
 }
 
@@ -315,7 +315,7 @@ func (d *Definition) checkTemplates(p *problems, name string, line int, env map[
 	for _, k := range keys {
 		check("env "+k, env[k], line)
 	}
-	for _, i := range ShellScripts(a.Command) {
+	for _, i := range shellScripts(a.Command) {
 		d.warnShell(p, name, i, commandLine(i))
 	}
 }
