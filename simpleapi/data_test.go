@@ -78,3 +78,49 @@ func TestSimpleAPIData(t *testing.T) {
 		t.Errorf("b: %s, output %q; want still RUNNING, no output", got.State, got.Output)
 	}
 }
+
+const withTypedParams = `
+name: typed-wf
+params:
+  base: {type: int}
+  region: {enum: [eu, us]}
+activities:
+  a: {command: ["sh", "-c", "echo $(( {{ params.base }} + 1 ))"]}
+`
+
+// TestSimpleAPIRefusesABadTypedParam: a request whose param is not of its
+// declared type (the injection of a shell command into an int) is
+// rejected with an outcome naming the param, the value and the rule, and
+// starts nothing; the same request with an int starts.
+func TestSimpleAPIRefusesABadTypedParam(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.register(withTypedParams)
+
+	bad := "typed-wf::" + uuid.NewString()
+	good := "typed-wf::" + uuid.NewString()
+	item := requestItem(bad, "typed-wf")
+	item["params"] = s(`{"base": "2 )); echo INJECTED; echo $(( 3", "region": "mars"}`)
+	e.put(dynamodb.TableWorkflowRequest, item)
+	item = requestItem(good, "typed-wf")
+	item["params"] = s(`{"base": 2, "region": "eu"}`)
+	e.put(dynamodb.TableWorkflowRequest, item)
+	e.process(e.processor("p"), e.records(dynamodb.TableWorkflowRequest))
+
+	req, err := e.st.GetRequest(ctx(t), bad, "typed-wf")
+	if err != nil || req.Outcome.Result != state.OutcomeRejected {
+		t.Fatalf("a request with a bad int: %+v, %v; want rejected", req.Outcome, err)
+	}
+	for _, want := range []string{`param "base": "2 )); echo INJECTED; echo $(( 3" is not an int`, `param "region": "mars" is not one of "eu", "us"`} {
+		if !strings.Contains(req.Outcome.Reason, want) {
+			t.Errorf("the outcome's reason %q lacks %q", req.Outcome.Reason, want)
+		}
+	}
+	if _, err := e.st.GetWorkflow(ctx(t), state.WorkflowExecIDForRequest("typed-wf", bad)); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("the refused request wrote its execution: %v", err)
+	}
+	wf, err := e.st.GetWorkflow(ctx(t), state.WorkflowExecIDForRequest("typed-wf", good))
+	if err != nil || wf.Params != `{"base":"2","region":"eu"}` {
+		t.Errorf("the good request's execution: %+v, %v; want started with base=2", wf, err)
+	}
+}

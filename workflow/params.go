@@ -15,21 +15,31 @@ import (
 // Param declares one parameter of a workflow:
 //
 //	params:
-//	  date: {required: true, description: "the day to process"}
-//	  base: {default: "0"}
+//	  date: {type: date, required: true, description: "the day to process"}
+//	  base: {type: int, default: "0"}
+//	  region: {enum: [eu, us]}
+//	  table: {pattern: "[a-z_]+"}
 //
 // An execution's parameters are given with `whimbrel start|run --param
-// k=v` or `--params-file F.json`, checked against the declarations before
-// anything is written (Bind), stored with the execution, and handed to
-// every activity (WHIMBREL_INPUTS, WHIMBREL_PARAM_<NAME>, and the template
-// {{ params.NAME }}).
+// k=v` or `--params-file F.json`, by a schedule, by a Simple-API request
+// or by a rerun, checked against the declarations before anything is
+// written (Bind, the one check every way in calls), stored with the
+// execution, and handed to every activity (WHIMBREL_INPUTS,
+// WHIMBREL_PARAM_<NAME>, and the template {{ params.NAME }}).
 type Param struct {
 	Required    bool    `yaml:"required,omitempty" json:"required,omitempty"`
 	Description string  `yaml:"description,omitempty" json:"description,omitempty"`
 	Default     *string `yaml:"default,omitempty" json:"default,omitempty"`
+	// Type is one of the Type constants; empty is a string.
+	Type string `yaml:"type,omitempty" json:"type,omitempty"`
+	// Enum, when given, lists every value accepted.
+	Enum []string `yaml:"enum,omitempty" json:"enum,omitempty"`
+	// Pattern is a regular expression (Go's RE2 syntax) the whole value
+	// must match.
+	Pattern string `yaml:"pattern,omitempty" json:"pattern,omitempty"`
 }
 
-var paramKeys = []string{"required", "description", "default"}
+var paramKeys = []string{"required", "description", "default", "type", "enum", "pattern"}
 
 // paramName is what a parameter may be called: it is written in
 // templates, and becomes part of an environment variable's name.
@@ -64,24 +74,30 @@ func (d *Definition) checkParams(p *problems) {
 	for _, n := range names {
 		decl := d.Params[n]
 		if !paramName.MatchString(n) {
-			p.add(0, "param %q: a name starts with a letter or _ and holds only letters, digits, _ and -", n)
+			p.add(p.pos.paramLine(n, ""), "param %q: a name starts with a letter or _ and holds only letters, digits, _ and -", n)
 			continue
 		}
 		if first, dup := env[ParamEnv(n)]; dup {
-			p.add(0, "params %q and %q would both be %s: rename one", first, n, ParamEnv(n))
+			p.add(p.pos.paramLine(n, ""), "params %q and %q would both be %s: rename one", first, n, ParamEnv(n))
 		}
 		env[ParamEnv(n)] = n
 		if decl != nil && decl.Required && decl.Default != nil {
-			p.add(0, "param %q is required and has a default: drop one", n)
+			p.add(p.pos.paramLine(n, ""), "param %q is required and has a default: drop one", n)
 		}
+		checkDecl(p, n, decl)
 	}
 }
 
 // Bind checks the parameters given for an execution against the
 // declarations, all at once: a parameter the definition does not declare,
-// or a required one missing, is refused, every one named in one error.
-// It returns the execution's parameters: those given, and the defaults of
+// a required one missing, or a value its declaration does not accept (its
+// type, enum or pattern) is refused, every one named in one error. It
+// returns the execution's parameters: those given, and the defaults of
 // the others.
+//
+// Bind is the one check of parameters: every way a run is started
+// (start, run, rerun, a schedule, a Simple-API request) calls it, so a
+// value refused by one is refused by all.
 func (d *Definition) Bind(given map[string]string) (map[string]string, error) {
 	var errs []string
 	names := make([]string, 0, len(given))
@@ -113,6 +129,10 @@ func (d *Definition) Bind(given map[string]string) (map[string]string, error) {
 		v, ok := given[n]
 		switch {
 		case ok:
+			if err := decl.check(v); err != nil {
+				errs = append(errs, fmt.Sprintf("param %q: %s %v", n, quoteValue(v), err))
+				continue
+			}
 			out[n] = v
 		case decl != nil && decl.Default != nil:
 			out[n] = *decl.Default

@@ -3,6 +3,7 @@ package workflow
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -16,26 +17,48 @@ import (
 //	{{ outputs.ACTIVITY.KEY }}     a value of a direct upstream's output;
 //	                               KEY is a dotted path into the JSON
 //	                               object (a number indexes a list)
+//	{{ params.NAME | shquote }}    the value as one POSIX shell word
 //	{{ "{{" }}                     a literal {{
 //
 // The references are checked when the definition is read (only declared
-// parameters and activities listed in depends_on), and resolved by the
-// wrapper when the activity starts: a reference that cannot be resolved
-// then fails the activity. A string is replaced by its text, a number or
-// boolean by its JSON text, an object or list by its compact JSON.
+// parameters and activities listed in depends_on, only known filters),
+// and resolved by the wrapper when the activity starts: a reference that
+// cannot be resolved then fails the activity. A string is replaced by its
+// text, a number or boolean by its JSON text, an object or list by its
+// compact JSON; the filters, left to right, then apply to that text.
 
 // Ref is one reference of a template.
 type Ref struct {
 	Kind     string   // "params" or "outputs"
 	Activity string   // for outputs: the upstream activity
 	Path     []string // params: the name; outputs: the keys into the output
+	// Filters apply to the value, in order (see Filters).
+	Filters []string
 }
 
 func (r Ref) String() string {
+	s := "outputs." + r.Activity + "." + strings.Join(r.Path, ".")
 	if r.Kind == "params" {
-		return "params." + strings.Join(r.Path, ".")
+		s = "params." + strings.Join(r.Path, ".")
 	}
-	return "outputs." + r.Activity + "." + strings.Join(r.Path, ".")
+	for _, f := range r.Filters {
+		s += " | " + f
+	}
+	return s
+}
+
+// quoted reports whether the reference's value ends as one shell word:
+// its last filter is shquote.
+func (r Ref) quoted() bool {
+	return len(r.Filters) > 0 && r.Filters[len(r.Filters)-1] == FilterShquote
+}
+
+// FilterShquote is the filter that makes a value one POSIX shell word.
+const FilterShquote = "shquote"
+
+// filters are the filters a template may apply, by name.
+var filters = map[string]func(string) (string, error){
+	FilterShquote: Shquote,
 }
 
 // segment is a piece of a template: literal text, or a reference.
@@ -72,14 +95,46 @@ func parseTemplate(s string) ([]segment, error) {
 			continue
 		}
 		ref, err := parseRef(inner)
-		if err != nil {
+		var fe filterError
+		switch {
+		case errors.As(err, &fe):
+			return nil, fmt.Errorf("%q: {{ %s }} %v", s, inner, err)
+		case err != nil:
 			return nil, fmt.Errorf("%q: {{ %s }} %v (write a literal {{ as {{ %s }})", s, inner, err, literalOpen)
 		}
 		out = append(out, segment{ref: ref})
 	}
 }
 
+// filterError says a template names a filter that does not exist.
+type filterError string
+
+func (e filterError) Error() string { return string(e) }
+
+// parseRef reads the inside of {{ }}: a reference, and the filters that
+// follow it, each after a |.
 func parseRef(inner string) (*Ref, error) {
+	pieces := strings.Split(inner, "|")
+	var fs []string
+	for _, f := range pieces[1:] {
+		f = strings.TrimSpace(f)
+		if _, ok := filters[f]; !ok {
+			if f == "" {
+				return nil, filterError(fmt.Sprintf("has an empty filter: write {{ REF | %s }}", FilterShquote))
+			}
+			return nil, filterError(fmt.Sprintf("applies filter %q, which is not known (known: %s)", f, FilterShquote))
+		}
+		fs = append(fs, f)
+	}
+	ref, err := parsePath(strings.TrimSpace(pieces[0]))
+	if err != nil {
+		return nil, err
+	}
+	ref.Filters = fs
+	return ref, nil
+}
+
+func parsePath(inner string) (*Ref, error) {
 	parts := strings.Split(inner, ".")
 	for _, p := range parts {
 		if p == "" || strings.ContainsAny(p, " \t\r\n{}\"") {
@@ -136,6 +191,11 @@ func (dt Data) Resolve(s string) (string, error) {
 			continue
 		}
 		v, err := dt.value(*sg.ref)
+		for _, f := range sg.ref.Filters {
+			if err == nil {
+				v, err = filters[f](v)
+			}
+		}
 		if err != nil {
 			return "", fmt.Errorf("{{ %s }}: %w", sg.ref, err)
 		}
@@ -216,9 +276,10 @@ func keysOf(m map[string]any) string {
 
 // checkTemplates checks every template of an activity's command and env
 // values: well-formed, naming declared parameters and direct upstreams.
+// It warns of a value pasted raw into a shell script (see warnShell).
 func (d *Definition) checkTemplates(p *problems, name string, line int, env map[string]string) {
 	a := d.Activities[name]
-	check := func(where, s string) {
+	check := func(where, s string, line int) {
 		refs, err := Refs(s)
 		if err != nil {
 			p.add(line, "activity %q: %s: %v", name, where, err)
@@ -237,8 +298,14 @@ func (d *Definition) checkTemplates(p *problems, name string, line int, env map[
 			}
 		}
 	}
+	commandLine := func(i int) int {
+		if l := p.pos.commandLine(name, i); l > 0 {
+			return l
+		}
+		return line
+	}
 	for i, c := range a.Command {
-		check(fmt.Sprintf("command[%d]", i), c)
+		check(fmt.Sprintf("command[%d]", i), c, commandLine(i))
 	}
 	keys := make([]string, 0, len(env))
 	for k := range env {
@@ -246,7 +313,10 @@ func (d *Definition) checkTemplates(p *problems, name string, line int, env map[
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		check("env "+k, env[k])
+		check("env "+k, env[k], line)
+	}
+	for _, i := range shellScripts(a.Command) {
+		d.warnShell(p, name, i, commandLine(i))
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"strconv"
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
@@ -29,4 +30,17 @@ func checkRequestID(id string) error {
 		return &cli.UsageError{Msg: fmt.Sprintf("--request-id %s holds control characters: use printable text", strconv.Quote(id))}
 	}
 	return nil
+}
+
+// load reads and checks a definition file, and prints what the check
+// warns of (the definition still runs) to w.
+func load(file string, w io.Writer) (*workflow.Definition, error) {
+	def, err := workflow.Load(file)
+	if err != nil {
+		return nil, err
+	}
+	for _, msg := range def.Warnings() {
+		fmt.Fprintf(w, "warning: %s\n", inert.String(msg))
+	}
+	return def, nil
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
 	"github.com/whimbrel/whimbrel/simpleapi/inbox"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // The Simple Lambda API's operator commands: register definitions, insert
@@ -22,7 +21,7 @@ type RegisterCmd struct {
 
 // Run registers the definition.
 func (c *RegisterCmd) Run(g *Globals, k *kong.Context) error {
-	def, err := workflow.Load(c.File)
+	def, err := load(c.File, k.Stderr)
 	if err != nil {
 		return err
 	}

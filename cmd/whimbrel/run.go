@@ -8,7 +8,6 @@ import (
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
 	"github.com/whimbrel/whimbrel/web"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // defaultRunStore is where `whimbrel run` keeps its state when no store is
@@ -29,7 +28,7 @@ type RunCmd struct {
 
 // Run runs the workflow to its end on this machine.
 func (c *RunCmd) Run(g *Globals, k *kong.Context) error {
-	def, err := workflow.Load(c.File)
+	def, err := load(c.File, k.Stderr)
 	if err != nil {
 		return err
 	}

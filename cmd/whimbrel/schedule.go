@@ -77,7 +77,7 @@ func (c *ScheduleSetCmd) Run(g *Globals, k *kong.Context) error {
 	if spec.End, err = parseTime("--end", c.End); err != nil {
 		return err
 	}
-	if spec.Definition, err = workflow.Load(c.File); err != nil {
+	if spec.Definition, err = load(c.File, k.Stderr); err != nil {
 		return err
 	}
 	return withSchedules(g, k, c.StoreFlags, writes, func(ctx context.Context, st schedule.Store) error {

@@ -34,7 +34,7 @@ func (c *StartCmd) Run(g *Globals, k *kong.Context) error {
 	if c.Every <= 0 {
 		return &cli.UsageError{Msg: "--wait-interval must be positive"}
 	}
-	def, err := workflow.Load(c.File)
+	def, err := load(c.File, k.Stderr)
 	if err != nil {
 		return err
 	}
