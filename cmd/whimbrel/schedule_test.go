@@ -292,8 +292,8 @@ func TestTokenTicksKilledAtRandomPoints(t *testing.T) {
 	})
 }
 
-// TestScheduleCommandsRefuseBadInput: each names what is wrong, exits
-// non-zero, and writes nothing.
+// TestScheduleCommandsRefuseBadInput: each names what is wrong, exits 2
+// (usage), and writes nothing.
 func TestScheduleCommandsRefuseBadInput(t *testing.T) {
 	t.Parallel()
 	env := []string{"WHIMBREL_STORE=sqlite:" + filepath.Join(t.TempDir(), "state.db")}
@@ -315,8 +315,8 @@ func TestScheduleCommandsRefuseBadInput(t *testing.T) {
 	} {
 		args := append([]string{"schedule", "set", "bad", example(t, "etl.yaml")}, tc.args...)
 		_, errOut, code := whimbrel(t, env, args...)
-		if code == 0 || !strings.Contains(errOut, tc.want) {
-			t.Errorf("%v: exit %d, want an error naming %q:\n%s", tc.args, code, tc.want, errOut)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, want 2 (usage) and an error naming %q:\n%s", tc.args, code, tc.want, errOut)
 		}
 	}
 	if out, _, _ := whimbrel(t, env, "schedule", "list", "--json"); strings.TrimSpace(out) != "[]" {
