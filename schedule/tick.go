@@ -310,11 +310,11 @@ func start(ctx context.Context, st Store, s *state.Schedule, f time.Time) (id st
 }
 
 // RunParams are the params a schedule's runs are started with: its params
-// that the definition declares. A schedule set by an older Whimbrel kept
-// every --param in the definition's defaults.env as WHIMBREL_PARAM_<NAME>
-// as well, where a declared param's own default hid it; given here, the
-// declared ones reach the run's params and templates too, and the others
-// still reach the activities through defaults.env.
+// that the definition declares. A schedule item may also carry its values
+// in the definition's defaults.env as WHIMBREL_PARAM_<NAME>, where a
+// declared param's default would hide them: given here, the declared ones
+// reach the run's params and templates, and the undeclared ones still
+// reach the activities through defaults.env.
 func RunParams(s *state.Schedule, d *workflow.Definition) map[string]string {
 	out := map[string]string{}
 	for k, v := range s.Params {

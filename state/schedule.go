@@ -58,10 +58,10 @@ type Schedule struct {
 	WorkflowName string `json:"workflow_name"`        // workflow_name: the workflow it starts
 	Definition   string `json:"definition,omitempty"` // definition: the workflow definition, as stored with an execution
 	// Params are the run's declared params, as every fire gives them to
-	// workflow.Start: those given and the definition's defaults. A
-	// schedule written by an older Whimbrel may also hold params its
-	// definition does not declare; those reach the runs through the
-	// definition's defaults.env (WHIMBREL_PARAM_<NAME>), as they did.
+	// workflow.Start: those given and the definition's defaults. An item
+	// may also hold params its definition does not declare, with their
+	// values in the definition's defaults.env (WHIMBREL_PARAM_<NAME>):
+	// those reach the runs through the environment alone.
 	Params map[string]string `json:"params,omitempty"`
 
 	// The trigger: one of Cron, Every, After.
@@ -142,7 +142,7 @@ type ScheduleRun struct {
 func (r ScheduleRun) Failed() bool { return r.StartError != "" && r.WorkflowExecID == "" }
 
 // Interval is a schedule's fixed interval. Its JSON is a duration string
-// such as "1h0m0s"; a number of nanoseconds (an older form) is read too.
+// such as "1h0m0s"; a number of nanoseconds is read too.
 type Interval time.Duration
 
 // Duration is the interval as a time.Duration.

@@ -7,8 +7,7 @@ import (
 )
 
 // TestIntervalJSON: an interval is written as a duration string, and read
-// from one or from a number of nanoseconds (the form older versions
-// printed); anything else is refused, naming the field.
+// from one or from a number of nanoseconds; anything else is refused, naming the field.
 func TestIntervalJSON(t *testing.T) {
 	b, err := json.Marshal(Schedule{Every: Interval(time.Hour)})
 	if err != nil {

@@ -13,9 +13,9 @@ import (
 
 // runParams is what an execution was started with beside its declared
 // params (which the page shows from the execution itself): for a
-// scheduled run, its schedule and fire time, and the WHIMBREL_PARAM_*
-// variables a schedule set by an older Whimbrel put in the definition's
-// defaults.env, which every activity's environment holds. Executions
+// scheduled run, its schedule and fire time, and any WHIMBREL_PARAM_*
+// variables in the definition's defaults.env (a schedule item may keep
+// its values there), which every activity's environment holds. Executions
 // started otherwise have none of these.
 type runParams struct {
 	Params   []param

@@ -53,10 +53,11 @@ func timeList(t time.Time) []any {
 	return []any{t.Year(), int(t.Month()), t.Day(), t.Hour(), t.Minute(), t.Second()}
 }
 
-// putOldSchedule writes a schedule every minute, firing once at at, as an
-// older Whimbrel stored it: every --param in the definition's
-// defaults.env as WHIMBREL_PARAM_<NAME>, and in params.
-func putOldSchedule(t *testing.T, env []string, name string, at time.Time, params map[string]string) {
+// putEnvSchedule writes, raw, a schedule every minute that fires once at
+// at, with its params' values both in params and in the definition's
+// defaults.env as WHIMBREL_PARAM_<NAME>, where the declared params'
+// defaults would hide them.
+func putEnvSchedule(t *testing.T, env []string, name string, at time.Time, params map[string]string) {
 	t.Helper()
 	d, err := workflow.Parse("p.yaml", []byte(regional))
 	if err != nil {
@@ -87,8 +88,8 @@ func putOldSchedule(t *testing.T, env []string, name string, at time.Time, param
 // declared params, checked when it is set (a missing required param or
 // an undeclared one exits 2 and writes nothing); the fired run's template
 // and WHIMBREL_PARAM_* see the scheduled values, and status and schedule
-// show say so. A schedule stored the old way (values in the definition's
-// defaults.env) fires with its values too.
+// show say so. A schedule item written raw with its values in the
+// definition's defaults.env as well fires with its values too.
 func TestScheduleParamsReachTheRun(t *testing.T) {
 	t.Parallel()
 	scheduleStores(t, func(t *testing.T, env []string, st schedule.Store) {
@@ -117,7 +118,7 @@ func TestScheduleParamsReachTheRun(t *testing.T) {
 			"--end", at.Format(time.RFC3339), "--param", "region=us", "--param", "day=2024-06-01"); code != 0 {
 			t.Fatalf("schedule set: exit %d\n%s%s", code, out, errOut)
 		}
-		putOldSchedule(t, env, "old", at, map[string]string{"region": "us", "day": "2024-06-02"})
+		putEnvSchedule(t, env, "old", at, map[string]string{"region": "us", "day": "2024-06-02"})
 		before := time.Now().Truncate(time.Second)
 		if out, errOut, code := whimbrel(t, env, "schedule", "tick", "--now", at.Format(time.RFC3339)); code != 0 || !strings.Contains(out, "started 2") {
 			t.Fatalf("schedule tick: exit %d\n%s%s", code, out, errOut)
@@ -171,7 +172,7 @@ func TestScheduleParamsReachTheRun(t *testing.T) {
 	})
 }
 
-// TestScheduleFireThatFailsToStart: a schedule stored the old way without
+// TestScheduleFireThatFailsToStart: a schedule item written raw without
 // the required param fails to start at each fire. The failure is in
 // schedule list (last error), list --json, schedule show and show --json,
 // with the error and the tries; a tick within the backoff does not try
@@ -181,7 +182,7 @@ func TestScheduleFireThatFailsToStart(t *testing.T) {
 	t.Parallel()
 	scheduleStores(t, func(t *testing.T, env []string, st schedule.Store) {
 		at := time.Now().UTC().Truncate(time.Minute).Add(-5 * time.Minute)
-		putOldSchedule(t, env, "old", at, map[string]string{"region": "us"})
+		putEnvSchedule(t, env, "old", at, map[string]string{"region": "us"})
 		tick := func(d time.Duration) (string, int) {
 			t.Helper()
 			out, errOut, code := whimbrel(t, env, "schedule", "tick", "--now", at.Add(d).Format(time.RFC3339))
