@@ -3,6 +3,7 @@ package schedule_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -261,4 +262,47 @@ func TestConcurrentSchedulersWithFailingStarts(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestParamsOfAnItemWithUndeclaredOnes: a schedule item whose params
+// include one its definition does not declare (its value kept in the
+// definition's defaults.env) fires with the declared ones as the run's
+// params, the defaults of those it lacks, and the undeclared one in the
+// environment only; schedule show shows all three as the run sees them.
+func TestParamsOfAnItemWithUndeclaredOnes(t *testing.T) {
+	st := newSQLite(t)
+	t0 := ts("2026-11-21T10:00:00Z")
+	d := defParams(t, "etl")
+	d.Defaults.Env = map[string]string{"WHIMBREL_PARAM_EXTRA": "x"}
+	if _, err := schedule.Set(ctx(t), st, schedule.Spec{Name: "p", Definition: d, Every: time.Hour, Start: t0,
+		Params: map[string]string{"region": "us"}}, t0); err != nil {
+		t.Fatal(err)
+	}
+	s := get(t, st, "p")
+	prev := s.Version
+	s.Params = map[string]string{"region": "us", "extra": "x"}
+	if err := st.PutSchedule(ctx(t), s, prev, ""); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"region": "us", "day": "mon", "extra": "x"}
+	if v, err := schedule.Show(ctx(t), st, "p"); err != nil || !maps.Equal(v.Params, want) {
+		t.Errorf("Show: params %v (%v), want %v", v.Params, err, want)
+	}
+	tick(t, st, t0)
+	r, ok, err := schedule.LastRun(ctx(t), st, get(t, st, "p"))
+	if err != nil || !ok {
+		t.Fatalf("LastRun: %v %v", ok, err)
+	}
+	w, err := st.GetWorkflow(ctx(t), r.WorkflowExecID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params, err := workflow.StoredParams(w.Params)
+	if err != nil || !maps.Equal(params, map[string]string{"region": "us", "day": "mon"}) {
+		t.Errorf("the run's params: %v (%v), want region us and day's default", params, err)
+	}
+	stored, err := workflow.ParseStored(w.Definition)
+	if err != nil || stored.Effective("a").Env["WHIMBREL_PARAM_EXTRA"] != "x" {
+		t.Errorf("the undeclared param is not in the run's environment (%v)", err)
+	}
 }

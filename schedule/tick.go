@@ -325,6 +325,31 @@ func RunParams(s *state.Schedule, d *workflow.Definition) map[string]string {
 	return out
 }
 
+// ShownParams are the params a schedule's runs see, as its views show
+// them: the declared ones bound as a fire binds them (with the defaults
+// of those it does not give), and the undeclared ones it keeps, which
+// reach the runs' environment. A definition that does not parse or bind
+// shows the schedule's params as they are (its fires fail, and say why).
+func ShownParams(s *state.Schedule) map[string]string {
+	d, err := workflow.ParseStored(s.Definition)
+	if err != nil {
+		return s.Params
+	}
+	out, err := d.Bind(RunParams(s, d))
+	if err != nil {
+		return s.Params
+	}
+	for k, v := range s.Params {
+		if _, ok := out[k]; !ok {
+			out[k] = v
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
 // stepAfter does the next step of a token trigger: count the upstream
 // executions that completed, one conditional write each (with the token
 // item that makes it once), then start the runs the tokens made due.

@@ -45,6 +45,7 @@ func List(ctx context.Context, st Store) ([]View, error) {
 			v.LastRun = &r
 		}
 		v.LastError, v.Failing = LastError(s, v.LastRun), Failing(s)
+		v.Params = ShownParams(s)
 		v.Definition = ""
 		views = append(views, v)
 	}
@@ -62,6 +63,7 @@ func Show(ctx context.Context, st Store, name string) (View, error) {
 		return View{}, err
 	}
 	v := View{Schedule: s, Log: runs, Failing: Failing(s)}
+	s.Params = ShownParams(s)
 	if last, ok, err := LastRun(ctx, st, s); err != nil {
 		return View{}, err
 	} else if ok {

@@ -61,6 +61,7 @@ func (s *Server) loadSchedules(ctx context.Context) ([]scheduleJSON, error) {
 				break
 			}
 			v.LastError, v.Failing = schedule.LastError(sc, v.LastRun), schedule.Failing(sc)
+			sc.Params = schedule.ShownParams(sc)
 			sc.Definition = ""
 			out = append(out, v)
 		}
@@ -96,6 +97,7 @@ func (s *Server) loadSchedule(ctx context.Context, name string) (scheduleJSON, e
 			}
 		}
 		v := scheduleJSON{Schedule: sc, Log: runs, LastError: schedule.LastError(sc, last), Failing: schedule.Failing(sc)}
+		sc.Params = schedule.ShownParams(sc)
 		sc.Definition, sc.Runs = "", nil
 		return v, false, nil
 	})
