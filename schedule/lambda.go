@@ -33,7 +33,7 @@ func LambdaHandler(st Store, log hclog.Logger, next func(context.Context, json.R
 			return next(ctx, payload)
 		}
 		r, err := Tick(ctx, st, time.Now(), log)
-		log.Info("tick done", "due", r.Due, "started", r.Started, "skipped", r.Skipped, "counted", r.Counted)
+		log.Info("tick done", "due", r.Due, "started", r.Started, "skipped", r.Skipped, "counted", r.Counted, "failed", r.Failed)
 		return r, err
 	}
 }

@@ -16,7 +16,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -78,7 +79,10 @@ type Spec struct {
 	MaxCatchup int
 	Start      time.Time // zero: now
 	End        time.Time // zero: none
-	Params     map[string]string
+	// Params are the run's params as given (--param, --params-file),
+	// checked against the definition's declarations as whimbrel start
+	// checks them; the schedule keeps them with the declared defaults.
+	Params map[string]string
 }
 
 // Warnings says what a schedule's settings may do that its owner may not
@@ -94,9 +98,20 @@ func Warnings(s *state.Schedule) []string {
 		"tick at least every %s (whimbrel-monitor --interval, the EventBridge rule's rate), or use --catchup latest", Grace, Grace/2)}
 }
 
-// ParamEnv is the environment variable an activity reads a --param from:
-// --param day=mon sets WHIMBREL_PARAM_DAY=mon for every activity.
-func ParamEnv(key string) string { return "WHIMBREL_PARAM_" + strings.ToUpper(key) }
+// SpecError is a schedule that cannot be set as given: no trigger or
+// more than one, a bad cron expression, time zone, catch-up rule, time
+// range, upstream workflow, or params the definition does not take. It
+// names the flag and what it wants; nothing is written.
+type SpecError struct{ Err error }
+
+func (e *SpecError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause, e.g. a *workflow.ParamsError.
+func (e *SpecError) Unwrap() error { return e.Err }
+
+func invalid(format string, args ...any) error {
+	return &SpecError{Err: fmt.Errorf(format, args...)}
+}
 
 // The variables every activity of a scheduled run has.
 const (
@@ -153,6 +168,7 @@ func Set(ctx context.Context, st Store, spec Spec, now time.Time) (*state.Schedu
 				s.AfterSince = s.Start
 			}
 			logDropped(old, s, now)
+			retryNow(s, same || (old.After != "" && s.After != ""))
 		}
 		s.NextFire = nextFire(s)
 		err = st.PutSchedule(ctx, s, prev, "")
@@ -163,6 +179,24 @@ func Set(ctx context.Context, st Store, spec Spec, now time.Time) (*state.Schedu
 			return nil, fmt.Errorf("set schedule %s: %w", s.Name, err)
 		}
 		return s, nil
+	}
+}
+
+// retryNow makes the next tick try again at once to start the fire times
+// whose runs failed to start: setting a schedule again is how its owner
+// fixes what made them fail. A new trigger may not fire them at all: the
+// line says so.
+func retryNow(s *state.Schedule, keeps bool) {
+	s.Runs = slices.Clone(s.Runs)
+	for i := range s.Runs {
+		r := &s.Runs[i]
+		if !r.Failed() || GaveUp(*r) {
+			continue
+		}
+		r.RetryAt = time.Time{}
+		if !keeps {
+			r.Note = notRetriedNote + "the schedule was set with another trigger"
+		}
 	}
 }
 
@@ -215,54 +249,58 @@ func build(ctx context.Context, st Store, spec Spec, now time.Time) (*state.Sche
 	if spec.Definition == nil {
 		return nil, errors.New("schedule: no workflow definition given")
 	}
-	n := 0
-	for _, set := range []bool{spec.Cron != "", spec.Every != 0, spec.After != ""} {
+	var given []string
+	for flag, set := range map[string]bool{"--cron": spec.Cron != "", "--every": spec.Every != 0, "--after": spec.After != ""} {
 		if set {
-			n++
+			given = append(given, flag)
 		}
 	}
-	if n != 1 {
-		return nil, errors.New("give exactly one trigger: --cron EXPR, --every DURATION or --after WORKFLOW")
+	sort.Strings(given)
+	const triggers = "--cron EXPR, --every DURATION or --after WORKFLOW"
+	switch {
+	case len(given) == 0:
+		return nil, invalid("no trigger: give one of " + triggers)
+	case len(given) > 1:
+		return nil, invalid("%s conflict: give exactly one trigger of %s", strings.Join(given, " and "), triggers)
 	}
 	s := &state.Schedule{
 		Name: spec.Name, WorkflowName: spec.Definition.Name,
-		Cron: strings.TrimSpace(spec.Cron), Every: spec.Every, After: spec.After,
+		Cron: strings.TrimSpace(spec.Cron), Every: state.Interval(spec.Every), After: spec.After,
 		TimeZone: spec.TimeZone, Catchup: spec.Catchup, MaxCatchup: spec.MaxCatchup,
 		Start: state.Truncate(spec.Start), End: state.Truncate(spec.End), SetTime: state.Truncate(now),
-		Params: spec.Params,
 	}
 	if s.TimeZone == "" {
 		s.TimeZone = "UTC"
 	}
 	if _, err := time.LoadLocation(s.TimeZone); err != nil || s.TimeZone == "Local" {
-		return nil, fmt.Errorf("--timezone %q is not an IANA time zone (such as Europe/Berlin or America/New_York)", spec.TimeZone)
+		return nil, invalid("--timezone %q is not an IANA time zone: give one such as Europe/Berlin or America/New_York", spec.TimeZone)
 	}
 	if s.Catchup == "" {
 		s.Catchup = DefaultCatchup
 	}
 	if s.Catchup != CatchupAll && s.Catchup != CatchupLatest && s.Catchup != CatchupNone {
-		return nil, fmt.Errorf("--catchup %q: give all, latest or none", spec.Catchup)
+		return nil, invalid("--catchup %q: give all, latest or none", spec.Catchup)
 	}
 	if s.MaxCatchup == 0 {
 		s.MaxCatchup = DefaultMaxCatchup
 	}
 	if s.MaxCatchup < 1 {
-		return nil, fmt.Errorf("--max-catchup %d: give at least 1", spec.MaxCatchup)
+		return nil, invalid("--max-catchup %d: give at least 1", spec.MaxCatchup)
 	}
 	if spec.Start.IsZero() {
 		s.Start = state.Truncate(now)
 	}
 	if !s.End.IsZero() && s.End.Before(s.Start) {
-		return nil, fmt.Errorf("--end %s is before the start %s", s.End.Format(time.RFC3339), s.Start.Format(time.RFC3339))
+		return nil, invalid("--end %s is before the start %s: give an end after the start", s.End.Format(time.RFC3339), s.Start.Format(time.RFC3339))
 	}
 	switch {
 	case s.Cron != "":
 		if _, err := parseCron(s.Cron); err != nil {
-			return nil, err
+			return nil, &SpecError{Err: err}
 		}
 	case s.Every != 0:
-		if s.Every < time.Second || s.Every%time.Second != 0 {
-			return nil, fmt.Errorf("--every %s: give whole seconds, at least 1s", spec.Every)
+		if spec.Every < time.Second || spec.Every%time.Second != 0 {
+			return nil, invalid("--every %s: give whole seconds, at least 1s", spec.Every)
 		}
 	case s.After != "":
 		s.Threshold = spec.Threshold
@@ -270,27 +308,25 @@ func build(ctx context.Context, st Store, spec Spec, now time.Time) (*state.Sche
 			s.Threshold = 1
 		}
 		if s.Threshold < 1 {
-			return nil, fmt.Errorf("--threshold %d: give at least 1", spec.Threshold)
+			return nil, invalid("--threshold %d: give at least 1", spec.Threshold)
 		}
 		if err := checkKnown(ctx, st, s.After); err != nil {
 			return nil, err
 		}
 	}
 	if spec.Threshold != 0 && s.After == "" {
-		return nil, errors.New("--threshold goes with --after")
+		return nil, invalid("--threshold goes with --after: drop it, or give --after WORKFLOW")
 	}
-	d := *spec.Definition
-	d.Defaults.Env = maps.Clone(d.Defaults.Env)
-	if d.Defaults.Env == nil {
-		d.Defaults.Env = map[string]string{}
+	// The params are checked as whimbrel start checks them, so that a
+	// schedule every fire of which would fail is never set.
+	params, err := spec.Definition.Bind(spec.Params)
+	if err != nil {
+		return nil, &SpecError{Err: err}
 	}
-	for k, v := range spec.Params {
-		if k == "" || strings.ContainsAny(k, "= \t\n") {
-			return nil, fmt.Errorf("--param %q=%q: the name must be non-empty, without '=' or spaces", k, v)
-		}
-		d.Defaults.Env[ParamEnv(k)] = v
+	if len(params) > 0 {
+		s.Params = params
 	}
-	s.Definition = d.JSON()
+	s.Definition = spec.Definition.JSON()
 	if _, err := workflow.ParseStored(s.Definition); err != nil {
 		return nil, fmt.Errorf("schedule %s: %w", s.Name, err)
 	}
@@ -300,11 +336,11 @@ func build(ctx context.Context, st Store, spec Spec, now time.Time) (*state.Sche
 func checkName(name string) error {
 	switch {
 	case name == "":
-		return errors.New("a schedule needs a name")
+		return invalid("a schedule needs a name")
 	case len(name) > 200:
-		return fmt.Errorf("schedule name %.20q… is longer than 200 characters", name)
+		return invalid("schedule name %.20q… is longer than 200 characters", name)
 	case strings.ContainsAny(name, "@/ \t\n") || strings.Contains(name, "::"):
-		return fmt.Errorf("schedule name %q: use letters, digits, '-', '_' or '.', not '@', '/', '::' or spaces", name)
+		return invalid("schedule name %q: use letters, digits, '-', '_' or '.', not '@', '/', '::' or spaces", name)
 	}
 	return nil
 }
@@ -330,7 +366,7 @@ func checkKnown(ctx context.Context, st Store, name string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("--after %s: no workflow of that name has run here or is registered", name)
+	return invalid("--after %s: no workflow of that name has run here or is registered: give the name of one that has", name)
 }
 
 // clockOf is a time trigger's clock.
@@ -339,7 +375,7 @@ func clockOf(s *state.Schedule) (clock, error) {
 	if err != nil {
 		return clock{}, fmt.Errorf("schedule %s: time zone %q: %w", s.Name, s.TimeZone, err)
 	}
-	c := clock{loc: loc, every: s.Every, start: s.Start, end: s.End}
+	c := clock{loc: loc, every: s.Every.Duration(), start: s.Start, end: s.End}
 	if s.Cron != "" {
 		if c.cron, err = parseCron(s.Cron); err != nil {
 			return clock{}, fmt.Errorf("schedule %s: %w", s.Name, err)
@@ -419,21 +455,22 @@ func Resume(ctx context.Context, st Store, name string, now time.Time) error {
 	return nil
 }
 
-// Delete deletes a schedule. The runs it started are left alone.
-func Delete(ctx context.Context, st Store, name string) error {
+// Delete deletes a schedule and returns what it deleted. The runs it
+// started are left alone.
+func Delete(ctx context.Context, st Store, name string) (*state.Schedule, error) {
 	for attempt := 0; ; attempt++ {
 		s, err := st.GetSchedule(ctx, name)
 		if err != nil {
-			return fmt.Errorf("delete schedule %s: %w", name, err)
+			return nil, fmt.Errorf("delete schedule %s: %w", name, err)
 		}
 		err = st.DeleteSchedule(ctx, name, s.Version)
 		if errors.Is(err, state.ErrConflict) && attempt < 10 {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("delete schedule %s: %w", name, err)
+			return nil, fmt.Errorf("delete schedule %s: %w", name, err)
 		}
-		return nil
+		return s, nil
 	}
 }
 

@@ -2,6 +2,7 @@ package schedule_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -52,6 +53,26 @@ func ctx(t *testing.T) context.Context {
 func def(t *testing.T, name string) *workflow.Definition {
 	t.Helper()
 	d, err := workflow.Parse(name+".yaml", []byte(fmt.Sprintf(`name: %s
+activities:
+  a:
+    command: ["true"]
+  b:
+    depends_on: [a]
+    command: ["true"]
+`, name)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// defParams is def with two declared params, both defaulted.
+func defParams(t *testing.T, name string) *workflow.Definition {
+	t.Helper()
+	d, err := workflow.Parse(name+".yaml", []byte(fmt.Sprintf(`name: %s
+params:
+  region: {default: eu}
+  day: {default: mon}
 activities:
   a:
     command: ["true"]
@@ -421,8 +442,9 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{schedule.Spec{Every: time.Hour, Start: now, End: now.Add(-time.Hour)}, "--end"},
 		{schedule.Spec{After: "etl", Threshold: -1}, "--threshold -1"},
 		{schedule.Spec{After: "never-ran"}, "never-ran"},
-		{schedule.Spec{Cron: "* * * * *", Every: time.Minute}, "exactly one trigger"},
-		{schedule.Spec{}, "exactly one trigger"},
+		{schedule.Spec{Cron: "* * * * *", Every: time.Minute}, "--cron and --every conflict: give exactly one trigger"},
+		{schedule.Spec{Every: time.Minute, After: "etl"}, "--after and --every conflict"},
+		{schedule.Spec{}, "no trigger: give one of --cron EXPR, --every DURATION or --after WORKFLOW"},
 		{schedule.Spec{Cron: "* * * * *", Catchup: "some"}, `--catchup "some"`},
 		{schedule.Spec{Every: 1500 * time.Millisecond}, "whole seconds"},
 		{schedule.Spec{Cron: "* * * * *", Threshold: 2}, "--threshold goes with --after"},
@@ -430,8 +452,27 @@ func TestBadInputWritesNothing(t *testing.T) {
 	for _, tc := range tests {
 		tc.spec.Name, tc.spec.Definition = "bad", d
 		_, err := schedule.Set(ctx(t), st, tc.spec, now)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Set(%+v) = %v, want an error naming %s", tc.spec, err, tc.want)
+		var se *schedule.SpecError
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.As(err, &se) {
+			t.Errorf("Set(%+v) = %v, want a *SpecError naming %s", tc.spec, err, tc.want)
+		}
+	}
+	// Params are checked as whimbrel start checks them.
+	required, err := workflow.Parse("p.yaml", []byte("name: p\nparams:\n  region: {default: eu}\n  day: {required: true}\nactivities:\n  a: {command: [\"true\"]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		params map[string]string
+		want   string
+	}{
+		{map[string]string{"region": "us"}, `param "day" is required`},
+		{map[string]string{"regoin": "us", "day": "2024-06-01"}, `param "regoin" is not declared by workflow p (did you mean "region"?)`},
+	} {
+		_, err := schedule.Set(ctx(t), st, schedule.Spec{Name: "bad", Definition: required, Every: time.Minute, Params: tc.params}, now)
+		var pe *workflow.ParamsError
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.As(err, &pe) {
+			t.Errorf("Set with params %v = %v, want a *workflow.ParamsError naming %s", tc.params, err, tc.want)
 		}
 	}
 	if _, err := schedule.Set(ctx(t), st, schedule.Spec{Name: "a@b", Definition: d, Every: time.Minute}, now); err == nil {
@@ -447,8 +488,8 @@ func TestBadInputWritesNothing(t *testing.T) {
 func TestRunLogShowsStateAndError(t *testing.T) {
 	onBoth(t, func(t *testing.T, st schedule.Store) {
 		t0 := ts("2026-11-21T00:00:00Z")
-		if _, err := schedule.Set(ctx(t), st, schedule.Spec{Name: "log", Definition: def(t, "etl"), Every: time.Hour, Start: t0,
-			Params: map[string]string{"region": "eu"}}, t0); err != nil {
+		if _, err := schedule.Set(ctx(t), st, schedule.Spec{Name: "log", Definition: defParams(t, "etl"), Every: time.Hour, Start: t0,
+			Params: map[string]string{"region": "us"}}, t0); err != nil {
 			t.Fatal(err)
 		}
 		tick(t, st, t0)
@@ -466,8 +507,12 @@ func TestRunLogShowsStateAndError(t *testing.T) {
 			t.Fatal(err)
 		}
 		env := stored.Effective("a").Env
-		if env[schedule.EnvSchedule] != "log" || env[schedule.EnvFireTime] != "2026-11-21T00:00:00Z" || env["WHIMBREL_PARAM_REGION"] != "eu" {
-			t.Errorf("the run's environment %v lacks the schedule, fire time or param", env)
+		params, err := workflow.StoredParams(w.Params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if env[schedule.EnvSchedule] != "log" || env[schedule.EnvFireTime] != "2026-11-21T00:00:00Z" || params["region"] != "us" || params["day"] != "mon" {
+			t.Errorf("the run's environment %v or params %v lack the schedule, fire time or params", env, params)
 		}
 		if !strings.Contains(w.Source, "schedule log at 2026-11-21T00:00:00Z") {
 			t.Errorf("the run's source %q does not name the schedule and fire time", w.Source)
@@ -545,7 +590,7 @@ func TestLongCatchupInOneTick(t *testing.T) {
 func TestSetAgainKeepsTheCursor(t *testing.T) {
 	onBoth(t, func(t *testing.T, st schedule.Store) {
 		t0 := ts("2026-11-21T00:00:00Z")
-		spec := schedule.Spec{Name: "hourly", Definition: def(t, "etl"), Cron: "@hourly", Start: t0}
+		spec := schedule.Spec{Name: "hourly", Definition: defParams(t, "etl"), Cron: "@hourly", Start: t0}
 		if _, err := schedule.Set(ctx(t), st, spec, t0); err != nil {
 			t.Fatal(err)
 		}
@@ -576,7 +621,7 @@ func TestSetAgainKeepsTheCursor(t *testing.T) {
 		// still counts.
 		up := def(t, "up")
 		complete(t, st, up, state.WorkflowCompleted)
-		after := schedule.Spec{Name: "tokens", Definition: def(t, "down"), After: "up", Threshold: 1}
+		after := schedule.Spec{Name: "tokens", Definition: defParams(t, "down"), After: "up", Threshold: 1}
 		if _, err := schedule.Set(ctx(t), st, after, time.Now()); err != nil {
 			t.Fatal(err)
 		}

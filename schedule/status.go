@@ -51,6 +51,9 @@ func LastRun(ctx context.Context, st workflow.Reader, s *state.Schedule) (r RunS
 
 func runOf(ctx context.Context, st workflow.Reader, r state.ScheduleRun) (RunStatus, error) {
 	v := RunStatus{ScheduleRun: r}
+	if r.Failed() {
+		v.Error = FailureText(r)
+	}
 	if r.WorkflowExecID == "" {
 		return v, nil
 	}
@@ -90,6 +93,49 @@ func runOf(ctx context.Context, st workflow.Reader, r state.ScheduleRun) (RunSta
 	}
 	v.Error = w.Reason
 	return v, nil
+}
+
+// Failing is the newest line of a schedule's run log whose run failed to
+// start, unless a later fire time started since: what makes a schedule
+// unhealthy though its runs have not failed.
+func Failing(s *state.Schedule) *state.ScheduleRun {
+	for i, r := range s.Runs {
+		switch {
+		case r.WorkflowExecID != "":
+			return nil
+		case r.Failed():
+			return &s.Runs[i]
+		}
+	}
+	return nil
+}
+
+// FailureText says why a line's run did not start, how often it was
+// tried, and whether and when it is tried again.
+func FailureText(r state.ScheduleRun) string {
+	tries := "1 try"
+	if r.Tries != 1 {
+		tries = fmt.Sprintf("%d tries", r.Tries)
+	}
+	switch {
+	case GaveUp(r):
+		return fmt.Sprintf("failed to start (%s, %s): %s", tries, r.Note, r.StartError)
+	case r.RetryAt.IsZero():
+		return fmt.Sprintf("failed to start (%s; tried again at the next tick): %s", tries, r.StartError)
+	}
+	return fmt.Sprintf("failed to start (%s; next try at %s): %s", tries, r.RetryAt.UTC().Format(time.RFC3339), r.StartError)
+}
+
+// LastError is what a schedule's listing shows as its last error: why its
+// latest fire time failed to start, or else its last run's error.
+func LastError(s *state.Schedule, last *RunStatus) string {
+	if f := Failing(s); f != nil {
+		return FailureText(*f)
+	}
+	if last != nil {
+		return last.Error
+	}
+	return ""
 }
 
 // Tail is the last n non-empty lines of s, joined by " | ".

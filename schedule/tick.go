@@ -23,6 +23,7 @@ type Report struct {
 	Started int // runs started
 	Skipped int // fire times skipped by a catch-up rule
 	Counted int // upstream completions counted as tokens
+	Failed  int // runs that failed to start (in the run log, tried again later)
 }
 
 // maxAttempts bounds how often, within one tick, one schedule's step is
@@ -45,6 +46,10 @@ func Tick(ctx context.Context, st Store, now time.Time, log hclog.Logger) (Repor
 	var errs []error
 	for _, name := range names {
 		if err := fire(ctx, st, name, now, &r); err != nil {
+			var fe *FireError
+			if errors.As(err, &fe) {
+				r.Failed++
+			}
 			log.Error("firing a schedule failed", "schedule", name, "error", err)
 			errs = append(errs, fmt.Errorf("schedule %s: %w", name, err))
 		}
@@ -71,8 +76,8 @@ func Run(ctx context.Context, st Store, interval time.Duration, log hclog.Logger
 		if err != nil {
 			log.Warn("tick failed", "error", err)
 		}
-		if r.Started+r.Skipped+r.Counted > 0 {
-			log.Info("tick done", "due", r.Due, "started", r.Started, "skipped", r.Skipped, "counted", r.Counted)
+		if r.Started+r.Skipped+r.Counted+r.Failed > 0 {
+			log.Info("tick done", "due", r.Due, "started", r.Started, "skipped", r.Skipped, "counted", r.Counted, "failed", r.Failed)
 		}
 		select {
 		case <-ctx.Done():
@@ -85,6 +90,7 @@ func Run(ctx context.Context, st Store, interval time.Duration, log hclog.Logger
 func fire(ctx context.Context, st Store, name string, now time.Time, r *Report) error {
 	// Each step moves the schedule on (a fire, a skip, a token) or ends
 	// the loop; only steps another scheduler beat in a row are counted.
+	started := map[int64]bool{} // fire times (Unix seconds) this tick started
 	for conflicts := 0; conflicts < maxAttempts; {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -101,9 +107,9 @@ func fire(ctx context.Context, st Store, name string, now time.Time, r *Report) 
 		}
 		var done bool
 		if s.After != "" {
-			done, err = stepAfter(ctx, st, s, now, r)
+			done, err = stepAfter(ctx, st, s, now, r, started)
 		} else {
-			done, err = stepClock(ctx, st, s, now, r)
+			done, err = stepClock(ctx, st, s, now, r, started)
 		}
 		switch {
 		case errors.Is(err, state.ErrConflict):
@@ -122,7 +128,7 @@ func fire(ctx context.Context, st Store, name string, now time.Time, r *Report) 
 // stepClock does the next step of a time trigger: skip what the catch-up
 // rule skips, or start the next due fire time and move the cursor past it.
 // It reports done when nothing is due.
-func stepClock(ctx context.Context, st Store, s *state.Schedule, now time.Time, r *Report) (done bool, err error) {
+func stepClock(ctx context.Context, st Store, s *state.Schedule, now time.Time, r *Report, started map[int64]bool) (done bool, err error) {
 	c, err := clockOf(s)
 	if err != nil {
 		return false, err
@@ -190,7 +196,8 @@ func stepClock(ctx context.Context, st Store, s *state.Schedule, now time.Time, 
 			note += fmt.Sprintf("; the latest was seen %s late, more than the %s grace: schedulers must tick at least every %s",
 				late.Truncate(time.Second), Grace, Grace/2)
 		}
-		logRun(s, state.ScheduleRun{Fire: last, At: state.Truncate(now), Note: note + ")"})
+		giveUp(s, last, "skipped by the catch-up rule")
+		logRun(s, state.ScheduleRun{Fire: last, At: wallNow(), Note: note + ")"})
 		if err := st.PutSchedule(ctx, s, prev, ""); err != nil {
 			return false, err
 		}
@@ -198,13 +205,13 @@ func stepClock(ctx context.Context, st Store, s *state.Schedule, now time.Time, 
 		return false, nil
 	}
 	f := run[0]
-	id, created, err := start(ctx, st, s, f)
-	if err != nil {
-		return false, err
+	id, created, wait, err := tryStart(ctx, st, s, f, now, started)
+	if wait || err != nil {
+		return wait, err
 	}
 	s.LastFire = f
 	s.NextFire = c.next(f)
-	logRun(s, state.ScheduleRun{Fire: f, RequestID: RequestID(s.Name, f), WorkflowExecID: id, At: state.Truncate(now)})
+	logStarted(s, state.ScheduleRun{Fire: f, RequestID: RequestID(s.Name, f), WorkflowExecID: id, At: wallNow()})
 	err = st.PutSchedule(ctx, s, prev, "")
 	if errors.Is(err, state.ErrConflict) {
 		// Another scheduler moved first. If it moved the cursor past f
@@ -243,6 +250,8 @@ func skippedOver(runs []state.ScheduleRun, f time.Time) bool {
 			if r.Fire.Equal(f) {
 				return false // logged already
 			}
+		case r.Failed():
+			// not a move of the cursor
 		case r.Fire.Before(f):
 			reaches = true
 		case mover == nil || r.Fire.Before(mover.Fire):
@@ -273,7 +282,7 @@ func logPassedRun(ctx context.Context, st Store, name string, f time.Time, id st
 			return true, nil // f's run is logged, or the log no longer goes back to it
 		}
 		prev := s.Version
-		logRun(s, state.ScheduleRun{Fire: f, RequestID: req, WorkflowExecID: id, At: state.Truncate(now), Note: passedNote})
+		logStarted(s, state.ScheduleRun{Fire: f, RequestID: req, WorkflowExecID: id, At: wallNow(), Note: passedNote})
 		err = st.PutSchedule(ctx, s, prev, "")
 		if !errors.Is(err, state.ErrConflict) {
 			return true, err
@@ -297,32 +306,75 @@ func start(ctx context.Context, st Store, s *state.Schedule, f time.Time) (id st
 	d.Defaults.Env[EnvSchedule] = s.Name
 	d.Defaults.Env[EnvFireTime] = t
 	return workflow.Start(ctx, st, d, workflow.StartOptions{
-		RequestID: RequestID(s.Name, f), Source: fmt.Sprintf("schedule %s at %s", s.Name, t)})
+		RequestID: RequestID(s.Name, f), Source: fmt.Sprintf("schedule %s at %s", s.Name, t), Params: RunParams(s, d)})
+}
+
+// RunParams are the params a schedule's runs are started with: its params
+// that the definition declares. A schedule item may also carry its values
+// in the definition's defaults.env as WHIMBREL_PARAM_<NAME>, where a
+// declared param's default would hide them: given here, the declared ones
+// reach the run's params and templates, and the undeclared ones still
+// reach the activities through defaults.env.
+func RunParams(s *state.Schedule, d *workflow.Definition) map[string]string {
+	out := map[string]string{}
+	for k, v := range s.Params {
+		if _, ok := d.Params[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// ShownParams are the params a schedule's runs see, as its views show
+// them: the declared ones bound as a fire binds them (with the defaults
+// of those it does not give), and the undeclared ones it keeps, which
+// reach the runs' environment. A definition that does not parse or bind
+// shows the schedule's params as they are (its fires fail, and say why).
+func ShownParams(s *state.Schedule) map[string]string {
+	d, err := workflow.ParseStored(s.Definition)
+	if err != nil {
+		return s.Params
+	}
+	out, err := d.Bind(RunParams(s, d))
+	if err != nil {
+		return s.Params
+	}
+	for k, v := range s.Params {
+		if _, ok := out[k]; !ok {
+			out[k] = v
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // stepAfter does the next step of a token trigger: count the upstream
 // executions that completed, one conditional write each (with the token
 // item that makes it once), then start the runs the tokens made due.
-func stepAfter(ctx context.Context, st Store, s *state.Schedule, now time.Time, r *Report) (done bool, err error) {
+func stepAfter(ctx context.Context, st Store, s *state.Schedule, now time.Time, r *Report, started map[int64]bool) (done bool, err error) {
 	if len(s.Pending) > 0 {
 		f := s.Pending[0]
-		id, created, err := start(ctx, st, s, f)
+		id, created, wait, err := tryStart(ctx, st, s, f, now, started)
 		if err != nil {
 			return false, err
 		}
-		prev := s.Version
-		s.Pending = slices.Clone(s.Pending[1:])
-		s.Fired++
-		s.LastFire = f
-		logRun(s, state.ScheduleRun{Fire: f, RequestID: RequestID(s.Name, f), WorkflowExecID: id, At: state.Truncate(now),
-			Note: fmt.Sprintf("run %d: %d completions of %s", s.Fired, s.Threshold, s.After)})
-		if err := st.PutSchedule(ctx, s, prev, ""); err != nil {
-			return false, err
+		if !wait { // a run waiting for its retry does not hold back the counting below
+			prev := s.Version
+			s.Pending = slices.Clone(s.Pending[1:])
+			s.Fired++
+			s.LastFire = f
+			logStarted(s, state.ScheduleRun{Fire: f, RequestID: RequestID(s.Name, f), WorkflowExecID: id, At: wallNow(),
+				Note: fmt.Sprintf("run %d: %d completions of %s", s.Fired, s.Threshold, s.After)})
+			if err := st.PutSchedule(ctx, s, prev, ""); err != nil {
+				return false, err
+			}
+			if created {
+				r.Started++
+			}
+			return false, nil
 		}
-		if created {
-			r.Started++
-		}
-		return false, nil
 	}
 	since := lookFrom(s, s.AfterSince)
 	ws, err := st.Workflows(ctx, state.WorkflowQuery{Name: s.After, Since: since})

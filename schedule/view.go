@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,8 +18,14 @@ import (
 // long, nor its raw run log).
 type View struct {
 	*state.Schedule
-	LastRun *RunStatus  `json:"last_run,omitempty"`
-	Log     []RunStatus `json:"run_log,omitempty"`
+	LastRun *RunStatus `json:"last_run,omitempty"`
+	// LastError is why the latest fire time failed to start (see
+	// Failing), or else the last run's error.
+	LastError string `json:"last_error,omitempty"`
+	// Failing is the latest fire time whose run failed to start, when no
+	// later one started (see Failing).
+	Failing *state.ScheduleRun `json:"failing,omitempty"`
+	Log     []RunStatus        `json:"run_log,omitempty"`
 }
 
 // List reads every schedule with its last run. A schedule that cannot be
@@ -36,6 +44,8 @@ func List(ctx context.Context, st Store) ([]View, error) {
 		} else if ok {
 			v.LastRun = &r
 		}
+		v.LastError, v.Failing = LastError(s, v.LastRun), Failing(s)
+		v.Params = ShownParams(s)
 		v.Definition = ""
 		views = append(views, v)
 	}
@@ -52,7 +62,15 @@ func Show(ctx context.Context, st Store, name string) (View, error) {
 	if err != nil {
 		return View{}, err
 	}
-	v := View{Schedule: s, Log: runs}
+	v := View{Schedule: s, Log: runs, Failing: Failing(s)}
+	s.Params = ShownParams(s)
+	if last, ok, err := LastRun(ctx, st, s); err != nil {
+		return View{}, err
+	} else if ok {
+		v.LastError = LastError(s, &last)
+	} else {
+		v.LastError = LastError(s, nil)
+	}
 	v.Runs = nil
 	return v, nil
 }
@@ -60,11 +78,11 @@ func Show(ctx context.Context, st Store, name string) (View, error) {
 // WriteList writes the schedules as a table.
 func WriteList(out io.Writer, views []View) error {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tWORKFLOW\tTRIGGER\tNEXT\tLAST FIRE\tLAST RUN\tSTATE\tERROR")
+	fmt.Fprintln(w, "NAME\tWORKFLOW\tTRIGGER\tNEXT\tLAST FIRE\tLAST RUN\tSTATE\tLAST ERROR")
 	for _, v := range views {
-		id, st, msg := "-", "-", ""
+		id, st, msg := "-", "-", v.LastError
 		if r := v.LastRun; r != nil {
-			id, st, msg = r.WorkflowExecID, r.State, r.Error
+			id, st = r.WorkflowExecID, r.State
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", clean(v.Name), clean(v.WorkflowName), clean(trigger(v.Schedule)),
 			DescribeNext(v.Schedule), ftime(v.LastFire), clean(id), st, clean(msg))
@@ -75,13 +93,22 @@ func WriteList(out io.Writer, views []View) error {
 // WriteShow writes a schedule and its run log for people.
 func WriteShow(out io.Writer, v View) error {
 	s, runs := v.Schedule, v.Log
-	fmt.Fprintf(out, "schedule %s: %s, starts %s, catch-up %s (at most %d)\n%s; start %s, end %s\n\n",
-		clean(s.Name), clean(trigger(s)), clean(s.WorkflowName), s.Catchup, s.MaxCatchup, DescribeNext(s), ftime(s.Start), ftime(s.End))
+	fmt.Fprintf(out, "schedule %s: %s, starts %s, catch-up %s (at most %d)\n%s; start %s, end %s\n",
+		clean(s.Name), clean(trigger(s)), clean(s.WorkflowName), s.Catchup, s.MaxCatchup, describeNext(s, v.Failing), ftime(s.Start), ftime(s.End))
+	if len(s.Params) > 0 {
+		fmt.Fprintf(out, "params: %s\n", clean(paramList(s.Params)))
+	}
+	if v.LastError != "" {
+		fmt.Fprintf(out, "last error: %s\n", clean(v.LastError))
+	}
+	fmt.Fprintln(out)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "FIRE\tRUN\tSTATE\tFIRED AT\tENDED\tERROR / NOTE")
 	for _, r := range runs {
 		id, st := r.WorkflowExecID, r.State
 		switch {
+		case r.Failed():
+			id, st = "-", "NOT STARTED"
 		case id == "":
 			id, st = "-", "SKIPPED"
 		case r.Missing:
@@ -94,7 +121,11 @@ func WriteShow(out io.Writer, v View) error {
 }
 
 // DescribeNext says when a schedule fires next.
-func DescribeNext(s *state.Schedule) string {
+func DescribeNext(s *state.Schedule) string { return describeNext(s, Failing(s)) }
+
+// describeNext says when a schedule fires next, given the fire time whose
+// run is failing to start (nil: none).
+func describeNext(s *state.Schedule, failing *state.ScheduleRun) string {
 	switch {
 	case s.Paused:
 		return "paused"
@@ -103,7 +134,33 @@ func DescribeNext(s *state.Schedule) string {
 	case s.NextFire.IsZero():
 		return "no more fire times"
 	}
+	if f := failing; f != nil && !GaveUp(*f) {
+		return fmt.Sprintf("retrying fire %s (%s)", f.Fire.UTC().Format(time.RFC3339), retryWhen(*f))
+	}
 	return "next fire " + s.NextFire.Format(time.RFC3339)
+}
+
+func retryWhen(r state.ScheduleRun) string {
+	if r.RetryAt.IsZero() {
+		return "at the next tick"
+	}
+	return "next try " + r.RetryAt.UTC().Format(time.RFC3339)
+}
+
+// paramList is k=v, ..., sorted by name.
+func paramList(m map[string]string) string {
+	keys := slices.Sorted(maps.Keys(m))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + m[k]
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Describe names a schedule, its trigger and its workflow in one line,
+// with nothing a terminal would act on.
+func Describe(s *state.Schedule) string {
+	return clean(fmt.Sprintf("schedule %s (%s, starts %s)", s.Name, trigger(s), s.WorkflowName))
 }
 
 func trigger(s *state.Schedule) string {

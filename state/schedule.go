@@ -2,6 +2,8 @@ package state
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -52,16 +54,21 @@ const ScheduleShards = 4
 
 // Schedule is one schedule: what it starts, when, and where it is.
 type Schedule struct {
-	Name         string            `json:"name"`                 // schedule_name
-	WorkflowName string            `json:"workflow_name"`        // workflow_name: the workflow it starts
-	Definition   string            `json:"definition,omitempty"` // definition: the workflow definition, as stored with an execution
-	Params       map[string]string `json:"params,omitempty"`
+	Name         string `json:"name"`                 // schedule_name
+	WorkflowName string `json:"workflow_name"`        // workflow_name: the workflow it starts
+	Definition   string `json:"definition,omitempty"` // definition: the workflow definition, as stored with an execution
+	// Params are the run's declared params, as every fire gives them to
+	// workflow.Start: those given and the definition's defaults. An item
+	// may also hold params its definition does not declare, with their
+	// values in the definition's defaults.env (WHIMBREL_PARAM_<NAME>):
+	// those reach the runs through the environment alone.
+	Params map[string]string `json:"params,omitempty"`
 
 	// The trigger: one of Cron, Every, After.
-	Cron      string        `json:"cron,omitempty"`      // cron: 5 fields or a descriptor such as @daily
-	Every     time.Duration `json:"every,omitempty"`     // every: a fixed interval from Start
-	After     string        `json:"after,omitempty"`     // after: the upstream workflow whose completions are tokens
-	Threshold int           `json:"threshold,omitempty"` // threshold: tokens per run
+	Cron      string   `json:"cron,omitempty"`      // cron: 5 fields or a descriptor such as @daily
+	Every     Interval `json:"every,omitempty"`     // every: a fixed interval from Start
+	After     string   `json:"after,omitempty"`     // after: the upstream workflow whose completions are tokens
+	Threshold int      `json:"threshold,omitempty"` // threshold: tokens per run
 
 	TimeZone   string    `json:"timezone"`          // timezone (IANA)
 	Catchup    string    `json:"catchup"`           // catchup: all, latest or none
@@ -107,12 +114,60 @@ type Schedule struct {
 	Version int `json:"version"` // version: raised by every write
 }
 
-// ScheduleRun is one line of a schedule's run log.
+// ScheduleRun is one line of a schedule's run log: a fire time started
+// (WorkflowExecID set), skipped (neither it nor StartError), or not
+// started yet because starting it failed (StartError set).
 type ScheduleRun struct {
 	Fire           time.Time `json:"fire"`                       // the fire time
 	RequestID      string    `json:"request_id,omitempty"`       // NAME@T
 	WorkflowExecID string    `json:"workflow_exec_id,omitempty"` // the execution started
-	At             time.Time `json:"at"`                         // when it was fired (or skipped)
+	// At is the wall-clock time the scheduler started the run (or
+	// skipped the fire time, or last tried): Fire is when it was due.
+	At time.Time `json:"at"`
 	// Note says what else happened, e.g. which fire times were skipped.
 	Note string `json:"note,omitempty"`
+	// StartError is why the last try to start the run failed; it is
+	// cleared when a later try starts it.
+	StartError string `json:"start_error,omitempty"`
+	// Tries counts the tries to start the run, when more than one was
+	// needed or none succeeded yet.
+	Tries int `json:"tries,omitempty"`
+	// RetryAt is when a scheduler tries again to start a run that failed
+	// to start (by the ticks' clock).
+	RetryAt time.Time `json:"retry_at,omitzero"`
+}
+
+// Failed reports whether the line is a fire time whose run failed to
+// start and was not started since.
+func (r ScheduleRun) Failed() bool { return r.StartError != "" && r.WorkflowExecID == "" }
+
+// Interval is a schedule's fixed interval. Its JSON is a duration string
+// such as "1h0m0s"; a number of nanoseconds is read too.
+type Interval time.Duration
+
+// Duration is the interval as a time.Duration.
+func (i Interval) Duration() time.Duration { return time.Duration(i) }
+
+func (i Interval) String() string { return time.Duration(i).String() }
+
+// MarshalJSON writes the interval as a duration string.
+func (i Interval) MarshalJSON() ([]byte, error) { return json.Marshal(i.String()) }
+
+// UnmarshalJSON reads a duration string or a number of nanoseconds.
+func (i *Interval) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("every %q: %w", s, err)
+		}
+		*i = Interval(d)
+		return nil
+	}
+	var n int64
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("every: want a duration such as \"1h0m0s\" or nanoseconds, got %s", b)
+	}
+	*i = Interval(n)
+	return nil
 }

@@ -22,7 +22,7 @@ import (
 func TestBrowserSchedulesAndAttempts(t *testing.T) {
 	ctx := browser(t)
 	st := sqliteStore(t).(schedule.Store)
-	d, err := workflow.Parse("test.yaml", []byte(diamond))
+	d, err := workflow.Parse("test.yaml", []byte(diamond+"params:\n  region: {default: eu}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestBrowserSchedulesAndAttempts(t *testing.T) {
 		t.Fatalf("open the failed run: %v", err)
 	}
 	params, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`.facts.params`)))
-	if err != nil || !contains(params, "WHIMBREL_PARAM_REGION") || !contains(params, "eu-west-1") || !contains(params, "etl-every-minute") {
+	if err != nil || !contains(strings.ToLower(params), "param region") || !contains(params, "eu-west-1") || !contains(params, "etl-every-minute") {
 		t.Errorf("the run's params read %q (%v)", params, err)
 	}
 

@@ -11,10 +11,12 @@ import (
 	"github.com/whimbrel/whimbrel/workflow"
 )
 
-// runParams is what an execution was started with, read from its stored
-// definition: the params a schedule's --param set (WHIMBREL_PARAM_*, every
-// activity's environment) and, for a scheduled run, its schedule and fire
-// time. Executions started otherwise have none of these.
+// runParams is what an execution was started with beside its declared
+// params (which the page shows from the execution itself): for a
+// scheduled run, its schedule and fire time, and any WHIMBREL_PARAM_*
+// variables in the definition's defaults.env (a schedule item may keep
+// its values there), which every activity's environment holds. Executions
+// started otherwise have none of these.
 type runParams struct {
 	Params   []param
 	Schedule string
@@ -25,16 +27,23 @@ func (p *runParams) empty() bool { return len(p.Params) == 0 && p.Schedule == ""
 
 // paramsOf reads them from a stored definition; one Whimbrel cannot parse
 // has none to show (the page says what is wrong with the execution
-// otherwise).
-func paramsOf(stored string) *runParams {
+// otherwise). A variable that a declared param of the execution sets is
+// left out: the param's value is the one the command saw.
+func paramsOf(stored, params string) *runParams {
 	d, err := workflow.ParseStored(stored)
 	if err != nil || d == nil {
 		return &runParams{}
 	}
-	prefix := schedule.ParamEnv("")
+	declared := map[string]bool{}
+	if m, err := workflow.StoredParams(params); err == nil {
+		for k := range m {
+			declared[workflow.ParamEnv(k)] = true
+		}
+	}
+	prefix := workflow.ParamEnv("")
 	p := &runParams{Schedule: d.Defaults.Env[schedule.EnvSchedule], FireTime: d.Defaults.Env[schedule.EnvFireTime]}
 	for k, v := range d.Defaults.Env {
-		if name, ok := strings.CutPrefix(k, prefix); ok && name != "" {
+		if name, ok := strings.CutPrefix(k, prefix); ok && name != "" && !declared[k] {
 			p.Params = append(p.Params, param{Name: k, Value: v})
 		}
 	}
@@ -50,7 +59,7 @@ func (s *Server) loadParams(ctx context.Context, id string) (*runParams, error) 
 		if err != nil {
 			return nil, false, fmt.Errorf("read workflow %s: %w", id, err)
 		}
-		return paramsOf(wf.Definition), true, nil
+		return paramsOf(wf.Definition, wf.Params), true, nil
 	})
 	if err != nil {
 		return nil, err

@@ -19,8 +19,10 @@ import (
 // (run_log, each line with its run's state and error) print.
 type scheduleJSON struct {
 	*state.Schedule
-	LastRun *schedule.RunStatus  `json:"last_run,omitempty"`
-	Log     []schedule.RunStatus `json:"run_log,omitempty"`
+	LastRun   *schedule.RunStatus  `json:"last_run,omitempty"`
+	LastError string               `json:"last_error,omitempty"` // see schedule.LastError
+	Failing   *state.ScheduleRun   `json:"failing,omitempty"`    // see schedule.Failing
+	Log       []schedule.RunStatus `json:"run_log,omitempty"`
 }
 
 // errNoSchedules is why a store that keeps no schedules has none to show.
@@ -58,6 +60,8 @@ func (s *Server) loadSchedules(ctx context.Context) ([]scheduleJSON, error) {
 				v.LastRun = &runs[0]
 				break
 			}
+			v.LastError, v.Failing = schedule.LastError(sc, v.LastRun), schedule.Failing(sc)
+			sc.Params = schedule.ShownParams(sc)
 			sc.Definition = ""
 			out = append(out, v)
 		}
@@ -85,8 +89,17 @@ func (s *Server) loadSchedule(ctx context.Context, name string) (scheduleJSON, e
 		if err != nil {
 			return nil, false, fmt.Errorf("schedule %s: %w", name, err)
 		}
+		var last *schedule.RunStatus
+		for i := range runs {
+			if runs[i].WorkflowExecID != "" {
+				last = &runs[i]
+				break
+			}
+		}
+		v := scheduleJSON{Schedule: sc, Log: runs, LastError: schedule.LastError(sc, last), Failing: schedule.Failing(sc)}
+		sc.Params = schedule.ShownParams(sc)
 		sc.Definition, sc.Runs = "", nil
-		return scheduleJSON{Schedule: sc, Log: runs}, false, nil
+		return v, false, nil
 	})
 	if err != nil {
 		return scheduleJSON{}, err
@@ -157,6 +170,8 @@ type runRow struct {
 func newRunRow(r schedule.RunStatus) runRow {
 	v := runRow{RunStatus: r, Fire: timeOf(r.Fire), At: timeOf(r.At), Ended: timeOf(r.EndTime)}
 	switch {
+	case r.Failed():
+		v.look, v.Label = look{"failed", "✗"}, "not started"
 	case r.WorkflowExecID == "":
 		v.look, v.Label = look{"pending", "↷"}, "skipped"
 	case r.Missing:
@@ -184,13 +199,14 @@ type scheduleRow struct {
 	NextFire, LastFire *time.Time
 	Start, End, Set    *time.Time
 	Last               *runRow
+	LastError          string
 	Params             []param
 }
 
 func newScheduleRow(v scheduleJSON) scheduleRow {
 	sc := v.Schedule
 	r := scheduleRow{Schedule: sc, NextFire: timeOf(sc.NextFire), LastFire: timeOf(sc.LastFire),
-		Start: timeOf(sc.Start), End: timeOf(sc.End), Set: timeOf(sc.SetTime)}
+		Start: timeOf(sc.Start), End: timeOf(sc.End), Set: timeOf(sc.SetTime), LastError: v.LastError}
 	switch {
 	case sc.Cron != "" && sc.TimeZone != "":
 		r.Trigger = fmt.Sprintf("cron %s (%s)", sc.Cron, sc.TimeZone)
@@ -210,6 +226,11 @@ func newScheduleRow(v scheduleJSON) scheduleRow {
 		r.When = "after the next COMPLETED " + sc.After
 	case sc.NextFire.IsZero():
 		r.When = "no more fire times"
+	case v.Failing != nil && !schedule.GaveUp(*v.Failing):
+		r.When = "retrying the fire time " + v.Failing.Fire.UTC().Format("2006-01-02 15:04:05")
+		if !v.Failing.RetryAt.IsZero() {
+			r.When += ", next try " + v.Failing.RetryAt.UTC().Format("2006-01-02 15:04:05")
+		}
 	}
 	if v.LastRun != nil {
 		lr := newRunRow(*v.LastRun)

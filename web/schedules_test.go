@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -45,7 +46,7 @@ func TestScheduleAPI(t *testing.T) {
 	var got []struct {
 		Name       string `json:"name"`
 		Definition string `json:"definition"`
-		Every      int64  `json:"every"`
+		Every      string `json:"every"`
 		LastRun    *struct {
 			RequestID      string `json:"request_id"`
 			WorkflowExecID string `json:"workflow_exec_id"`
@@ -55,7 +56,7 @@ func TestScheduleAPI(t *testing.T) {
 	if err := json.Unmarshal([]byte(list.body), &got); list.code != http.StatusOK || err != nil {
 		t.Fatalf("GET /api/schedules: %d %v\n%s", list.code, err, list.body)
 	}
-	if len(got) != 1 || got[0].Name != "minutely" || got[0].Definition != "" || got[0].LastRun == nil ||
+	if len(got) != 1 || got[0].Name != "minutely" || got[0].Definition != "" || got[0].Every != "1m0s" || got[0].LastRun == nil ||
 		got[0].LastRun.State != "RUNNING" || got[0].LastRun.RequestID != schedule.RequestID("minutely", t0) {
 		t.Errorf("GET /api/schedules: %s", list.body)
 	}
@@ -104,7 +105,7 @@ func TestSchedulePages(t *testing.T) {
 }
 
 func testSchedulePages(t *testing.T, st schedule.Store) {
-	d, err := workflow.Parse("test.yaml", []byte(diamond))
+	d, err := workflow.Parse("test.yaml", []byte(diamond+"params:\n  day: {default: sun}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +217,7 @@ func testSchedulePages(t *testing.T, st schedule.Store) {
 	for _, want := range []string{
 		`<dt>schedule</dt><dd><a href="` + named + `">x&#34;&gt;&lt;script&gt;alert(1)&lt;</a></dd>`,
 		`<dt>fire time (UTC)</dt><dd class="time">` + clockOf(t0) + `</dd>`,
-		`<dt>WHIMBREL_PARAM_DAY</dt><dd><code>&lt;b&gt;mon&lt;/b&gt;</code></dd>`,
+		`<dt>param day</dt><dd>&lt;b&gt;mon&lt;/b&gt;</dd>`,
 	} {
 		if !strings.Contains(run.body, want) {
 			t.Errorf("the first run's page lacks %q", want)
@@ -299,5 +300,78 @@ func TestAnUndecodableRunShowsAsSuch(t *testing.T) {
 	}
 	if a := c.do("GET", "/schedules/minutely", nil, auth); !strings.Contains(a.body, `data-state="RUNNING"`) || !strings.Contains(a.body, url.PathEscape(good)) {
 		t.Errorf("the run log does not show the readable run %s RUNNING", good)
+	}
+}
+
+// TestScheduleFireThatFailedToStart: a fire whose run failed to start
+// shows in the listing's last error, on the schedule's page (its line in
+// the run log, the last error, when it is tried again) and in the API,
+// with the error and the number of tries, escaped.
+func TestScheduleFireThatFailedToStart(t *testing.T) {
+	st := sqliteStore(t).(schedule.Store)
+	d, err := workflow.Parse("test.yaml", []byte(diamond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	t0 := time.Now().Add(-90 * time.Second).Truncate(time.Minute)
+	if _, err := schedule.Set(ctx, st, schedule.Spec{Name: "broken", Definition: d, Every: time.Minute, Start: t0}, t0); err != nil {
+		t.Fatal(err)
+	}
+	// A definition no Whimbrel can read, as a foreign writer may leave it.
+	sc, err := st.GetSchedule(ctx, "broken")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := sc.Version
+	sc.Definition = `{"name": "<script>x</script>`
+	if err := st.PutSchedule(ctx, sc, prev, ""); err != nil {
+		t.Fatal(err)
+	}
+	var fe *schedule.FireError
+	if _, err := schedule.Tick(ctx, st, t0, nil); !errors.As(err, &fe) {
+		t.Fatalf("tick: %v, want a fire that failed to start", err)
+	}
+	_, c := serve(t, Options{Store: st})
+	auth := bearer(testToken)
+	noScript := func(what, body string) {
+		t.Helper()
+		if strings.Contains(body, "<script>x") {
+			t.Errorf("%s renders the error unescaped:\n%s", what, body)
+		}
+	}
+	retry := clockOf(t0.Add(schedule.RetryFirst))
+	list := c.do("GET", "/schedules", nil, auth)
+	noScript("the schedules page", list.body)
+	if !strings.Contains(list.body, "failed to start (1 try; next try at") || !strings.Contains(list.body, "retrying the fire time "+clockOf(t0)+", next try "+retry) {
+		t.Errorf("the schedules page does not show the failed fire:\n%s", list.body)
+	}
+	one := c.do("GET", "/schedules/broken", nil, auth)
+	noScript("the schedule's page", one.body)
+	for _, want := range []string{`data-state="not started"`, `<dt>last error</dt>`, "failed to start (1 try; next try at"} {
+		if !strings.Contains(one.body, want) {
+			t.Errorf("the schedule's page lacks %q", want)
+		}
+	}
+	api := c.do("GET", "/api/schedules/broken", nil, auth)
+	var got struct {
+		LastError string `json:"last_error"`
+		Failing   *struct {
+			Tries      int    `json:"tries"`
+			StartError string `json:"start_error"`
+		} `json:"failing"`
+		Log []struct {
+			StartError string `json:"start_error"`
+			Tries      int    `json:"tries"`
+			RetryAt    string `json:"retry_at"`
+		} `json:"run_log"`
+	}
+	if err := json.Unmarshal([]byte(api.body), &got); err != nil || got.LastError == "" || got.Failing == nil || got.Failing.Tries != 1 ||
+		len(got.Log) != 1 || got.Log[0].StartError == "" || got.Log[0].Tries != 1 || got.Log[0].RetryAt == "" {
+		t.Errorf("GET /api/schedules/broken: %v\n%s", err, api.body)
+	}
+	if l := c.do("GET", "/api/schedules", nil, auth); !strings.Contains(l.body, `"last_error": "failed to start (1 try; next try at`) {
+		t.Errorf("GET /api/schedules lacks the last error:\n%s", l.body)
 	}
 }

@@ -88,7 +88,7 @@ func TestOnceFailsWhenFiringFails(t *testing.T) {
 	st := dynamotest.NewStore(t, dynamodb.Options{})
 	ctx := context.Background()
 	now := state.Truncate(time.Now())
-	bad := &state.Schedule{Name: "broken", WorkflowName: "scheduled", Definition: `{"name":`, Every: time.Hour, TimeZone: "UTC",
+	bad := &state.Schedule{Name: "broken", WorkflowName: "scheduled", Definition: `{"name":`, Every: state.Interval(time.Hour), TimeZone: "UTC",
 		Catchup: "all", MaxCatchup: 50, Start: now.Add(-time.Minute), SetTime: now, NextFire: now.Add(-time.Minute)}
 	if err := st.PutSchedule(ctx, bad, 0, ""); err != nil {
 		t.Fatal(err)

@@ -87,6 +87,7 @@ func (r rawSQLite) put(t *testing.T, base string, it rawItem) {
 	keys := map[string][]string{
 		"activity_exec": {"activity_exec_id", "workflow_exec_id", "state", "state_time_epoch"},
 		"workflow_exec": {"workflow_exec_id", "workflow_name", "state", "start_time_epoch"},
+		"schedule":      {"schedule_name", "entry", "due_shard", "next_fire_epoch"},
 	}[base]
 	var text string
 	if raw, ok := it[rawJSON].(string); ok {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -26,35 +27,25 @@ type ScheduleCmd struct {
 // ScheduleSetCmd is `whimbrel schedule set`.
 type ScheduleSetCmd struct {
 	cli.StoreFlags
-	Name       string            `arg:"" name:"name" help:"The schedule's name; its runs' request IDs are NAME@<fire time>."`
-	File       string            `arg:"" name:"file" help:"The workflow definition (YAML or JSON) it starts."`
-	Cron       string            `name:"cron" placeholder:"EXPR" help:"5 cron fields (minute hour day-of-month month day-of-week) or @hourly, @daily, @weekly, @monthly, in --timezone."`
-	Every      string            `name:"every" placeholder:"DURATION" help:"A fixed interval from --start (90s, 15m, 1h, 1d)."`
-	After      string            `name:"after" placeholder:"WORKFLOW" help:"Start a run after every --threshold COMPLETED executions of WORKFLOW."`
-	Threshold  *int              `name:"threshold" help:"With --after: completions per run (default 1)."`
-	TimeZone   string            `name:"timezone" default:"UTC" help:"IANA time zone of --cron (Europe/Berlin, America/New_York)."`
-	Catchup    string            `name:"catchup" enum:"all,latest,none" default:"all" help:"Missed fire times: all (oldest first, at most --max-catchup), latest, or none."`
-	MaxCatchup int               `name:"max-catchup" default:"50" help:"With --catchup all: at most this many missed runs; the older are skipped, and the run log says so."`
-	Start      string            `name:"start" placeholder:"RFC3339" help:"First possible fire time (default: now)."`
-	End        string            `name:"end" placeholder:"RFC3339" help:"Last possible fire time (default: none)."`
-	Params     map[string]string `name:"param" placeholder:"K=V" help:"Set WHIMBREL_PARAM_<K>=V for every activity of every run (repeatable)."`
+	Name       string  `arg:"" name:"name" help:"The schedule's name; its runs' request IDs are NAME@<fire time>."`
+	File       string  `arg:"" name:"file" help:"The workflow definition (YAML or JSON) it starts."`
+	Cron       string  `name:"cron" placeholder:"EXPR" help:"5 cron fields (minute hour day-of-month month day-of-week) or @hourly, @daily, @weekly, @monthly, in --timezone."`
+	Every      string  `name:"every" placeholder:"DURATION" help:"A fixed interval from --start (90s, 15m, 1h, 1d)."`
+	After      string  `name:"after" placeholder:"WORKFLOW" help:"Start a run after every --threshold COMPLETED executions of WORKFLOW."`
+	Threshold  *int    `name:"threshold" help:"With --after: completions per run (default 1)."`
+	TimeZone   string  `name:"timezone" default:"UTC" help:"IANA time zone of --cron (Europe/Berlin, America/New_York)."`
+	Catchup    string  `name:"catchup" enum:"all,latest,none" default:"all" help:"Missed fire times: all (oldest first, at most --max-catchup), latest, or none."`
+	MaxCatchup int     `name:"max-catchup" default:"50" help:"With --catchup all: at most this many missed runs; the older are skipped, and the run log says so."`
+	Start      rfc3339 `name:"start" placeholder:"RFC3339" help:"First possible fire time (default: now)."`
+	End        rfc3339 `name:"end" placeholder:"RFC3339" help:"Last possible fire time (default: none)."`
+	ParamFlags `embed:""`
 }
 
-func parseTime(flag, v string) (time.Time, error) {
-	if v == "" {
-		return time.Time{}, nil
-	}
-	t, err := time.Parse(time.RFC3339, v)
-	if err != nil {
-		return time.Time{}, &cli.UsageError{Msg: fmt.Sprintf("%s %q: give an RFC 3339 time such as 2026-11-21T02:00:00Z", flag, v)}
-	}
-	return t, nil
-}
-
-// Run checks the schedule and writes it; bad input writes nothing.
+// Run checks the schedule and writes it; bad input writes nothing and
+// exits as a usage error.
 func (c *ScheduleSetCmd) Run(g *Globals, k *kong.Context) error {
 	spec := schedule.Spec{Name: c.Name, Cron: c.Cron, After: c.After, TimeZone: c.TimeZone,
-		Catchup: c.Catchup, MaxCatchup: c.MaxCatchup, Params: c.Params}
+		Catchup: c.Catchup, MaxCatchup: c.MaxCatchup, Start: c.Start.Time, End: c.End.Time}
 	if c.Threshold != nil {
 		if *c.Threshold < 1 {
 			return &cli.UsageError{Msg: fmt.Sprintf("--threshold %d: give at least 1", *c.Threshold)}
@@ -71,17 +62,17 @@ func (c *ScheduleSetCmd) Run(g *Globals, k *kong.Context) error {
 			return &cli.UsageError{Msg: fmt.Sprintf("--every %q: give a positive duration such as 90s, 15m or 1d", c.Every)}
 		}
 	}
-	if spec.Start, err = parseTime("--start", c.Start); err != nil {
-		return err
-	}
-	if spec.End, err = parseTime("--end", c.End); err != nil {
-		return err
-	}
 	if spec.Definition, err = load(c.File, k.Stderr); err != nil {
+		return err
+	}
+	if spec.Params, err = c.bind(spec.Definition); err != nil {
 		return err
 	}
 	return withSchedules(g, k, c.StoreFlags, writes, func(ctx context.Context, st schedule.Store) error {
 		s, err := schedule.Set(ctx, st, spec, time.Now())
+		if se := (*schedule.SpecError)(nil); errors.As(err, &se) {
+			return &cli.UsageError{Msg: err.Error()}
+		}
 		if err != nil {
 			return err
 		}

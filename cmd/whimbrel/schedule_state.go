@@ -31,21 +31,18 @@ func withSchedules(g *Globals, k *kong.Context, f cli.StoreFlags, a access, fn f
 // ScheduleTickCmd is `whimbrel schedule tick`.
 type ScheduleTickCmd struct {
 	cli.StoreFlags
-	Now string `name:"now" placeholder:"RFC3339" help:"Fire what is due at this time instead of now (backfills, tests); it never moves a schedule back."`
+	Now rfc3339 `name:"now" placeholder:"RFC3339" help:"Fire what is due at this time instead of now (backfills, tests); it never moves a schedule back. The run log's \"fired at\" is still the real time."`
 }
 
 // Run fires everything due once.
 func (c *ScheduleTickCmd) Run(g *Globals, k *kong.Context) error {
-	now, err := parseTime("--now", c.Now)
-	if err != nil {
-		return err
-	}
+	now := c.Now.Time
 	if now.IsZero() {
 		now = time.Now()
 	}
 	return withSchedules(g, k, c.StoreFlags, writes, func(ctx context.Context, st schedule.Store) error {
 		r, err := schedule.Tick(ctx, st, now, g.Logger("whimbrel", k.Stderr).Named("schedule"))
-		fmt.Fprintf(k.Stdout, "due %d, started %d, skipped %d, counted %d\n", r.Due, r.Started, r.Skipped, r.Counted)
+		fmt.Fprintf(k.Stdout, "due %d, started %d, skipped %d, counted %d, failed to start %d\n", r.Due, r.Started, r.Skipped, r.Counted, r.Failed)
 		return err
 	})
 }
@@ -59,13 +56,22 @@ type ScheduleNameCmd struct {
 // Run pauses, resumes or deletes, as the command's name says.
 func (c *ScheduleNameCmd) Run(g *Globals, k *kong.Context) error {
 	return withSchedules(g, k, c.StoreFlags, writes, func(ctx context.Context, st schedule.Store) error {
+		var err error
 		switch verb := k.Selected().Name; verb {
 		case "pause":
-			return schedule.Pause(ctx, st, c.Name)
+			if err = schedule.Pause(ctx, st, c.Name); err == nil {
+				fmt.Fprintf(k.Stdout, "schedule %s paused\n", c.Name)
+			}
 		case "resume":
-			return schedule.Resume(ctx, st, c.Name, time.Now())
+			if err = schedule.Resume(ctx, st, c.Name, time.Now()); err == nil {
+				fmt.Fprintf(k.Stdout, "schedule %s resumed\n", c.Name)
+			}
 		default:
-			return schedule.Delete(ctx, st, c.Name)
+			var s *state.Schedule
+			if s, err = schedule.Delete(ctx, st, c.Name); err == nil {
+				fmt.Fprintf(k.Stdout, "deleted %s; the runs it started stay\n", schedule.Describe(s))
+			}
 		}
+		return err
 	})
 }

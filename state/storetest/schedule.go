@@ -49,7 +49,10 @@ func aSchedule(name string) *state.Schedule {
 		Catchup: "all", MaxCatchup: 50, Start: now.Add(-time.Hour), End: now.Add(24 * time.Hour), SetTime: now,
 		NextFire: now.Add(time.Hour), LastFire: now.Add(-time.Minute), Params: map[string]string{"day": "mon"},
 		Pending: []time.Time{now.Truncate(time.Second)}, Counted: []string{"up::2", "up::1"}, Unsettled: []string{"up::0"},
-		Runs: []state.ScheduleRun{{Fire: now, RequestID: name + "@x", WorkflowExecID: "etl::1", At: now, Note: "n"}},
+		Runs: []state.ScheduleRun{
+			{Fire: now.Add(time.Minute), RequestID: name + "@y", At: now, StartError: "start etl: \x1b[31m<script>", Tries: 3, RetryAt: now.Add(2 * time.Minute)},
+			{Fire: now, RequestID: name + "@x", WorkflowExecID: "etl::1", At: now, Note: "n", Tries: 2},
+		},
 	}
 }
 

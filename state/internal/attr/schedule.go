@@ -57,7 +57,7 @@ func EncodeSchedule(s *state.Schedule) Item {
 	}
 	putStr(m, "cron", s.Cron)
 	if s.Every > 0 {
-		m["every"] = Seconds(s.Every)
+		m["every"] = Seconds(s.Every.Duration())
 	}
 	putStr(m, "after", s.After)
 	if s.Threshold > 0 {
@@ -106,7 +106,7 @@ func DecodeSchedule(table string, m Item) (*state.Schedule, error) {
 		WorkflowName: d.str("workflow_name", true),
 		Definition:   d.str("definition", true),
 		Cron:         d.str("cron", false),
-		Every:        d.seconds("every"),
+		Every:        state.Interval(d.seconds("every")),
 		After:        d.str("after", false),
 		TimeZone:     d.str("timezone", false),
 		Catchup:      d.str("catchup", false),
