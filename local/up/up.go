@@ -106,11 +106,13 @@ func Serve(ctx context.Context, st Store, opts Options) error {
 	}
 	view, err := web.New(web.Options{Store: st, Token: opts.WebToken, AllowActions: opts.AllowActions, Logger: log.Named("web")})
 	if err != nil {
+		opts.Web.Close()
 		return err
 	}
 	nl, err := nudge.Listen()
 	if err != nil {
 		view.Close()
+		opts.Web.Close()
 		return err
 	}
 	defer nl.Close()
