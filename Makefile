@@ -35,9 +35,9 @@ walkthrough:
 ## test: go vet, every test with the race detector against a fresh DynamoDB Local, the docker group, the walk-through, then a short fuzz
 test: dynamodb-local-install chromium-install vet
 	scripts/dynamodb-local run -- $(GO) test -race -count=1 -timeout 20m -skip '$(MIGRATION_TESTS)' ./...
-	$(MAKE) --no-print-directory walkthrough
 	$(MAKE) --no-print-directory test-migrations
 	$(MAKE) --no-print-directory test-docker
+	$(MAKE) --no-print-directory walkthrough
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
 ## test-migrations: each install-migration test against a DynamoDB Local of its own: the emulator
