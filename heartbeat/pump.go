@@ -48,7 +48,11 @@ type Config struct {
 	// latest progress (at most state.MaxProgress bytes; "" for none). A
 	// progress that differs from the last one delivered rides on the beat.
 	Progress func() string
-	Logger   hclog.Logger
+	// Wake, when it delivers, makes the pump beat at once rather than at
+	// the next interval: whoever changed the activity (a cancel, a time
+	// out) on a store that can say so is then heard within a beat's time.
+	Wake   <-chan struct{}
+	Logger hclog.Logger
 }
 
 // Pump writes heartbeats until its context ends or the lease is lost.
@@ -132,6 +136,9 @@ func (p *Pump) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		case <-p.cfg.Wake:
+			// The next regular beat counts from this one.
+			t.Reset(p.cfg.Interval)
 		}
 		at, err := p.beat(ctx, last)
 		if ctx.Err() != nil {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -31,14 +32,18 @@ type Local struct {
 	// ACTIVITY_EXEC_ID.log; otherwise children share the launcher's stdout
 	// and stderr.
 	LogDir string
-	Logger hclog.Logger
+	// ByWorkflow puts each activity's log in a folder of LogDir per
+	// workflow execution (LogFolder), as whimbrel run lays them out.
+	ByWorkflow bool
+	Logger     hclog.Logger
 	// Exited, when set, is called once a child has exited, with how.
 	Exited func(j Job, status string)
 
 	wg sync.WaitGroup
 	mu sync.Mutex
-	// children by pid, for Signal.
+	// children by pid, for Signal, and their jobs, for Jobs.
 	children map[int]*exec.Cmd
+	jobs     map[int]Job
 	// ending holds, by pid, the guards of wrappers that have exited and
 	// that have not returned yet (WaitGuards).
 	ending map[int]chan struct{}
@@ -110,7 +115,15 @@ func (b *Local) Launch(ctx context.Context, j Job) (string, error) {
 	cmd.ExtraFiles = []*os.File{guardW}
 	cmd.Env = append(cmd.Env, state.EnvGuardFD+"=3")
 	if b.LogDir != "" {
-		f, err := os.OpenFile(filepath.Join(b.LogDir, j.Key.ActivityExecID+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		dir := b.LogDir
+		if b.ByWorkflow {
+			dir = filepath.Join(dir, LogFolder(j.Key.WorkflowExecID))
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				guardR.Close()
+				return "", fmt.Errorf("create the activity's log folder: %w", err)
+			}
+		}
+		f, err := os.OpenFile(filepath.Join(dir, j.Key.ActivityExecID+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
 			guardR.Close()
 			return "", fmt.Errorf("open the activity's log: %w", err)
@@ -126,9 +139,9 @@ func (b *Local) Launch(ctx context.Context, j Job) (string, error) {
 	watched := b.guard(pid, j, guardR)
 	b.mu.Lock()
 	if b.children == nil {
-		b.children, b.ending = map[int]*exec.Cmd{}, map[int]chan struct{}{}
+		b.children, b.jobs, b.ending = map[int]*exec.Cmd{}, map[int]Job{}, map[int]chan struct{}{}
 	}
-	b.children[pid] = cmd
+	b.children[pid], b.jobs[pid] = cmd, j
 	b.mu.Unlock()
 	b.wg.Add(1)
 	go func() {
@@ -136,6 +149,7 @@ func (b *Local) Launch(ctx context.Context, j Job) (string, error) {
 		err := cmd.Wait()
 		b.mu.Lock()
 		delete(b.children, pid)
+		delete(b.jobs, pid)
 		select {
 		case <-watched:
 		default:
@@ -214,6 +228,23 @@ func (b *Local) Running() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.children)
+}
+
+// Jobs returns the jobs of the children that have not exited.
+func (b *Local) Jobs() []Job {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]Job, 0, len(b.jobs))
+	for _, j := range b.jobs {
+		out = append(out, j)
+	}
+	return out
+}
+
+// LogFolder is the folder, within a log folder, of an execution's logs:
+// its ID with the "::" a file manager would stumble on made a "-".
+func LogFolder(workflowExecID string) string {
+	return strings.ReplaceAll(workflowExecID, "::", "-")
 }
 
 // Signal sends sig to every child's process group. SIGKILL also makes the

@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -115,7 +114,7 @@ func Run(ctx context.Context, st Store, d *workflow.Definition, opts Options) (*
 	if opts.Started != nil {
 		opts.Started(id)
 	}
-	logDir := filepath.Join(opts.LogDir, strings.ReplaceAll(id, "::", "-"))
+	logDir := filepath.Join(opts.LogDir, launcher.LogFolder(id))
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create the log folder: %w", err)
 	}

@@ -162,7 +162,7 @@ func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.renderError(w, r, http.StatusUnauthorized, "A valid token is required",
-		"Open the address whimbrel web printed when it started (it ends in ?token=…), or ask whoever runs it.")
+		"Open the address whimbrel web (or whimbrel up, or whimbrel run --web) printed when it started (it ends in ?token=…), or ask whoever runs it.")
 }
 
 // csrfOK checks a state-changing request. A bearer token is never sent by a

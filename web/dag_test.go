@@ -3,6 +3,7 @@ package web
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/whimbrel/whimbrel/inspect"
 )
@@ -65,5 +66,23 @@ func TestLayoutSurvivesACycleAndLongNames(t *testing.T) {
 	}
 	if empty := layout(nil); len(empty.Nodes) != 0 || empty.W <= 0 {
 		t.Errorf("an empty layout: %+v", empty)
+	}
+}
+
+// TestWhereSaysALocalPidOnce: a local launch is named by the pid the
+// wrapper reports too; another launch (a task ARN) is added to it.
+func TestWhereSaysALocalPidOnce(t *testing.T) {
+	for _, tc := range []struct {
+		launched, want string
+	}{
+		{"pid:42", "vm pid 42"},
+		{"pid:41", "vm pid 42 (pid:41)"},
+		{"arn:aws:ecs:eu-west-1:1:task/c/t", "vm pid 42 (arn:aws:ecs:eu-west-1:1:task/c/t)"},
+		{"", "vm pid 42"},
+	} {
+		r := newActivityRow(&inspect.Activity{State: "RUNNING", Host: "vm", PID: 42, LaunchedAs: tc.launched}, time.Now())
+		if r.Where != tc.want {
+			t.Errorf("launched as %q: where %q, want %q", tc.launched, r.Where, tc.want)
+		}
 	}
 }

@@ -372,6 +372,7 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.reads.forget("status " + id)
+	s.reads.forget("reruns " + id)
 	var ce *state.ConflictError
 	switch {
 	case errors.As(err, &ce):

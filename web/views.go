@@ -10,6 +10,7 @@ import (
 
 	"github.com/whimbrel/whimbrel/inspect"
 	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // unrecordedExitWait is how long a CANCELLED_RUNNING activity whose exit is
@@ -93,7 +94,8 @@ func newActivityRow(a *inspect.Activity, readAt time.Time) *activityRow {
 	r.Where = a.LaunchedAs
 	if a.Host != "" && a.PID > 0 {
 		r.Where = fmt.Sprintf("%s pid %d", a.Host, a.PID)
-		if a.LaunchedAs != "" {
+		// A local launch is named by the same pid: said once is enough.
+		if a.LaunchedAs != "" && a.LaunchedAs != fmt.Sprintf("pid:%d", a.PID) {
 			r.Where += " (" + a.LaunchedAs + ")"
 		}
 	}
@@ -169,6 +171,10 @@ type workflowView struct {
 	CSRF     string
 	Final    bool       // nothing about it can change any more
 	Params   *runParams // nil: none, or not read
+	// RerunOf is the execution this one reruns; Reruns are the reruns of
+	// this one (its redrive among them), newest first.
+	RerunOf string
+	Reruns  []string
 }
 
 type stateCount struct {
@@ -266,6 +272,12 @@ func (s *Server) workflowView(ctx context.Context, id string, csrf bool) *workfl
 		v.Params = p
 	} else if err != nil {
 		v.Final = false
+	}
+	v.RerunOf, _ = workflow.RerunOf(st.s.Workflow.Source)
+	if ids, err := s.loadReruns(ctx, st.s.Workflow); err == nil {
+		v.Reruns = ids
+	} else {
+		v.Final = false // tried again at the next refresh
 	}
 	seen := map[string]*stateCount{}
 	for _, r := range v.Rows {

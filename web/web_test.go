@@ -318,8 +318,16 @@ func TestActions(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.body), &got); r.code != http.StatusOK || err != nil || got["workflow_exec_id"] == "" || got["workflow_exec_id"] == id {
 			t.Fatalf("rerun: %d %s", r.code, r.body)
 		}
-		if w, err := st.GetWorkflow(context.Background(), got["workflow_exec_id"]); err != nil || w.Source != "whimbrel web" {
+		rerun := got["workflow_exec_id"]
+		if w, err := st.GetWorkflow(context.Background(), rerun); err != nil || w.Source != "rerun of "+id+" from its failure (whimbrel web)" {
 			t.Errorf("the rerun's execution: %+v, %v", w, err)
+		}
+		// Each page links to the other.
+		if page := c.do("GET", p, nil, cookie(s)); !strings.Contains(page.body, `<dt>rerun as</dt><dd class="id"><a href="/workflows/`+url.PathEscape(rerun)+`">`) {
+			t.Errorf("the cancelled execution's page does not link to its redrive %s:\n%s", rerun, page.body)
+		}
+		if page := c.do("GET", "/workflows/"+url.PathEscape(rerun), nil, cookie(s)); !strings.Contains(page.body, `<dt>rerun of</dt><dd class="id"><a href="`+p+`">`) {
+			t.Errorf("the redrive's page does not link to the execution it reruns:\n%s", page.body)
 		}
 	})
 	t.Run("a settled workflow is not cancelled", func(t *testing.T) {

@@ -297,9 +297,10 @@ func readyDependents(ctx context.Context, st Advancer, g graph, a *state.Activit
 func cancelDownstream(ctx context.Context, st Advancer, g graph, a *state.ActivityExec, log hclog.Logger) ([]string, error) {
 	var cancelled []string
 	// upstream is the ID dependents know it by (a retried activity's first
-	// attempt's); shown, the attempt that ended.
+	// attempt's); shown, the name of the activity that ended, which is
+	// what a person reading the reason knows it by.
 	type edge struct{ upstream, shown, upstreamState string }
-	queue := []edge{{g.rootID(a), a.ActivityExecID, string(a.State)}}
+	queue := []edge{{g.rootID(a), nameOf(a.ActivityExecID, a.ActivityName), string(a.State)}}
 	seen := map[string]bool{g.rootID(a): true}
 	for len(queue) > 0 {
 		e := queue[0]
@@ -328,10 +329,22 @@ func cancelDownstream(ctx context.Context, st Advancer, g graph, a *state.Activi
 			default:
 				return cancelled, fmt.Errorf("advance after %s: cancel %s: %w", a.ActivityExecID, k.ActivityExecID, err)
 			}
-			queue = append(queue, edge{k.ActivityExecID, k.ActivityExecID, string(state.Cancelled)})
+			queue = append(queue, edge{k.ActivityExecID, nameOf(k.ActivityExecID, ""), string(state.Cancelled)})
 		}
 	}
 	return cancelled, nil
+}
+
+// nameOf is the activity name of an activity execution: name when it is
+// known, else the name its ID starts with, else the ID.
+func nameOf(activityExecID, name string) string {
+	if name != "" {
+		return name
+	}
+	if n, _, err := state.SplitID(activityExecID); err == nil {
+		return n
+	}
+	return activityExecID
 }
 
 // Settle moves a RUNNING workflow whose activities are all terminal to

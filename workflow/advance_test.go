@@ -134,7 +134,7 @@ func TestFailureCancelsEverythingDownstream(t *testing.T) {
 		}
 	}
 	d, err := st.GetActivity(bg(t), storetest.Key(w, "d"))
-	if err != nil || !strings.Contains(d.Reason, "upstream b::") {
+	if err != nil || !strings.Contains(d.Reason, "upstream b ended CANCELLED") {
 		t.Errorf("d's reason %q should name the upstream that ended (%v)", d.Reason, err)
 	}
 	wf, err := st.GetWorkflow(bg(t), w.Exec.WorkflowExecID)

@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/whimbrel/whimbrel/state"
 )
@@ -47,9 +48,29 @@ func Rerun(ctx context.Context, st Starter, id string, fromFailure bool, opts St
 			}
 		}
 	}
-	if opts.Source == "" {
-		opts.Source = "rerun of " + id
+	// The source names the execution rerun, whoever asked, so that its
+	// page can link to the reruns (RerunOf).
+	source := rerunPrefix + id
+	if fromFailure {
+		source += " from its failure"
 	}
+	if opts.Source != "" {
+		source += " (" + opts.Source + ")"
+	}
+	opts.Source = source
 	newID, _, err := Start(ctx, st, d, opts)
 	return newID, err
+}
+
+// rerunPrefix starts the source of every execution Rerun starts.
+const rerunPrefix = "rerun of "
+
+// RerunOf returns the execution a rerun's source (Rerun) says it reruns.
+func RerunOf(source string) (workflowExecID string, ok bool) {
+	rest, ok := strings.CutPrefix(source, rerunPrefix)
+	if !ok {
+		return "", false
+	}
+	id, _, _ := strings.Cut(rest, " ")
+	return id, id != ""
 }

@@ -259,7 +259,7 @@ func retry(ctx context.Context, st Settler, g graph, a *state.ActivityExec, log 
 	err := st.CreateActivity(ctx, next)
 	switch {
 	case err == nil:
-		log.Info("retrying an activity", "activity_exec_id", a.ActivityExecID, "next", nextID, "attempt", n+1, "delay", delay)
+		aboutActivity(log, a.ActivityExecID).Info("retrying an activity", "next", nextID, "attempt", n+1, "delay", delay)
 	case errors.Is(err, state.ErrConflict):
 		// Decided before, by this participant or another.
 	default:
@@ -349,4 +349,16 @@ func describeAttempt(p *Retry, a *state.ActivityExec) string {
 		return ""
 	}
 	return fmt.Sprintf(" after %d of %d attempts", AttemptOf(a), most)
+}
+
+// aboutActivity is log with the activity named, unless log names it
+// already (the wrapper's logger does): hclog would write the pair twice.
+func aboutActivity(log hclog.Logger, activityExecID string) hclog.Logger {
+	implied := log.ImpliedArgs()
+	for i := 0; i+1 < len(implied); i += 2 {
+		if implied[i] == "activity_exec_id" && implied[i+1] == activityExecID {
+			return log
+		}
+	}
+	return log.With("activity_exec_id", activityExecID)
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
@@ -487,5 +489,51 @@ activities:
 	if _, err := workflow.ParseStored(`{"name":"r","activities":{"a":{"command":["true"],"retry":{"backoff_rate":0.5,"retry_on":["NOPE"]}}}}`); err == nil ||
 		!strings.Contains(err.Error(), "backoff_rate") || !strings.Contains(err.Error(), "NOPE") {
 		t.Errorf("stored definition with a bad policy: %v", err)
+	}
+}
+
+// TestRetryLogNamesTheActivityOnce: the wrapper's logger names its
+// activity already; the retry's line does not name it a second time, and
+// a logger that does not (the monitor's) gets it named.
+func TestRetryLogNamesTheActivityOnce(t *testing.T) {
+	t.Parallel()
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "state.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, err := st.Install(bg(t), false); err != nil {
+		t.Fatal(err)
+	}
+	for _, named := range []bool{true, false} {
+		_, id := startDef(t, st, retrying)
+		a := attempts(t, st, id, "fetch")[0]
+		owner := "owner"
+		if _, err := st.UpdateActivity(bg(t), a.ActivityKey, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running,
+			Claim: &state.Claim{Owner: owner}}); err != nil {
+			t.Fatal(err)
+		}
+		done, err := st.UpdateActivity(bg(t), a.ActivityKey, state.ActivityChange{From: []state.ActivityState{state.Running}, To: state.Failed,
+			Owner: owner, Exit: &state.Exit{Code: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		log := hclog.New(&hclog.LoggerOptions{Output: &out, Level: hclog.Info})
+		if named {
+			log = log.With("activity_exec_id", a.ActivityExecID)
+		}
+		if _, err := workflow.Advance(bg(t), st, done, log); err != nil {
+			t.Fatal(err)
+		}
+		var line string
+		for _, l := range strings.Split(out.String(), "\n") {
+			if strings.Contains(l, "retrying an activity") {
+				line = l
+			}
+		}
+		if n := strings.Count(line, "activity_exec_id="+a.ActivityExecID); n != 1 {
+			t.Errorf("logger naming the activity: %v; the retry's line names it %d times: %q", named, n, line)
+		}
 	}
 }

@@ -92,6 +92,10 @@ type Config struct {
 	// Nudge is the address of a local launcher to wake when this activity
 	// readies dependents (see package nudge).
 	Nudge string
+	// Watcher, when set, tells the wrapper at once that its activity was
+	// taken from it (cancelled, timed out), so that it beats at once and
+	// stops its command instead of finding out at its next heartbeat.
+	Watcher Watcher
 	// DataDir is where the directory of the WHIMBREL_INPUTS, _OUTPUT and
 	// _PROGRESS files is made (empty: the system's temporary directory).
 	DataDir string
@@ -140,6 +144,7 @@ type run struct {
 	owner string
 
 	wf   *state.WorkflowExec // as read by the claim
+	wake watching            // the watch of the activity, if the store offers one
 	data *data               // the command's data files, once made
 
 	mu         sync.Mutex
@@ -169,6 +174,12 @@ func (r *run) run(ctx context.Context) int {
 	sigs := r.cfg.Signals
 	if sigs == nil {
 		sigs = CatchSignals()
+	}
+	// The watch starts before the claim, so that a cancellation that lands
+	// at any time after it is heard: its wake waits in the channel.
+	if r.cfg.Heartbeat {
+		r.wake = r.watch()
+		defer r.wake.stop()
 	}
 	claimed, code, early := r.claim(ctx, sigs)
 	if claimed == nil {
@@ -470,10 +481,11 @@ func (r *run) supervise(ctx context.Context, p *process.Process, since time.Time
 	}()
 
 	if r.cfg.Heartbeat {
+		wake := r.wake
 		pump, err := heartbeat.New(r.st, heartbeat.Config{
 			Key: r.cfg.Key, Owner: r.owner, Interval: r.cfg.HeartbeatInterval,
 			Timeout: r.cfg.HeartbeatTimeout, Since: since, Logger: r.log.Named("heartbeat"),
-			Progress: r.progress,
+			Progress: r.progress, Wake: wake.changed,
 		})
 		if err != nil { // the CLI checks the settings first; this is a defect
 			r.stop(p, "heartbeat settings refused: "+err.Error())
@@ -499,7 +511,7 @@ func (r *run) supervise(ctx context.Context, p *process.Process, since time.Time
 						pump, _ = heartbeat.New(r.st, heartbeat.Config{
 							Key: r.cfg.Key, Owner: r.owner, Interval: r.cfg.HeartbeatInterval,
 							Timeout: r.cfg.HeartbeatTimeout, Since: time.Now(), Logger: r.log.Named("heartbeat"),
-							Progress: r.progress,
+							Progress: r.progress, Wake: wake.changed,
 						})
 					default:
 						r.log.Warn("lease lost; letting the command finish as asked", "reason", lost.Reason)

@@ -69,6 +69,7 @@ func (c *CLI) Run(k *kong.Context) error {
 		reporter = &report.Client{Store: st, Source: fmt.Sprintf("whimbrel-run on %s (pid %d)", host, os.Getpid()),
 			Logger: log.Named("simple")}
 	}
+	watcher, _ := st.(wrapper.Watcher) // the embedded store wakes its wrappers
 	code := wrapper.Run(ctx, reporter, wrapper.Config{
 		Key:                    key,
 		Command:                c.Command,
@@ -86,6 +87,7 @@ func (c *CLI) Run(k *kong.Context) error {
 		ParentDeathSignal:      pdeath,
 		Nudge:                  c.Nudge,
 		DataDir:                c.DataDir,
+		Watcher:                watcher,
 		Signals:                c.signals,
 		Stdin:                  os.Stdin,
 		Stdout:                 os.Stdout,

@@ -69,13 +69,6 @@ func settled(wf *state.WorkflowExec) error {
 	return nil
 }
 
-// detachHint says in one line that an execution on the embedded store
-// waits for a launcher, and how to start one.
-func detachHint(id string, c cli.Choice) string {
-	return fmt.Sprintf("workflow %s waits for a launcher: nothing runs it until `WHIMBREL_STORE=%s whimbrel-launcher & WHIMBREL_STORE=%s whimbrel-monitor &` run on this machine (or run it here with `whimbrel start` without --detach)",
-		id, c.Store, c.Store)
-}
-
 // checkLocal refuses a definition with activities a run here cannot
 // launch, before anything is written.
 func checkLocal(d *workflow.Definition) error {

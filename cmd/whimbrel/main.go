@@ -22,6 +22,8 @@ Examples:
   whimbrel install --dry-run            say what install would create
   WHIMBREL_TABLE_PREFIX=dev_ whimbrel install
   AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000 whimbrel install
+  whimbrel up                           serve the embedded store until Ctrl-C: runs what
+                                        start --detach and schedules start; web view
   whimbrel start examples/etl.yaml                   start a workflow
   whimbrel start --request-id nightly-2026-11-21 --wait examples/etl.yaml
   whimbrel status nightly-etl::0b0e3c0f-…     what happened, activity by activity
@@ -52,6 +54,7 @@ type CLI struct {
 	Cancel  CancelCmd  `cmd:"" help:"Cancel an execution: pending activities CANCELLED, running ones stopped."`
 	Rerun   RerunCmd   `cmd:"" help:"Start the execution's definition again; --from-failure runs only what had not completed."`
 	Stats   StatsCmd   `cmd:"" help:"Count executions by state per workflow, with success rate and duration percentiles."`
+	Up      UpCmd      `cmd:"" help:"Serve this folder's embedded store until Ctrl-C: launch its activities (output in .whimbrel/logs), fire its schedules, serve the web view. What start --detach and schedule set start then runs."`
 	Web     WebCmd     `cmd:"" help:"Serve a live web view of the executions (DAG, states, attempts, stderr) and a JSON API; token required, read-only unless --allow-actions."`
 
 	Register   RegisterCmd   `cmd:"" group:"Simple Lambda API" help:"Register a workflow definition by name, so that a workflow_request can start it."`

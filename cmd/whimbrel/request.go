@@ -40,7 +40,7 @@ func (c *RequestCmd) Run(g *Globals, k *kong.Context) error {
 		return &cli.UsageError{Msg: "--wait-interval must be positive"}
 	}
 	if s := c.Resolved(cli.DefaultStore); strings.HasPrefix(s, "sqlite:") {
-		return &cli.UsageError{Msg: "the Simple Lambda API needs DynamoDB's streams, which " + s + " has not: start the workflow with `whimbrel start FILE` (or `whimbrel run FILE`) instead"}
+		return &cli.UsageError{Msg: "the Simple Lambda API needs DynamoDB's streams, which " + s + " has not: start the workflow with `whimbrel start FILE` (or `whimbrel run FILE`) instead, or with `whimbrel start --detach FILE` for the `whimbrel up` serving this store to run"}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

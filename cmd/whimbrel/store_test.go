@@ -96,7 +96,8 @@ func TestStoreFallsBackToDynamoDB(t *testing.T) {
 
 // TestStartAndRerunOnAFreshEmbeddedStore: start on a file that does not
 // exist yet creates the tables and runs the workflow to its end here, as
-// rerun does; --detach only starts it and says a launcher must run.
+// rerun does; --detach only starts it and says that whimbrel up must serve
+// the store (with --store naming it, as the store was chosen).
 func TestStartAndRerunOnAFreshEmbeddedStore(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -119,15 +120,15 @@ func TestStartAndRerunOnAFreshEmbeddedStore(t *testing.T) {
 		t.Fatalf("start --detach: exit %d\n%s", code, errOut)
 	}
 	detached := strings.TrimSpace(out)
-	if strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "whimbrel-launcher") {
-		t.Errorf("start --detach: want one line naming whimbrel-launcher on stderr, got:\n%s", errOut)
+	if want := "`whimbrel up --store " + strings.TrimPrefix(store[0], "WHIMBREL_STORE=") + "`"; strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, want) {
+		t.Errorf("start --detach: want one line naming %s on stderr, got:\n%s", want, errOut)
 	}
 	out, errOut, code = whimbrelIn(t, dir, store, "status", "--json", detached)
 	if code != 0 || !strings.Contains(out, `"state": "RUNNING"`) || strings.Contains(out, `"COMPLETED"`) {
 		t.Errorf("a detached start runs nothing: exit %d\n%s\n%s", code, out, errOut)
 	}
 	_, errOut, code = whimbrelIn(t, dir, store, "rerun", "--detach", id)
-	if code != 0 || !strings.Contains(errOut, "whimbrel-launcher") {
+	if code != 0 || !strings.Contains(errOut, "nothing runs it until whimbrel up serves") {
 		t.Errorf("rerun --detach: exit %d\n%s", code, errOut)
 	}
 }

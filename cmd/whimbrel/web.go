@@ -23,7 +23,7 @@ type WebCmd struct {
 func (c *WebCmd) Run(g *Globals, k *kong.Context) error {
 	token, given, err := web.Token(c.TokenFile, os.Getenv("WHIMBREL_WEB_TOKEN"))
 	if err != nil {
-		return err
+		return &cli.UsageError{Msg: "--token-file: " + err.Error()}
 	}
 	if err := web.CheckAddr(c.Addr, given); err != nil {
 		return &cli.UsageError{Msg: err.Error()}

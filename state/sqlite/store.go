@@ -754,6 +754,9 @@ func (st *Store) UpdateActivity(ctx context.Context, key state.ActivityKey, c st
 		return nil, fmt.Errorf("update activity %s: %w", key.ActivityExecID, err)
 	}
 	a, _, err := st.updateActivity(ctx, key, cond, upd)
+	if err == nil {
+		st.wakeAfter(key, c)
+	}
 	return a, err
 }
 

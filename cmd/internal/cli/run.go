@@ -74,8 +74,8 @@ func Run(prog Program, cli any, args []string, stdout, stderr io.Writer, binding
 		return exit
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: error: %v\n", name, err)
-		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", name)
+		fmt.Fprintf(stderr, "%s: error: %s\n", name, explain(parser.Model, err))
+		fmt.Fprintln(stderr, usageHint(name, err))
 		return prog.UsageExit
 	}
 	kctx.Stdout, kctx.Stderr = stdout, stderr
