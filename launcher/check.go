@@ -10,10 +10,12 @@ import (
 	"github.com/whimbrel/whimbrel/workflow"
 )
 
-// Types are the launch types a launcher can serve, each by the backend of
-// the package named after it (launcher/local, launcher/docker,
+// Types returns the launch types a launcher can serve, each by the backend
+// of the package named after it (launcher/local, launcher/docker,
 // launcher/ecs).
-var Types = []string{workflow.LaunchLocal, workflow.LaunchDocker, workflow.LaunchECS}
+func Types() []string {
+	return []string{workflow.LaunchLocal, workflow.LaunchDocker, workflow.LaunchECS}
+}
 
 // DefaultStartTimeout bounds each check a launcher process makes at start
 // (the store, the ECS cluster) when it is given no bound of its own.
@@ -23,7 +25,7 @@ const DefaultStartTimeout = 20 * time.Second
 // it; a command says so (a usage error) before its other mistakes.
 func CheckTypes(types []string) error {
 	for _, t := range types {
-		if !slices.Contains(Types, t) {
+		if !slices.Contains(Types(), t) {
 			return fmt.Errorf("--types: %q is not a launch type: use local, docker or ecs", t)
 		}
 	}

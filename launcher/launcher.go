@@ -102,8 +102,8 @@ type Launcher struct {
 	// is free at once, not at the next poll.
 	freed chan struct{}
 
-	slots *slots
-	defs  definitions
+	slots *slots      // what it tries and runs, and the cap
+	defs  definitions // of the workflows it launches for
 
 	// undecodable counts the items passes skipped because they could not
 	// be decoded (the store reports each one).

@@ -36,7 +36,7 @@ func (c *CLI) checkBackends(ctx context.Context, log hclog.Logger) (*backends, e
 	explicit := len(c.Types) > 0
 	b := &backends{types: slices.Clone(c.Types), ready: map[string]launcher.Backend{}, wrapper: c.Wrapper, logDir: c.LogDir}
 	if !explicit {
-		b.types = slices.Clone(launcher.Types)
+		b.types = launcher.Types()
 	}
 	drop := func(t string) { b.types = slices.DeleteFunc(b.types, func(u string) bool { return u == t }) }
 	if b.serves(workflow.LaunchLocal) && c.LogDir != "" {
