@@ -8,7 +8,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/whimbrel/whimbrel/launcher"
+	locallauncher "github.com/whimbrel/whimbrel/launcher/local"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -105,7 +105,7 @@ func (f *follower) follow(ctx context.Context) (*Result, error) {
 // stopWrappers stops the wrappers b started and waits for them: SIGTERM,
 // which each relays to its command and records, then SIGKILL to those
 // still running after within.
-func stopWrappers(b *launcher.Local, within time.Duration) {
+func stopWrappers(b *locallauncher.Backend, within time.Duration) {
 	b.Signal(syscall.SIGTERM)
 	done := make(chan struct{})
 	go func() {

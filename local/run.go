@@ -24,6 +24,7 @@ import (
 
 	"github.com/whimbrel/whimbrel/internal/nudge"
 	"github.com/whimbrel/whimbrel/launcher"
+	locallauncher "github.com/whimbrel/whimbrel/launcher/local"
 	"github.com/whimbrel/whimbrel/monitor"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
@@ -114,7 +115,7 @@ func Run(ctx context.Context, st Store, d *workflow.Definition, opts Options) (*
 	if opts.Started != nil {
 		opts.Started(id)
 	}
-	logDir := filepath.Join(opts.LogDir, launcher.LogFolder(id))
+	logDir := filepath.Join(opts.LogDir, locallauncher.LogFolder(id))
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create the log folder: %w", err)
 	}
@@ -134,16 +135,17 @@ func Run(ctx context.Context, st Store, d *workflow.Definition, opts Options) (*
 // until the workflow settles (the launcher stops earlier on an
 // interrupt); the crew owns their goroutines and waits for them.
 type crew struct {
-	backend               *launcher.Local
+	backend               *locallauncher.Backend
 	stopLaunching         context.CancelFunc
 	stopMonitoring        context.CancelFunc
 	launching, monitoring sync.WaitGroup
 }
 
 func startCrew(ctx context.Context, st Store, id, logDir string, nl *nudge.Listener, opts Options) *crew {
-	l, backend := launcher.NewWithLocal(st, launcher.Config{
+	backend := &locallauncher.Backend{Wrapper: opts.Wrapper, LogDir: logDir, Logger: opts.Logger.Named("local")}
+	l := locallauncher.NewLauncher(st, launcher.Config{
 		Interval: launchInterval, MaxRunning: opts.MaxRunning, StoreEnv: opts.StoreEnv, Logger: opts.Logger.Named("launcher"), Workflow: id,
-	}, &launcher.Local{Wrapper: opts.Wrapper, LogDir: logDir, Logger: opts.Logger.Named("local")}, nl)
+	}, backend, nl)
 	m := monitor.New(st, monitor.Config{Interval: monitorInterval, Skew: monitor.DefaultSkew, AdvanceGrace: advanceGrace, SweepCost: 10,
 		Logger: opts.Logger.Named("monitor"), Workflow: id})
 	c := &crew{backend: backend}

@@ -28,8 +28,8 @@ import (
 //
 // The guard is one of two things. By default Start runs a small guard
 // process: this same executable, re-run through /proc/self/exe with guardEnv
-// set, which the package's init turns into guardMain before the program's
-// own main runs. A supervisor that outlives its wrappers (whimbrel-launcher,
+// set, whose main turns into the guard by calling GuardMain first thing (as
+// moby's reexec.Init). A supervisor that outlives its wrappers (whimbrel-launcher,
 // whimbrel run) can be the guard instead and save that process per command:
 // it hands the wrapper the pipe's write end (Config.GuardPipe) and runs
 // Watch on the read end. Should the supervisor go away first, the wrapper
@@ -52,10 +52,25 @@ const guardEnv = "WHIMBREL_RUNNER_GUARD"
 // the grace.
 const guardPoll = 50 * time.Millisecond
 
-func init() {
-	if _, ok := os.LookupEnv(guardEnv); ok {
-		os.Exit(guardMain())
+// GuardMain runs the guard process when Start re-ran this executable as
+// one, and returns the exit code for main to exit with and true; it returns
+// false at once in any other process. Every program that calls Start (the
+// wrapper, whimbrel-run) must call it first thing in main, before it does
+// anything else, and so must the TestMain of a test binary whose tests call
+// Start: the guard process is that same binary. A program that only
+// watches guard pipes (process.Watch) needs no call.
+//
+//	func main() {
+//		if code, ok := process.GuardMain(); ok {
+//			os.Exit(code)
+//		}
+//		…
+//	}
+func GuardMain() (code int, ok bool) {
+	if _, ok := os.LookupEnv(guardEnv); !ok {
+		return 0, false
 	}
+	return guardMain(), true
 }
 
 // guardMain runs the guard process; stdin is the pipe.

@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os/signal"
 	"syscall"
@@ -44,10 +43,10 @@ func main() {
 }
 
 // Run checks what can be checked, wires the backends and runs the
-// launcher (see launcher.Setup).
+// launcher.
 func (c *CLI) Run(k *kong.Context) error {
 	if err := launcher.CheckTypes(c.Types); err != nil {
-		return usage(err)
+		return &cli.UsageError{Msg: err.Error()}
 	}
 	if c.MaxRunning < 0 || c.Interval <= 0 || c.Workers <= 0 || c.RetryFor <= 0 || c.CallTimeout <= 0 {
 		return &cli.UsageError{Msg: "--max-running must be 0 or more, and --interval, --workers, --retry-for and --call-timeout positive"}
@@ -55,45 +54,36 @@ func (c *CLI) Run(k *kong.Context) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	log := c.Logger("whimbrel-launcher", k.Stderr)
-	s := &launcher.Setup{Types: c.Types, Wrapper: c.Wrapper, LogDir: c.LogDir, Docker: c.Docker, PassEnv: c.PassEnv,
-		ECSCluster: c.ECSCluster, Logger: log}
-	if err := s.Check(ctx); err != nil {
-		return usage(err)
+	b, err := c.checkBackends(ctx, log)
+	if err != nil {
+		return err
 	}
 	st, err := c.Open(ctx, log)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if err := s.CheckStore(ctx, st, fmt.Sprintf("%s, prefix %q", c.Resolved(cli.DefaultStore), c.Prefix)); err != nil {
+	if err := launcher.CheckStore(ctx, st, fmt.Sprintf("%s, prefix %q", c.Resolved(cli.DefaultStore), c.Prefix), 0); err != nil {
 		return err
 	}
 	var nl *nudge.Listener
-	if s.Serves(workflow.LaunchLocal) && !c.Once {
+	if b.serves(workflow.LaunchLocal) && !c.Once {
 		if nl, err = nudge.Listen(); err != nil {
 			return err
 		}
 		defer nl.Close()
 	}
-	l, err := s.Launcher(st, launcher.Config{Interval: c.Interval, MaxRunning: c.MaxRunning, Workers: c.Workers,
+	l, err := b.launcher(st, launcher.Config{Interval: c.Interval, MaxRunning: c.MaxRunning, Workers: c.Workers,
 		RetryFor: c.RetryFor, CallTimeout: c.CallTimeout, Logger: log,
-		StoreEnv: map[string]string{"WHIMBREL_STORE": c.Resolved(cli.DefaultStore), "WHIMBREL_TABLE_PREFIX": c.Prefix}}, nl)
+		StoreEnv: map[string]string{"WHIMBREL_STORE": c.Resolved(cli.DefaultStore), "WHIMBREL_TABLE_PREFIX": c.Prefix}}, log, nl)
 	if err != nil {
-		return usage(err)
+		return err
 	}
 	if c.Once {
 		n, err := l.Once(ctx)
 		log.Info("pass done", "launched", n, "undecodable", l.Undecodable())
 		return err
 	}
-	log.Info("launching", "types", s.Types, "interval", c.Interval, "workers", c.Workers, "max_running", c.MaxRunning)
+	log.Info("launching", "types", b.types, "interval", c.Interval, "workers", c.Workers, "max_running", c.MaxRunning)
 	return l.Run(ctx)
-}
-
-// usage makes a setup the flags chose that cannot work a usage error.
-func usage(err error) error {
-	if se := (*launcher.SetupError)(nil); errors.As(err, &se) {
-		return &cli.UsageError{Msg: se.Msg}
-	}
-	return err
 }

@@ -168,3 +168,14 @@ func TestDefaultsMatchTheLauncher(t *testing.T) {
 		}
 	}
 }
+
+// TestGuardEnvironmentIsNotObeyed: the variable with which whimbrel-run
+// re-runs itself as a guard process does not turn whimbrel-launcher, which
+// links the process package (to guard its local wrappers), into a guard:
+// only a main that calls process.GuardMain becomes one.
+func TestGuardEnvironmentIsNotObeyed(t *testing.T) {
+	out, code := run(t, []string{"WHIMBREL_RUNNER_GUARD=1"}, "--version")
+	if code != 0 || !strings.Contains(out, "dev") {
+		t.Errorf("whimbrel-launcher --version with WHIMBREL_RUNNER_GUARD set: exit %d, output %q; want its version", code, out)
+	}
+}

@@ -20,6 +20,11 @@ import (
 )
 
 func main() {
+	// The guard process that process.Start starts is this binary, re-run:
+	// it becomes the guard before anything else happens.
+	if code, ok := process.GuardMain(); ok {
+		os.Exit(code)
+	}
 	// Caught before anything else (parsing, opening the store): as PID 1,
 	// a SIGTERM that came before would end the wrapper with nothing logged
 	// or recorded. wrapper.Run handles what is caught.

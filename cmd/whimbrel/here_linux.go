@@ -9,7 +9,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
-	"github.com/whimbrel/whimbrel/launcher"
+	locallauncher "github.com/whimbrel/whimbrel/launcher/local"
 	"github.com/whimbrel/whimbrel/local"
 	"github.com/whimbrel/whimbrel/local/view"
 	"github.com/whimbrel/whimbrel/state"
@@ -24,7 +24,7 @@ func runHere(ctx context.Context, k *kong.Context, h here, st state.Store, d *wo
 	if h.MaxRunning < 0 {
 		return &cli.UsageError{Msg: fmt.Sprintf("--max-running %d is negative: give 0 (no cap) or the most activities to run at once", h.MaxRunning)}
 	}
-	wrapper, err := launcher.WrapperOr(h.Wrapper)
+	wrapper, err := locallauncher.WrapperOr(h.Wrapper)
 	if err != nil {
 		return &cli.UsageError{Msg: err.Error()}
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
-	"github.com/whimbrel/whimbrel/launcher"
+	locallauncher "github.com/whimbrel/whimbrel/launcher/local"
 	"github.com/whimbrel/whimbrel/local"
 	"github.com/whimbrel/whimbrel/local/up"
 	"github.com/whimbrel/whimbrel/web"
@@ -21,7 +21,7 @@ import (
 
 // serveUp takes the store's lock, opens it and serves it until Ctrl-C.
 func serveUp(g *Globals, k *kong.Context, c *UpCmd, choice cli.Choice, token string, given bool) error {
-	wrapper, err := launcher.WrapperOr(c.Wrapper)
+	wrapper, err := locallauncher.WrapperOr(c.Wrapper)
 	if err != nil {
 		return &cli.UsageError{Msg: err.Error()}
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/whimbrel/whimbrel/launcher"
+	dockerbackend "github.com/whimbrel/whimbrel/launcher/docker"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/sqlite"
 	"github.com/whimbrel/whimbrel/workflow"
@@ -57,7 +58,7 @@ func TestExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := launcher.New(st, launcher.Config{
-		Backends: map[string]launcher.Backend{workflow.LaunchDocker: &launcher.Docker{}},
+		Backends: map[string]launcher.Backend{workflow.LaunchDocker: &dockerbackend.Backend{}},
 		Interval: 200 * time.Millisecond,
 		StoreEnv: map[string]string{"WHIMBREL_STORE": "sqlite:" + path},
 		Workflow: id,

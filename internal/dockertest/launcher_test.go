@@ -18,6 +18,7 @@ import (
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/launcher"
+	dockerbackend "github.com/whimbrel/whimbrel/launcher/docker"
 	"github.com/whimbrel/whimbrel/monitor"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
@@ -97,7 +98,7 @@ func (e *e2e) start(t *testing.T, name, defaults, activities string) string {
 // countingDocker is the Docker backend, counting the launches that
 // succeeded and keeping the jobs.
 type countingDocker struct {
-	launcher.Docker
+	dockerbackend.Backend
 	ok   atomic.Int64
 	mu   sync.Mutex
 	jobs []launcher.Job
@@ -108,7 +109,7 @@ func (c *countingDocker) Launch(ctx context.Context, j launcher.Job) (string, er
 	c.mu.Lock()
 	c.jobs = append(c.jobs, j)
 	c.mu.Unlock()
-	id, err := c.Docker.Launch(ctx, j)
+	id, err := c.Backend.Launch(ctx, j)
 	if err == nil {
 		c.ok.Add(1)
 	} else {
@@ -322,7 +323,7 @@ func TestDockerBackendStopTimeout(t *testing.T) {
 	a := e.waitActivity(t, wf, "slow", time.Minute, running)
 	id := containerOf(t, a)
 	if got := mustDocker(t, "inspect", "--format", "{{.Config.StopTimeout}}", id); got != "21" {
-		t.Errorf("stop timeout %s, want 21 (grace 11 s + %v)", got, launcher.StopMargin)
+		t.Errorf("stop timeout %s, want 21 (grace 11 s + %v)", got, dockerbackend.StopMargin)
 	}
 	waitFor(t, 30*time.Second, "the command to start", func() bool {
 		_, err := os.Stat(filepath.Join(e.dir, "ready"))
@@ -404,7 +405,7 @@ func TestDockerBackendReapsOrphans(t *testing.T) {
 // has run, exited and been removed (--rm), so that its name is free again.
 // Later calls are plain docker runs.
 type lostAnswerDocker struct {
-	launcher.Docker
+	dockerbackend.Backend
 	calls atomic.Int64
 	mu    sync.Mutex
 	first string // the first container's ID
@@ -414,9 +415,9 @@ type lostAnswerDocker struct {
 
 func (b *lostAnswerDocker) Launch(ctx context.Context, j launcher.Job) (string, error) {
 	if b.calls.Add(1) > 1 {
-		return b.Docker.Launch(ctx, j)
+		return b.Backend.Launch(ctx, j)
 	}
-	id, err := b.Docker.Launch(ctx, j)
+	id, err := b.Backend.Launch(ctx, j)
 	b.mu.Lock()
 	b.first, b.job, b.err = strings.TrimPrefix(id, "container:"), j, err
 	b.mu.Unlock()
@@ -457,7 +458,7 @@ func TestDockerBackendRepeatedLaunch(t *testing.T) {
 	defer func() { stopEvents(); _ = watch.Wait() }()
 	time.Sleep(500 * time.Millisecond) // subscribed before the first launch
 
-	backend := &lostAnswerDocker{Docker: launcher.Docker{Timeout: time.Nanosecond}}
+	backend := &lostAnswerDocker{Backend: dockerbackend.Backend{Timeout: time.Nanosecond}}
 	l := launcher.New(e.st, launcher.Config{
 		Backends:    map[string]launcher.Backend{workflow.LaunchDocker: backend},
 		Interval:    200 * time.Millisecond,
@@ -486,7 +487,7 @@ func TestDockerBackendRepeatedLaunch(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if id, err := backend.Docker.Launch(ctx, job); err != nil || id != "container:"+first {
+	if id, err := backend.Backend.Launch(ctx, job); err != nil || id != "container:"+first {
 		t.Errorf("a second launch while the first container runs: %q, %v; want the first container, container:%s", id, err, first)
 	}
 

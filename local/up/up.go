@@ -31,6 +31,7 @@ import (
 
 	"github.com/whimbrel/whimbrel/internal/nudge"
 	"github.com/whimbrel/whimbrel/launcher"
+	locallauncher "github.com/whimbrel/whimbrel/launcher/local"
 	"github.com/whimbrel/whimbrel/monitor"
 	"github.com/whimbrel/whimbrel/schedule"
 	"github.com/whimbrel/whimbrel/state"
@@ -116,9 +117,10 @@ func Serve(ctx context.Context, st Store, opts Options) error {
 		return err
 	}
 	defer nl.Close()
-	l, backend := launcher.NewWithLocal(st, launcher.Config{
+	backend := &locallauncher.Backend{Wrapper: opts.Wrapper, LogDir: opts.LogDir, ByWorkflow: true, Logger: log.Named("local")}
+	l := locallauncher.NewLauncher(st, launcher.Config{
 		MaxRunning: opts.MaxRunning, StoreEnv: opts.StoreEnv, Logger: log.Named("launcher"),
-	}, &launcher.Local{Wrapper: opts.Wrapper, LogDir: opts.LogDir, ByWorkflow: true, Logger: log.Named("local")}, nl)
+	}, backend, nl)
 	m := monitor.New(st, monitor.Config{Interval: monitorInterval, Skew: monitor.DefaultSkew, AdvanceGrace: advanceGrace,
 		Logger: log.Named("monitor")})
 

@@ -29,18 +29,15 @@ const indexDue = "due-index"
 
 var _ state.Schedules = (*Store)(nil)
 
-// scheduleTable is the schedule table's definition, which Install creates
-// with the others.
+// scheduleTable is the schedule table's definition, kept beside what reads
+// and writes it; tableDefs lists it with the others, and Install creates
+// it with them.
 var scheduleTable = tableDef{base: TableSchedule, ttl: true,
 	description: "schedules, and the upstream executions their token triggers counted",
 	hash:        s("schedule_name"), rng: ps("entry"),
 	indexes: []index{
 		{name: indexDue, hash: s("due_shard"), rng: pn("next_fire_epoch"), projection: types.ProjectionTypeKeysOnly},
 	}}
-
-// The schedule table joins the others here rather than in tableDefs'
-// literal, so that it stays in this file.
-func init() { tableDefs = append(tableDefs, scheduleTable) }
 
 func scheduleKey(name, entry string) item {
 	return item{"schedule_name": avS(name), "entry": avS(entry)}

@@ -146,6 +146,7 @@ var tableDefs = []tableDef{
 		hash: s("workflow_name")},
 	{base: TableStreamPosition, ttl: true, description: "where each stream poller is in each shard",
 		hash: s("poller"), rng: ps("shard")},
+	scheduleTable, // schedule.go
 }
 
 // streamSpec is the stream the Simple Lambda API's tables have: new images,

@@ -16,13 +16,11 @@ import (
 
 var _ state.Schedules = (*Store)(nil)
 
-// The schedule table joins the others here rather than in tables' literal,
-// so that it stays in this file. Its due index is (due_shard,
+// scheduleTable is the schedule table, kept beside what reads and writes
+// it; tables lists it with the others. Its due index is (due_shard,
 // next_fire_epoch): only schedules with a next fire time have a shard.
-func init() {
-	tables = append(tables, table{base: "schedule", keys: []string{"schedule_name", "entry"},
-		derived: []string{"due_shard", "next_fire_epoch"}, indexes: [][]string{{"due_shard", "next_fire_epoch"}}})
-}
+var scheduleTable = table{base: "schedule", keys: []string{"schedule_name", "entry"},
+	derived: []string{"due_shard", "next_fire_epoch"}, indexes: [][]string{{"due_shard", "next_fire_epoch"}}}
 
 // PutSchedule implements state.Schedules, in one transaction.
 func (st *Store) PutSchedule(ctx context.Context, s *state.Schedule, prev int, token string) error {

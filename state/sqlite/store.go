@@ -124,6 +124,8 @@ type table struct {
 	indexes [][]string
 }
 
+// tables are the store's tables, all listed here, in the order Install
+// creates them.
 var tables = []table{
 	{base: state.TableInstallStatus, keys: []string{"object_id", "object_type"}},
 	{base: state.TableWorkflowRequest, keys: []string{"workflow_request_id", "workflow_name"}},
@@ -137,6 +139,7 @@ var tables = []table{
 	{base: state.TableActivityDependency, keys: []string{"activity_exec_dependency", "activity_exec_id"},
 		derived: []string{"workflow_exec_id", "dependent_activity_exec_id"}, indexes: [][]string{{"dependent_activity_exec_id"}, {"workflow_exec_id"}}},
 	{base: state.TableWorkflowLambda, keys: []string{"workflow_name"}},
+	scheduleTable, // schedule.go
 }
 
 func tableOf(base string) table {

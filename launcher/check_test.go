@@ -20,20 +20,20 @@ func (r *deadlineReads) ActivitiesInState(ctx context.Context, _ state.ActivityQ
 	return nil, ctx.Err()
 }
 
-// TestCheckStoreBoundsItsReadByDefault: a Setup that has not been through
-// Check (or was given no StartTimeout) still bounds its store check by the
-// default 20 s, rather than by none at all, which would fail every check.
+// TestCheckStoreBoundsItsReadByDefault: a store check given no bound of its
+// own is still bounded, by the default 20 s, rather than by none at all,
+// which would fail every check; one given a bound keeps to it.
 func TestCheckStoreBoundsItsReadByDefault(t *testing.T) {
 	r := &deadlineReads{}
-	if err := (&launcher.Setup{}).CheckStore(context.Background(), r, "test store"); err != nil {
+	if err := launcher.CheckStore(context.Background(), r, "test store", 0); err != nil {
 		t.Fatalf("CheckStore on a store that answers: %v", err)
 	}
 	if r.left < 10*time.Second || r.left > 20*time.Second {
 		t.Errorf("the check had %s left, want the default of 20s", r.left)
 	}
 	r = &deadlineReads{}
-	if err := (&launcher.Setup{StartTimeout: 3 * time.Second}).CheckStore(context.Background(), r, "test store"); err != nil || r.left > 3*time.Second {
-		t.Errorf("StartTimeout 3s: err %v, %s left", err, r.left)
+	if err := launcher.CheckStore(context.Background(), r, "test store", 3*time.Second); err != nil || r.left > 3*time.Second {
+		t.Errorf("a bound of 3s: err %v, %s left", err, r.left)
 	}
 }
 
@@ -51,10 +51,10 @@ func (a answers) ActivitiesInState(context.Context, state.ActivityQuery) ([]stat
 // had put a foreign malformed READY item in the index.
 func TestCheckStorePassesOverAMalformedItem(t *testing.T) {
 	skipped := &state.SkippedError{Items: []*state.DecodeError{{Table: "activity_exec", Key: "bad", ID: "bad", Attr: "state_time_epoch", Err: "out of range"}}}
-	if err := (&launcher.Setup{}).CheckStore(context.Background(), answers{skipped}, "test store"); err != nil {
+	if err := launcher.CheckStore(context.Background(), answers{skipped}, "test store", 0); err != nil {
 		t.Errorf("CheckStore with a malformed item read: %v; want the launcher to start", err)
 	}
-	if err := (&launcher.Setup{}).CheckStore(context.Background(), answers{context.DeadlineExceeded}, "test store"); err == nil {
+	if err := launcher.CheckStore(context.Background(), answers{context.DeadlineExceeded}, "test store", 0); err == nil {
 		t.Error("CheckStore with a read that failed: no error; want the launcher stopped")
 	}
 }

@@ -1,4 +1,4 @@
-package launcher_test
+package docker_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/whimbrel/whimbrel/launcher"
+	"github.com/whimbrel/whimbrel/launcher/docker"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -41,7 +42,7 @@ func TestDockerArguments(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := &launcher.Docker{Binary: fake, PassEnv: []string{"WHIMBREL_STORE", "AWS_REGION"}}
+			b := &docker.Backend{Binary: fake, PassEnv: []string{"WHIMBREL_STORE", "AWS_REGION"}}
 			j := launcher.Job{
 				Key:     state.ActivityKey{ActivityExecID: "a::1", WorkflowExecID: "w::1"},
 				Command: []string{"true"},
@@ -98,7 +99,7 @@ esac
 	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	b := &launcher.Docker{Binary: fake}
+	b := &docker.Backend{Binary: fake}
 	j := launcher.Job{
 		Key:      state.ActivityKey{ActivityExecID: "a::1", WorkflowExecID: "w::1"},
 		Settings: workflow.Settings{Launch: &workflow.Launch{Type: workflow.LaunchDocker, Image: "img:1"}},
@@ -128,7 +129,7 @@ func TestDockerCLIKeepsItsOwnEnvironment(t *testing.T) {
 	}
 	t.Setenv("HOME", "/root/launcher-home")
 	t.Setenv("DOCKER_HOST", "unix:///run/launcher.sock")
-	b := &launcher.Docker{Binary: fake}
+	b := &docker.Backend{Binary: fake}
 	j := launcher.Job{
 		Key:      state.ActivityKey{ActivityExecID: "a::1", WorkflowExecID: "w::1"},
 		Env:      map[string]string{"HOME": "/work", "DOCKER_HOST": "tcp://elsewhere:2375", "SECRET": "s3cr3t"},

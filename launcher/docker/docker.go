@@ -1,4 +1,7 @@
-package launcher
+// Package docker is the launcher's Docker backend: it starts each activity
+// as a container through the docker CLI. Only a binary that serves the
+// docker launch type links it.
+package docker
 
 import (
 	"bytes"
@@ -11,37 +14,39 @@ import (
 	"strings"
 	"time"
 
+	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/state"
 )
 
-// Docker starts each activity as a detached container through the docker
+// Backend starts each activity as a detached container through the docker
 // CLI. The image's entrypoint must be whimbrel-run (ENTRYPOINT
 // ["whimbrel-run", "--"]); the activity's command, if any, becomes the
 // container's command. The container is named after the launch, so a
 // repeated launch is refused by Docker instead of starting twice.
-type Docker struct {
+type Backend struct {
 	// Binary is the docker CLI (default "docker" on PATH).
 	Binary string
 	// PassEnv names variables of the launcher's environment to hand to
 	// every container as well, such as AWS_REGION.
 	PassEnv []string
 	// Timeout is the least deadline of one docker run, when longer than
-	// the launcher's call timeout (default DefaultDockerTimeout).
+	// the launcher's call timeout (default DefaultTimeout).
 	Timeout time.Duration
 }
 
-var _ Backend = (*Docker)(nil)
+var _ launcher.Backend = (*Backend)(nil)
 
-// DefaultDockerTimeout is the least deadline of one docker run, which may
-// pull the image first.
-const DefaultDockerTimeout = 2 * time.Minute
+// DefaultTimeout is the least deadline of one docker run, which may pull
+// the image first.
+const DefaultTimeout = 2 * time.Minute
 
-// CallTimeout is the least deadline of one docker run.
-func (b *Docker) CallTimeout() time.Duration {
+// CallTimeout is the least deadline of one docker run: the launcher gives
+// each call at least this long.
+func (b *Backend) CallTimeout() time.Duration {
 	if b.Timeout > 0 {
 		return b.Timeout
 	}
-	return DefaultDockerTimeout
+	return DefaultTimeout
 }
 
 // StopMargin is how much longer than the kill grace a container's stop
@@ -83,8 +88,8 @@ func cliVariable(name string) bool {
 // small.
 const maxError = 2048
 
-// Launch implements Backend.
-func (b *Docker) Launch(ctx context.Context, j Job) (string, error) {
+// Launch implements launcher.Backend.
+func (b *Backend) Launch(ctx context.Context, j launcher.Job) (string, error) {
 	bin := b.Binary
 	if bin == "" {
 		bin = "docker"
@@ -92,7 +97,7 @@ func (b *Docker) Launch(ctx context.Context, j Job) (string, error) {
 	l := j.Settings.Launch
 	// --rm: the outcome and the stderr tail are on the item; finished
 	// containers would only pile up.
-	args := []string{"run", "--detach", "--rm", "--name", "whimbrel-" + token(j),
+	args := []string{"run", "--detach", "--rm", "--name", "whimbrel-" + j.LaunchToken(),
 		"--label", "whimbrel.activity_exec_id=" + j.Key.ActivityExecID,
 		"--label", "whimbrel.workflow_exec_id=" + j.Key.WorkflowExecID}
 	// Values go through the docker CLI's environment (-e NAME), not its
@@ -102,7 +107,7 @@ func (b *Docker) Launch(ctx context.Context, j Job) (string, error) {
 	// DOCKER_HOST for its command must not send the CLI to another config
 	// or daemon.
 	env := os.Environ()
-	for _, kv := range envList(j.Env) {
+	for _, kv := range j.Environ() {
 		name := strings.SplitN(kv, "=", 2)[0]
 		if cliVariable(name) {
 			args = append(args, "--env", kv)
@@ -145,10 +150,10 @@ func (b *Docker) Launch(ctx context.Context, j Job) (string, error) {
 		if strings.Contains(msg, "is already in use by container") {
 			// An earlier attempt of this launch, cut off before its answer,
 			// started the container: that is the launch.
-			id, err := b.existing(ctx, bin, "whimbrel-"+token(j))
+			id, err := b.existing(ctx, bin, "whimbrel-"+j.LaunchToken())
 			if err != nil {
 				if dockerTemporary(err.Error()) {
-					return "", &TemporaryError{Err: err}
+					return "", &launcher.TemporaryError{Err: err}
 				}
 				return "", err
 			}
@@ -158,7 +163,7 @@ func (b *Docker) Launch(ctx context.Context, j Job) (string, error) {
 		}
 		err := fmt.Errorf("docker run %s: %s", l.Image, msg)
 		if dockerTemporary(msg) {
-			return "", &TemporaryError{Err: err}
+			return "", &launcher.TemporaryError{Err: err}
 		}
 		return "", err
 	}
@@ -173,7 +178,7 @@ func (b *Docker) Launch(ctx context.Context, j Job) (string, error) {
 // CLI creates a container and then starts it, in two calls: an earlier
 // attempt cut off between them left a container that holds the name but
 // never ran, so one found still "created" is started here.
-func (b *Docker) existing(ctx context.Context, bin, name string) (string, error) {
+func (b *Backend) existing(ctx context.Context, bin, name string) (string, error) {
 	out, err := exec.CommandContext(ctx, bin, "container", "inspect", "--format", "{{.Id}} {{.State.Status}}", name).Output()
 	if err != nil {
 		return "", nil

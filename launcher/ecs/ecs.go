@@ -1,4 +1,7 @@
-package launcher
+// Package ecs is the launcher's ECS backend: it starts each activity as
+// an ECS task with RunTask. Only a binary that serves the ecs launch type
+// links it, and with it the ECS SDK.
+package ecs
 
 import (
 	"context"
@@ -10,17 +13,19 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	"github.com/aws/aws-sdk-go-v2/service/ecs"
+	awsecs "github.com/aws/aws-sdk-go-v2/service/ecs"
 	"github.com/aws/aws-sdk-go-v2/service/ecs/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/whimbrel/whimbrel/launcher"
 )
 
-// ECSAPI lists the ECS calls the backend makes.
-type ECSAPI interface {
-	RunTask(ctx context.Context, in *ecs.RunTaskInput, opts ...func(*ecs.Options)) (*ecs.RunTaskOutput, error)
+// API lists the ECS calls the backend makes.
+type API interface {
+	RunTask(ctx context.Context, in *awsecs.RunTaskInput, opts ...func(*awsecs.Options)) (*awsecs.RunTaskOutput, error)
 }
 
-// ECS starts each activity as an ECS task with RunTask. The task
+// Backend starts each activity as an ECS task with RunTask. The task
 // definition's container runs whimbrel-run; the identity goes in as
 // container environment overrides, the activity's command (if any) as the
 // container's command. The clientToken is derived from the activity and
@@ -28,11 +33,11 @@ type ECSAPI interface {
 //
 // Throttling, server errors, unreachable endpoints and the RunTask
 // failures ECS documents as usually temporary (AGENT, RESOURCE:*, no
-// capacity) come back as TemporaryError, so the launcher tries again under
-// the same clientToken; anything else fails the activity with ECS's
-// message.
-type ECS struct {
-	API ECSAPI
+// capacity) come back as launcher.TemporaryError, so the launcher tries
+// again under the same clientToken; anything else fails the activity with
+// ECS's message.
+type Backend struct {
+	API API
 	// Cluster is the cluster of activities whose definition names none
 	// (ECS's own default: the cluster named "default").
 	Cluster string
@@ -42,33 +47,33 @@ type ECS struct {
 // JSON punctuation included.
 const MaxOverrides = 8192
 
-var _ Backend = (*ECS)(nil)
+var _ launcher.Backend = (*Backend)(nil)
 
-// NewECSClient returns the ECS client a launcher should use: the SDK's
+// NewClient returns the ECS client a launcher should use: the SDK's
 // standard retries, without its retry quota. The launcher spaces its own
 // retries; a quota that runs dry under sustained throttling would turn
 // launches that only had to wait into errors at once.
-func NewECSClient(cfg aws.Config, optFns ...func(*ecs.Options)) *ecs.Client {
-	return ecs.NewFromConfig(cfg, append([]func(*ecs.Options){func(o *ecs.Options) {
+func NewClient(cfg aws.Config, optFns ...func(*awsecs.Options)) *awsecs.Client {
+	return awsecs.NewFromConfig(cfg, append([]func(*awsecs.Options){func(o *awsecs.Options) {
 		o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) { so.RateLimiter = ratelimit.None })
 	}}, optFns...)...)
 }
 
-// Launch implements Backend.
-func (b *ECS) Launch(ctx context.Context, j Job) (string, error) {
+// Launch implements launcher.Backend.
+func (b *Backend) Launch(ctx context.Context, j launcher.Job) (string, error) {
 	l := j.Settings.Launch
 	override := types.ContainerOverride{Name: aws.String(l.Container)}
-	for _, kv := range envList(j.Env) {
+	for _, kv := range j.Environ() {
 		k, v, _ := strings.Cut(kv, "=")
 		override.Environment = append(override.Environment, types.KeyValuePair{Name: aws.String(k), Value: aws.String(v)})
 	}
 	if len(j.Command) > 0 {
 		override.Command = j.Command
 	}
-	in := &ecs.RunTaskInput{
+	in := &awsecs.RunTaskInput{
 		TaskDefinition: aws.String(l.TaskDefinition),
 		Count:          aws.Int32(1),
-		ClientToken:    aws.String(token(j)),
+		ClientToken:    aws.String(j.LaunchToken()),
 		StartedBy:      aws.String("whimbrel"),
 		Overrides:      &types.TaskOverride{ContainerOverrides: []types.ContainerOverride{override}},
 		Tags: []types.Tag{
@@ -106,7 +111,7 @@ func (b *ECS) Launch(ctx context.Context, j Job) (string, error) {
 	if err != nil {
 		err = fmt.Errorf("ecs RunTask %s: %w", l.TaskDefinition, err)
 		if temporaryAWS(err) {
-			return "", &TemporaryError{Err: err}
+			return "", &launcher.TemporaryError{Err: err}
 		}
 		return "", err
 	}
@@ -126,7 +131,7 @@ func (b *ECS) Launch(ctx context.Context, j Job) (string, error) {
 		}
 		err := fmt.Errorf("ecs RunTask %s: %s", l.TaskDefinition, strings.Join(reasons, "; "))
 		if temporary {
-			return "", &TemporaryError{Err: err}
+			return "", &launcher.TemporaryError{Err: err}
 		}
 		return "", err
 	}
@@ -168,7 +173,7 @@ func temporaryFailure(reason string) bool {
 
 // checkOverrides refuses, before calling ECS, overrides that ECS would
 // refuse for their size, naming what takes the room.
-func checkOverrides(j Job, o types.ContainerOverride) error {
+func checkOverrides(j launcher.Job, o types.ContainerOverride) error {
 	type kv struct {
 		Name  string `json:"name"`
 		Value string `json:"value"`

@@ -1,4 +1,4 @@
-package launcher_test
+package local_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/launcher"
+	"github.com/whimbrel/whimbrel/launcher/local"
 	"github.com/whimbrel/whimbrel/state"
 )
 
@@ -23,10 +24,10 @@ import (
 // holds a copy of the pipe, and Wait returns.
 func TestLocalGuardsAWrapperThatLeaksThePipe(t *testing.T) {
 	t.Parallel()
-	local, pid := launchLeaky(t, "1s", "sleep", "300")
-	local.Signal(syscall.SIGKILL) // the wrapper's group: the script, not the command
+	lb, pid := launchLeaky(t, "1s", "sleep", "300")
+	lb.Signal(syscall.SIGKILL) // the wrapper's group: the script, not the command
 	waited := make(chan struct{})
-	go func() { defer close(waited); local.Wait() }()
+	go func() { defer close(waited); lb.Wait() }()
 	select {
 	case <-waited:
 	case <-time.After(30 * time.Second):
@@ -42,7 +43,7 @@ func TestLocalGuardsAWrapperThatLeaksThePipe(t *testing.T) {
 // for that, so the SIGKILL is sent.
 func TestWaitGuardsLetsAGuardFinish(t *testing.T) {
 	t.Parallel()
-	local, pid := launchLeaky(t, "1500ms", "sh", "-c", `trap "" TERM; sleep 300 & wait; wait`)
+	lb, pid := launchLeaky(t, "1500ms", "sh", "-c", `trap "" TERM; sleep 300 & wait; wait`)
 	wrapperPID := 0
 	if st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil {
 		f := strings.Fields(string(st)[strings.LastIndexByte(string(st), ')')+1:])
@@ -56,13 +57,13 @@ func TestWaitGuardsLetsAGuardFinish(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for local.Running() > 0 {
+	for lb.Running() > 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the killed wrapper was not reaped")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	local.WaitGuards()
+	lb.WaitGuards()
 	if took := time.Since(killed); took < 1500*time.Millisecond {
 		t.Errorf("WaitGuards returned %v after the wrapper's death, before the grace of 1.5s", took)
 	}
@@ -73,7 +74,7 @@ func TestWaitGuardsLetsAGuardFinish(t *testing.T) {
 // guard's protocol (the command's process group and a grace of grace) but
 // leaves the pipe to its command, as a whimbrel-run that ignores the
 // guard pipe would; it returns the backend and the command's pid.
-func launchLeaky(t *testing.T, grace string, command ...string) (*launcher.Local, int) {
+func launchLeaky(t *testing.T, grace string, command ...string) (*local.Backend, int) {
 	t.Helper()
 	dir := t.TempDir()
 	pidfile := filepath.Join(dir, "pid")
@@ -89,8 +90,8 @@ wait
 `), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	local := &launcher.Local{Wrapper: script, LogDir: dir, Env: []string{"PATH=" + os.Getenv("PATH")}}
-	if _, err := local.Launch(context.Background(), launcher.Job{
+	lb := &local.Backend{Wrapper: script, LogDir: dir, Env: []string{"PATH=" + os.Getenv("PATH")}}
+	if _, err := lb.Launch(context.Background(), launcher.Job{
 		Key:     state.ActivityKey{ActivityExecID: "a::" + filepath.Base(dir), WorkflowExecID: "w::" + filepath.Base(dir)},
 		Command: command,
 	}); err != nil {
@@ -98,5 +99,5 @@ wait
 	}
 	pid := testbin.PIDFile(t, pidfile)
 	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
-	return local, pid
+	return lb, pid
 }

@@ -1,4 +1,4 @@
-package launcher_test
+package docker_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/launcher"
+	"github.com/whimbrel/whimbrel/launcher/docker"
+	"github.com/whimbrel/whimbrel/launcher/internal/launchtest"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 	"github.com/whimbrel/whimbrel/workflow"
@@ -83,16 +85,16 @@ func TestDataThroughDocker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _, err := workflow.Start(bg(t), st, d, workflow.StartOptions{Params: map[string]string{"base": "1"}})
+	id, _, err := workflow.Start(launchtest.Context(t), st, d, workflow.StartOptions{Params: map[string]string{"base": "1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchDocker: &launcher.Docker{Binary: fake}}})
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchDocker: &docker.Backend{Binary: fake}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- l.Run(ctx) }()
-	wf := waitSettled(t, st, id, time.Minute)
+	wf := launchtest.WaitSettled(t, st, id, time.Minute)
 	cancel()
 	<-done
 	if wf.State != state.WorkflowCompleted {
@@ -103,7 +105,7 @@ func TestDataThroughDocker(t *testing.T) {
 		}
 		t.Fatalf("workflow %s: %s", wf.State, wf.Reason)
 	}
-	a, err := st.GetActivity(bg(t), state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, "second"), WorkflowExecID: id})
+	a, err := st.GetActivity(launchtest.Context(t), state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, "second"), WorkflowExecID: id})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package launcher_test
+package docker_test
 
 import (
 	"os"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/launcher"
+	"github.com/whimbrel/whimbrel/launcher/docker"
+	"github.com/whimbrel/whimbrel/launcher/internal/launchtest"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 	"github.com/whimbrel/whimbrel/workflow"
@@ -49,17 +51,17 @@ esac
 		t.Fatal(err)
 	}
 	st := dynamotest.NewStore(t, dynamodb.Options{})
-	id, _ := start(t, st, "name: d\nactivities:\n"+
+	id, _ := launchtest.Start(t, st, "name: d\nactivities:\n"+
 		"  flaky: {command: [run], launch: {type: docker, image: 'etl:flaky'}}\n"+
 		"  slow: {command: [run], launch: {type: docker, image: 'etl:slow'}}\n"+
 		"  missing: {command: [run], launch: {type: docker, image: 'etl:missing'}}\n")
-	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchDocker: &launcher.Docker{Binary: fake, Timeout: time.Second}},
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchDocker: &docker.Backend{Binary: fake, Timeout: time.Second}},
 		CallTimeout: 2 * time.Second, RetryInterval: 10 * time.Millisecond})
-	if n, err := l.Once(bg(t)); n != 2 || err != nil {
+	if n, err := l.Once(launchtest.Context(t)); n != 2 || err != nil {
 		t.Fatalf("Once: launched %d, %v; want 2", n, err)
 	}
 	for name, want := range map[string]string{"flaky": "container:id-3", "slow": "container:c0ffee"} {
-		if a := activity(t, st, id, name); a.State != state.Queued || a.LaunchedAs != want {
+		if a := launchtest.Activity(t, st, id, name); a.State != state.Queued || a.LaunchedAs != want {
 			t.Errorf("%s: %s launched as %q, want QUEUED as %q", name, a.State, a.LaunchedAs, want)
 		}
 	}
@@ -67,7 +69,7 @@ esac
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a := activity(t, st, id, "missing"); a.State != state.Failed || !strings.Contains(a.Reason, "Unable to find image") {
+	if a := launchtest.Activity(t, st, id, "missing"); a.State != state.Failed || !strings.Contains(a.Reason, "Unable to find image") {
 		t.Errorf("missing: %s, reason %q; want FAILED with docker's message", a.State, a.Reason)
 	}
 	if n := strings.Count(string(calls), "etl:missing"); n != 1 {

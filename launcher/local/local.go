@@ -1,12 +1,16 @@
-package launcher
+// Package local is the launcher's local backend: it starts each activity
+// as a child process, whimbrel-run -- COMMAND, and is the guard of the
+// wrappers it starts. whimbrel-launcher serves the local launch type with
+// it, and whimbrel run runs a whole workflow on it.
+package local
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,16 +18,18 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
 
+	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/process"
 	"github.com/whimbrel/whimbrel/state"
 )
 
-// Local starts each activity as a child process: whimbrel-run -- COMMAND,
-// with the identity in its environment. It reaps its children and is their
-// guard (process.Watch): should a wrapper be killed outright, Local stops
-// its command's process group. Wait waits for all of them.
-type Local struct {
+// Backend starts each activity as a child process: whimbrel-run --
+// COMMAND, with the identity in its environment. It reaps its children and
+// is their guard (process.Watch): should a wrapper be killed outright,
+// Backend stops its command's process group. Wait waits for all of them.
+type Backend struct {
 	// Wrapper is the whimbrel-run binary.
 	Wrapper string
 	// Env is the base environment of every child (default: the launcher's).
@@ -36,27 +42,40 @@ type Local struct {
 	// workflow execution (LogFolder), as whimbrel run lays them out.
 	ByWorkflow bool
 	Logger     hclog.Logger
-	// Exited, when set, is called once a child has exited, with how.
-	Exited func(j Job, status string)
+	// Exited, when set, is called once a child has exited, with the error
+	// its wait returned (nil: it exited 0).
+	Exited func(j launcher.Job, exit error)
 
 	wg sync.WaitGroup
 	mu sync.Mutex
-	// children by pid, for Signal, and their jobs, for Jobs.
-	children map[int]*exec.Cmd
-	jobs     map[int]Job
-	// ending holds, by pid, the guards of wrappers that have exited and
-	// that have not returned yet (WaitGuards).
-	ending map[int]chan struct{}
+	// children are those that have not exited, for Signal. A child leaves
+	// it before it is reaped, so that its pid, and the process group named
+	// after it, are still its own when Signal sends to them.
+	children map[*child]struct{}
+	// ending are the children that have exited whose guard has not
+	// returned yet (WaitGuards).
+	ending map[*child]struct{}
 	// killing is closed by the first Signal(SIGKILL): from then on the
 	// guards kill their commands' groups at once instead of after a grace
-	// (Local is then being shut down, as whimbrel run's third Ctrl-C
-	// does).
+	// (the backend is then being shut down, as whimbrel run's third
+	// Ctrl-C does).
 	killing     chan struct{}
 	killingOnce sync.Once
 }
 
+// child is one wrapper the backend started, and its guard.
+type child struct {
+	cmd *exec.Cmd
+	job launcher.Job
+	// guarded is closed once the guard has returned: the wrapper released
+	// it, or the guard has stopped the command's process group.
+	guarded chan struct{}
+}
+
+var _ launcher.Backend = (*Backend)(nil)
+
 // hurry is closed once the children are being killed.
-func (b *Local) hurry() chan struct{} {
+func (b *Backend) hurry() chan struct{} {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.killing == nil {
@@ -65,29 +84,8 @@ func (b *Local) hurry() chan struct{} {
 	return b.killing
 }
 
-var _ Backend = (*Local)(nil)
-
-// exitedOK is the status Local.Exited is told for a child that exited 0.
-const exitedOK = "exit status 0"
-
-// FindWrapper returns the whimbrel-run beside the running binary, or the one
-// on PATH.
-func FindWrapper() (string, error) {
-	if self, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(self), "whimbrel-run")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	p, err := exec.LookPath("whimbrel-run")
-	if err != nil {
-		return "", fmt.Errorf("whimbrel-run is neither beside this binary nor on PATH: install it, or name it with --wrapper")
-	}
-	return p, nil
-}
-
-// Launch implements Backend.
-func (b *Local) Launch(ctx context.Context, j Job) (string, error) {
+// Launch implements launcher.Backend.
+func (b *Backend) Launch(ctx context.Context, j launcher.Job) (string, error) {
 	if len(j.Command) == 0 {
 		return "", fmt.Errorf("activity %s has no command to run locally", j.ActivityName)
 	}
@@ -98,7 +96,7 @@ func (b *Local) Launch(ctx context.Context, j Job) (string, error) {
 	if env == nil {
 		env = os.Environ()
 	}
-	cmd.Env = append(append([]string(nil), env...), envList(j.Env)...)
+	cmd.Env = append(append([]string(nil), env...), j.Environ()...)
 	// Its own process group: a Ctrl-C meant for the launcher must not reach
 	// the activities; whoever stops them does it through the state.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -135,75 +133,84 @@ func (b *Local) Launch(ctx context.Context, j Job) (string, error) {
 		guardR.Close()
 		return "", fmt.Errorf("start %s: %w", b.Wrapper, err)
 	}
-	pid := cmd.Process.Pid
-	watched := b.guard(pid, j, guardR)
+	c := &child{cmd: cmd, job: j, guarded: make(chan struct{})}
 	b.mu.Lock()
 	if b.children == nil {
-		b.children, b.jobs, b.ending = map[int]*exec.Cmd{}, map[int]Job{}, map[int]chan struct{}{}
+		b.children, b.ending = map[*child]struct{}{}, map[*child]struct{}{}
 	}
-	b.children[pid], b.jobs[pid] = cmd, j
+	b.children[c] = struct{}{}
 	b.mu.Unlock()
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		err := cmd.Wait()
-		b.mu.Lock()
-		delete(b.children, pid)
-		delete(b.jobs, pid)
-		select {
-		case <-watched:
-		default:
-			b.ending[pid] = watched
-		}
-		b.mu.Unlock()
-		// The wrapper is gone: its guard ends once it has read what is
-		// left in the pipe, even if a copy of the pipe's write end
-		// outlives the wrapper (one that did not take it left it to its
-		// command): a guard not released by then stops the command.
-		_ = guardR.SetReadDeadline(time.Now().Add(guardDrain))
-		status := exitedOK
-		if err != nil {
-			status = err.Error()
-		}
-		if b.Logger != nil {
-			b.Logger.Debug("activity process ended", "pid", pid, "activity_exec_id", j.Key.ActivityExecID, "status", status)
-		}
-		if b.Exited != nil {
-			b.Exited(j, status)
-		}
-	}()
-	return "pid:" + strconv.Itoa(pid), nil
+	b.wg.Add(2)
+	go b.guard(c, guardR)
+	go b.wait(c, guardR)
+	return "pid:" + strconv.Itoa(cmd.Process.Pid), nil
 }
 
 // guardDrain bounds how long a guard reads its pipe once its wrapper has
 // exited: the wrapper wrote all it ever will before it exited.
 const guardDrain = time.Second
 
-// guard runs the guard of the wrapper pid, which has the write end of r:
+// guard runs the guard of c's wrapper, which has the write end of r:
 // process.Watch stops the command's process group if the wrapper dies
-// without releasing it. watched is closed once the guard has returned.
-func (b *Local) guard(pid int, j Job, r *os.File) (watched chan struct{}) {
-	watched = make(chan struct{})
-	say := func(msg string) {
-		if b.Logger != nil {
-			b.Logger.Warn(msg, "pid", pid, "activity_exec_id", j.Key.ActivityExecID)
+// without releasing it.
+func (b *Backend) guard(c *child, r *os.File) {
+	defer b.wg.Done()
+	defer r.Close()
+	say := func(msg string) { b.warn(msg, c) }
+	if err := process.Watch(r, say, b.hurry()); err != nil {
+		say(err.Error())
+	}
+	b.mu.Lock()
+	close(c.guarded)
+	delete(b.ending, c)
+	b.mu.Unlock()
+}
+
+// wait waits for c's wrapper to exit, reaps it, ends its guard's reading
+// and tells Exited.
+func (b *Backend) wait(c *child, guardR *os.File) {
+	defer b.wg.Done()
+	pid := c.cmd.Process.Pid
+	// Wait for the exit without reaping it (WNOWAIT): until c leaves
+	// children, its pid cannot be given to another process, so Signal,
+	// which sends to the pid's process group, reaches only c's.
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if !errors.Is(err, unix.EINTR) {
+			break
 		}
 	}
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		defer r.Close()
-		if err := process.Watch(r, say, b.hurry()); err != nil {
-			say(err.Error())
+	b.mu.Lock()
+	delete(b.children, c)
+	select {
+	case <-c.guarded:
+	default:
+		b.ending[c] = struct{}{}
+	}
+	b.mu.Unlock()
+	err := c.cmd.Wait()
+	// The wrapper is gone: its guard ends once it has read what is left in
+	// the pipe, even if a copy of the pipe's write end outlives the
+	// wrapper (one that did not take it left it to its command): a guard
+	// not released by then stops the command.
+	_ = guardR.SetReadDeadline(time.Now().Add(guardDrain))
+	if b.Logger != nil {
+		status := "exit status 0"
+		if err != nil {
+			status = err.Error()
 		}
-		b.mu.Lock()
-		close(watched)
-		if b.ending[pid] == watched { // not a later child's of the same pid
-			delete(b.ending, pid)
-		}
-		b.mu.Unlock()
-	}()
-	return watched
+		b.Logger.Debug("activity process ended", "pid", pid, "activity_exec_id", c.job.Key.ActivityExecID, "status", status)
+	}
+	if b.Exited != nil {
+		b.Exited(c.job, err)
+	}
+}
+
+func (b *Backend) warn(msg string, c *child) {
+	if b.Logger != nil {
+		b.Logger.Warn(msg, "pid", c.cmd.Process.Pid, "activity_exec_id", c.job.Key.ActivityExecID)
+	}
 }
 
 // WaitGuards waits for the guards of the wrappers that have exited: a
@@ -211,32 +218,32 @@ func (b *Local) guard(pid int, j Job, r *os.File) (watched chan struct{}) {
 // SIGKILL) is not left half done when the launcher exits. The guards of
 // wrappers still running are not waited for: when the launcher exits, each
 // of those wrappers starts a guard process of its own.
-func (b *Local) WaitGuards() {
+func (b *Backend) WaitGuards() {
 	b.mu.Lock()
-	var ending []chan struct{}
-	for _, c := range b.ending {
+	ending := make([]*child, 0, len(b.ending))
+	for c := range b.ending {
 		ending = append(ending, c)
 	}
 	b.mu.Unlock()
 	for _, c := range ending {
-		<-c
+		<-c.guarded
 	}
 }
 
 // Running returns how many children have not exited.
-func (b *Local) Running() int {
+func (b *Backend) Running() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.children)
 }
 
 // Jobs returns the jobs of the children that have not exited.
-func (b *Local) Jobs() []Job {
+func (b *Backend) Jobs() []launcher.Job {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := make([]Job, 0, len(b.jobs))
-	for _, j := range b.jobs {
-		out = append(out, j)
+	out := make([]launcher.Job, 0, len(b.children))
+	for c := range b.children {
+		out = append(out, c.job)
 	}
 	return out
 }
@@ -249,28 +256,18 @@ func LogFolder(workflowExecID string) string {
 
 // Signal sends sig to every child's process group. SIGKILL also makes the
 // guards of those whose wrappers it kills kill their commands at once.
-func (b *Local) Signal(sig syscall.Signal) {
+func (b *Backend) Signal(sig syscall.Signal) {
 	if sig == syscall.SIGKILL {
 		k := b.hurry()
 		b.killingOnce.Do(func() { close(k) })
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for pid := range b.children {
-		_ = syscall.Kill(-pid, sig)
+	for c := range b.children {
+		_ = syscall.Kill(-c.cmd.Process.Pid, sig)
 	}
 }
 
 // Wait waits for every child to exit, and for the guard of each to have
 // released it or stopped its command.
-func (b *Local) Wait() { b.wg.Wait() }
-
-// envList writes an environment map as KEY=VALUE, in a stable order.
-func envList(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k, v := range m {
-		out = append(out, k+"="+v)
-	}
-	sort.Strings(out)
-	return out
-}
+func (b *Backend) Wait() { b.wg.Wait() }

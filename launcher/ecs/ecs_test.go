@@ -1,4 +1,4 @@
-package launcher_test
+package ecs_test
 
 import (
 	"context"
@@ -14,10 +14,12 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/ecs"
+	awsecs "github.com/aws/aws-sdk-go-v2/service/ecs"
 
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/launcher"
+	"github.com/whimbrel/whimbrel/launcher/ecs"
+	"github.com/whimbrel/whimbrel/launcher/internal/launchtest"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 	"github.com/whimbrel/whimbrel/workflow"
@@ -57,7 +59,7 @@ type fakeRequest struct {
 	Body                  map[string]any
 }
 
-func newFakeECS(t testing.TB) (*fakeECS, *ecs.Client) {
+func newFakeECS(t testing.TB) (*fakeECS, *awsecs.Client) {
 	t.Helper()
 	f := &fakeECS{tasks: map[string]string{}, seen: map[string]int{}, answered: map[string]time.Time{}, release: make(chan struct{})}
 	ts := httptest.NewServer(f)
@@ -68,7 +70,7 @@ func newFakeECS(t testing.TB) (*fakeECS, *ecs.Client) {
 	})
 	// One SDK attempt per call: what is retried, and how, is the
 	// launcher's doing here.
-	client := ecs.New(ecs.Options{
+	client := awsecs.New(awsecs.Options{
 		Region:           "eu-west-1",
 		BaseEndpoint:     aws.String(ts.URL),
 		Credentials:      credentials.NewStaticCredentialsProvider("k", "s", ""),
@@ -204,15 +206,6 @@ func ecsActivities(name string, taskDefs map[string]string, extra string) string
 	return b.String()
 }
 
-func activity(t *testing.T, st state.Store, wf, name string) *state.ActivityExec {
-	t.Helper()
-	a, err := st.GetActivity(bg(t), state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(wf, name), WorkflowExecID: wf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
-
 func fastRetries(cfg launcher.Config) launcher.Config {
 	cfg.RetryInterval = 10 * time.Millisecond
 	return cfg
@@ -226,20 +219,20 @@ func TestECSHangingRunTask(t *testing.T) {
 	t.Parallel()
 	fake, client := newFakeECS(t)
 	st := dynamotest.NewStore(t, dynamodb.Options{})
-	id, _ := start(t, st, ecsActivities("hanging", map[string]string{
+	id, _ := launchtest.Start(t, st, ecsActivities("hanging", map[string]string{
 		"slow": "hang-once", "dead": "hang", "a": "ok", "b": "ok", "c": "ok",
 	}, ", retry_for: 4s"))
 	l := launcher.New(st, fastRetries(launcher.Config{
-		Backends:    map[string]launcher.Backend{workflow.LaunchECS: &launcher.ECS{API: client}},
+		Backends:    map[string]launcher.Backend{workflow.LaunchECS: &ecs.Backend{API: client}},
 		CallTimeout: 2 * time.Second,
 	}))
 	began := time.Now()
-	n, err := l.Once(bg(t))
+	n, err := l.Once(launchtest.Context(t))
 	if err != nil || n != 4 {
 		t.Fatalf("Once: launched %d, %v; want 4 (all but the one ECS never answers)", n, err)
 	}
 	for _, name := range []string{"a", "b", "c"} {
-		a := activity(t, st, id, name)
+		a := launchtest.Activity(t, st, id, name)
 		if a.State != state.Queued || !strings.HasPrefix(a.LaunchedAs, "arn:aws:ecs:") {
 			t.Errorf("%s: %s launched as %q", name, a.State, a.LaunchedAs)
 		}
@@ -254,7 +247,7 @@ func TestECSHangingRunTask(t *testing.T) {
 	}
 	fake.mu.Unlock()
 
-	slow := activity(t, st, id, "slow")
+	slow := launchtest.Activity(t, st, id, "slow")
 	if req, tasks := fake.counts("hang-once"); slow.State != state.Queued || req != 2 || tasks != 1 {
 		t.Errorf("slow: %s, %d requests and %d tasks; want QUEUED after 2 requests for 1 task", slow.State, req, tasks)
 	}
@@ -270,7 +263,7 @@ func TestECSHangingRunTask(t *testing.T) {
 		t.Errorf("slow launched as %q, want the task ECS started on the first request (%q)", slow.LaunchedAs, want)
 	}
 
-	dead := activity(t, st, id, "dead")
+	dead := launchtest.Activity(t, st, id, "dead")
 	if dead.State != state.Failed || !strings.Contains(dead.Reason, "launch failed: gave up after") ||
 		!strings.Contains(dead.Reason, "no answer within 2s") {
 		t.Errorf("dead: %s, reason %q; want FAILED naming the timeout", dead.State, dead.Reason)
@@ -286,18 +279,18 @@ func TestECSTemporaryErrors(t *testing.T) {
 	t.Parallel()
 	fake, client := newFakeECS(t)
 	st := dynamotest.NewStore(t, dynamodb.Options{})
-	id, _ := start(t, st, ecsActivities("temporary", map[string]string{
+	id, _ := launchtest.Start(t, st, ecsActivities("temporary", map[string]string{
 		"throttled": "throttle-6", "agent": "agent-2", "capacity": "capacity-3", "server": "server-2",
 	}, ""))
-	l := launcher.New(st, fastRetries(launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchECS: &launcher.ECS{API: client}}}))
-	if n, err := l.Once(bg(t)); n != 4 || err != nil {
+	l := launcher.New(st, fastRetries(launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchECS: &ecs.Backend{API: client}}}))
+	if n, err := l.Once(launchtest.Context(t)); n != 4 || err != nil {
 		t.Fatalf("Once: launched %d, %v; want 4", n, err)
 	}
 	for name, tc := range map[string]struct {
 		td       string
 		requests int
 	}{"throttled": {"throttle-6", 7}, "agent": {"agent-2", 3}, "capacity": {"capacity-3", 4}, "server": {"server-2", 3}} {
-		a := activity(t, st, id, name)
+		a := launchtest.Activity(t, st, id, name)
 		req, tasks := fake.counts(tc.td)
 		if a.State != state.Queued || !strings.HasPrefix(a.LaunchedAs, "arn:aws:ecs:") || req != tc.requests || tasks != 1 {
 			t.Errorf("%s: %s launched as %q after %d requests, %d tasks; want QUEUED with a task after %d requests, 1 task",
@@ -312,23 +305,23 @@ func TestECSTemporaryErrors(t *testing.T) {
 func TestECSSustainedThrottling(t *testing.T) {
 	t.Parallel()
 	fake, _ := newFakeECS(t)
-	client := launcher.NewECSClient(aws.Config{Region: "eu-west-1", BaseEndpoint: aws.String(fake.URL),
+	client := ecs.NewClient(aws.Config{Region: "eu-west-1", BaseEndpoint: aws.String(fake.URL),
 		Credentials: credentials.NewStaticCredentialsProvider("k", "s", "")})
 	st := dynamotest.NewStore(t, dynamodb.Options{})
 	tds := map[string]string{}
 	for i := 0; i < 60; i++ {
 		tds[fmt.Sprintf("a%02d", i)] = "throttle-3"
 	}
-	id, _ := start(t, st, ecsActivities("throttled", tds, ""))
-	l := launcher.New(st, fastRetries(launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchECS: &launcher.ECS{API: client}}}))
-	if n, err := l.Once(bg(t)); n != 60 || err != nil {
+	id, _ := launchtest.Start(t, st, ecsActivities("throttled", tds, ""))
+	l := launcher.New(st, fastRetries(launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchECS: &ecs.Backend{API: client}}}))
+	if n, err := l.Once(launchtest.Context(t)); n != 60 || err != nil {
 		t.Fatalf("Once: launched %d, %v; want 60", n, err)
 	}
 	req, tasks := fake.counts("throttle-3")
 	if tasks != 60 || req != 60*4 {
 		t.Errorf("%d tasks after %d requests, want 60 after 240", tasks, req)
 	}
-	acts, err := st.Activities(bg(t), id)
+	acts, err := st.Activities(launchtest.Context(t), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,15 +341,15 @@ func TestECSPermanentErrors(t *testing.T) {
 	t.Parallel()
 	fake, client := newFakeECS(t)
 	st := dynamotest.NewStore(t, dynamodb.Options{})
-	id, _ := start(t, st, ecsActivities("permanent", map[string]string{
+	id, _ := launchtest.Start(t, st, ecsActivities("permanent", map[string]string{
 		"inactive": "client-error", "missing": "missing", "throttled": "throttle-1000",
 	}, ", retry_for: 1s"))
 	big := "name: big\nactivities:\n  huge:\n    command: [run]\n    env: {BLOB: '" + strings.Repeat("x", 9000) + "'}\n" +
 		"    launch: {type: ecs, task_definition: ok, container: main}\n"
-	bigID, _ := start(t, st, big)
-	l := launcher.New(st, fastRetries(launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchECS: &launcher.ECS{API: client}}}))
+	bigID, _ := launchtest.Start(t, st, big)
+	l := launcher.New(st, fastRetries(launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchECS: &ecs.Backend{API: client}}}))
 	began := time.Now()
-	if n, err := l.Once(bg(t)); n != 0 || err != nil {
+	if n, err := l.Once(launchtest.Context(t)); n != 0 || err != nil {
 		t.Fatalf("Once: launched %d, %v; want 0", n, err)
 	}
 	for _, tc := range []struct {
@@ -367,29 +360,29 @@ func TestECSPermanentErrors(t *testing.T) {
 		{"missing", "missing", "launch failed: ecs RunTask missing: MISSING", 1},
 		{"throttled", "throttle-1000", "launch failed: gave up after", 0},
 	} {
-		a := activity(t, st, id, tc.name)
+		a := launchtest.Activity(t, st, id, tc.name)
 		req, tasks := fake.counts(tc.td)
 		if a.State != state.Failed || !strings.Contains(a.Reason, tc.reason) || (tc.requests > 0 && req != tc.requests) || tasks != 0 {
 			t.Errorf("%s: %s, reason %q, %d requests, %d tasks; want FAILED with %q after %d", tc.name, a.State, a.Reason, req, tasks, tc.reason, tc.requests)
 		}
 	}
-	if a := activity(t, st, id, "inactive"); !strings.Contains(a.Reason, "TaskDefinition is inactive") {
+	if a := launchtest.Activity(t, st, id, "inactive"); !strings.Contains(a.Reason, "TaskDefinition is inactive") {
 		t.Errorf("inactive: reason %q lacks ECS's message", a.Reason)
 	}
-	if a := activity(t, st, id, "throttled"); !strings.Contains(a.Reason, "Rate exceeded") {
+	if a := launchtest.Activity(t, st, id, "throttled"); !strings.Contains(a.Reason, "Rate exceeded") {
 		t.Errorf("throttled: reason %q lacks the last error", a.Reason)
 	}
 	if el := time.Since(began); el > 20*time.Second {
 		t.Errorf("the pass took %s: retry_for 1s was not honoured", el)
 	}
-	huge := activity(t, st, bigID, "huge")
+	huge := launchtest.Activity(t, st, bigID, "huge")
 	if huge.State != state.Failed || !strings.Contains(huge.Reason, "more than the 8192 RunTask accepts") || !strings.Contains(huge.Reason, "env takes") {
 		t.Errorf("huge: %s, reason %q; want FAILED for the size of its overrides", huge.State, huge.Reason)
 	}
 	if req, _ := fake.counts("ok"); req != 0 {
 		t.Errorf("ECS was called %d times for overrides too large to send", req)
 	}
-	if wf, err := st.GetWorkflow(bg(t), id); err != nil || wf.State != state.WorkflowFailed {
+	if wf, err := st.GetWorkflow(launchtest.Context(t), id); err != nil || wf.State != state.WorkflowFailed {
 		t.Errorf("workflow after failed launches: %+v, %v", wf, err)
 	}
 }
@@ -410,14 +403,14 @@ func TestECSThreeLaunchersFiftyActivities(t *testing.T) {
 		}
 		tds[fmt.Sprintf("a%02d", i)] = td
 	}
-	id, _ := start(t, st, ecsActivities("fifty", tds, ""))
+	id, _ := launchtest.Start(t, st, ecsActivities("fifty", tds, ""))
 	var wg sync.WaitGroup
 	for i := 0; i < 3; i++ {
-		l := launcher.New(st, fastRetries(launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchECS: &launcher.ECS{API: client}}}))
+		l := launcher.New(st, fastRetries(launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchECS: &ecs.Backend{API: client}}}))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := l.Once(bg(t)); err != nil {
+			if _, err := l.Once(launchtest.Context(t)); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -436,7 +429,7 @@ func TestECSThreeLaunchersFiftyActivities(t *testing.T) {
 	if repeats < 10 {
 		t.Errorf("%d repeated requests, want at least the 10 whose answer was lost", repeats)
 	}
-	acts, err := st.Activities(bg(t), id)
+	acts, err := st.Activities(launchtest.Context(t), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -452,72 +445,6 @@ func TestECSThreeLaunchersFiftyActivities(t *testing.T) {
 	}
 }
 
-// TestConcurrentLaunchesHonourMaxRunning: launches run side by side, never
-// more at once than the workers, never more in all than --max-running.
-func TestConcurrentLaunchesHonourMaxRunning(t *testing.T) {
-	t.Parallel()
-	st := dynamotest.NewStore(t, dynamodb.Options{})
-	start(t, st, manyActivities("wide", 30, ""))
-	backend := &gauge{delay: 300 * time.Millisecond}
-	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: backend}, Workers: 4, MaxRunning: 10})
-	began := time.Now()
-	n, err := l.Once(bg(t))
-	took := time.Since(began)
-	if n != 10 || err != nil {
-		t.Fatalf("Once: launched %d, %v; want the cap of 10", n, err)
-	}
-	if backend.peak != 4 {
-		t.Errorf("at most %d launches at once, want the 4 workers", backend.peak)
-	}
-	if took >= 3*time.Second {
-		t.Errorf("10 launches of 300 ms on 4 workers took %s, as long as one at a time", took)
-	}
-}
-
-// TestFairAcrossWorkflows: a workflow with many ready activities does not
-// crowd out one with few.
-func TestFairAcrossWorkflows(t *testing.T) {
-	t.Parallel()
-	st := dynamotest.NewStore(t, dynamodb.Options{})
-	start(t, st, manyActivities("big", 60, ""))
-	small, _ := start(t, st, manyActivities("small", 3, ""))
-	backend := &counting{}
-	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: backend}, MaxRunning: 6, Workers: 1})
-	if n, err := l.Once(bg(t)); n != 6 || err != nil {
-		t.Fatalf("Once: %d, %v", n, err)
-	}
-	got := 0
-	for k := range backend.launches {
-		if k.WorkflowExecID == small {
-			got++
-		}
-	}
-	if got != 3 {
-		t.Errorf("the small workflow got %d of the 6 launches, want its 3", got)
-	}
-}
-
-// gauge is a backend that takes delay per launch and records the most
-// launches it saw at once.
-type gauge struct {
-	delay time.Duration
-	mu    sync.Mutex
-	now   int
-	peak  int
-}
-
-func (g *gauge) Launch(ctx context.Context, j launcher.Job) (string, error) {
-	g.mu.Lock()
-	g.now++
-	g.peak = max(g.peak, g.now)
-	g.mu.Unlock()
-	time.Sleep(g.delay)
-	g.mu.Lock()
-	g.now--
-	g.mu.Unlock()
-	return "test:" + j.ActivityName, nil
-}
-
 // TestRunDoesNotWaitForSlowLaunches: in the daemon, a launch waiting on an
 // unanswered RunTask holds up neither the next poll nor activities readied
 // meanwhile; stopping the launcher lets that call finish, retries it no
@@ -526,13 +453,13 @@ func TestRunDoesNotWaitForSlowLaunches(t *testing.T) {
 	t.Parallel()
 	fake, client := newFakeECS(t)
 	st := dynamotest.NewStore(t, dynamodb.Options{})
-	slowID, _ := start(t, st, ecsActivities("stuck", map[string]string{"stuck": "hang"}, ""))
+	slowID, _ := launchtest.Start(t, st, ecsActivities("stuck", map[string]string{"stuck": "hang"}, ""))
 	l := launcher.New(st, fastRetries(launcher.Config{
-		Backends:    map[string]launcher.Backend{workflow.LaunchECS: &launcher.ECS{API: client}},
+		Backends:    map[string]launcher.Backend{workflow.LaunchECS: &ecs.Backend{API: client}},
 		Interval:    100 * time.Millisecond,
 		CallTimeout: 3 * time.Second,
 	}))
-	ctx, cancel := context.WithCancel(bg(t))
+	ctx, cancel := context.WithCancel(launchtest.Context(t))
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- l.Run(ctx) }()
@@ -545,9 +472,9 @@ func TestRunDoesNotWaitForSlowLaunches(t *testing.T) {
 		}
 	}
 	waitFor("the stuck RunTask", func() bool { req, _ := fake.counts("hang"); return req == 1 })
-	fastID, _ := start(t, st, ecsActivities("fast", map[string]string{"fast": "ok"}, ""))
+	fastID, _ := launchtest.Start(t, st, ecsActivities("fast", map[string]string{"fast": "ok"}, ""))
 	began := time.Now()
-	waitFor("the fast launch", func() bool { return activity(t, st, fastID, "fast").LaunchedAs != "" })
+	waitFor("the fast launch", func() bool { return launchtest.Activity(t, st, fastID, "fast").LaunchedAs != "" })
 	if took := time.Since(began); took > 2500*time.Millisecond {
 		t.Errorf("the fast activity waited %s behind the stuck one", took)
 	}
@@ -563,7 +490,7 @@ func TestRunDoesNotWaitForSlowLaunches(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Run did not return after the stop")
 	}
-	stuck := activity(t, st, slowID, "stuck")
+	stuck := launchtest.Activity(t, st, slowID, "stuck")
 	if stuck.State != state.Failed || !strings.Contains(stuck.Reason, "the launcher stopped while retrying") || !strings.Contains(stuck.Reason, "no answer within 3s") {
 		t.Errorf("stuck: %s, reason %q; want FAILED saying the launcher stopped", stuck.State, stuck.Reason)
 	}

@@ -1,0 +1,58 @@
+package launcher
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/workflow"
+)
+
+// Types returns the launch types a launcher can serve, each by the backend
+// of the package named after it (launcher/local, launcher/docker,
+// launcher/ecs).
+func Types() []string {
+	return []string{workflow.LaunchLocal, workflow.LaunchDocker, workflow.LaunchECS}
+}
+
+// DefaultStartTimeout bounds each check a launcher process makes at start
+// (the store, the ECS cluster) when it is given no bound of its own.
+const DefaultStartTimeout = 20 * time.Second
+
+// CheckTypes refuses a launch type that is not local, docker or ecs, naming
+// it; a command says so (a usage error) before its other mistakes.
+func CheckTypes(types []string) error {
+	for _, t := range types {
+		if !slices.Contains(Types(), t) {
+			return fmt.Errorf("--types: %q is not a launch type: use local, docker or ecs", t)
+		}
+	}
+	return nil
+}
+
+// IndexReader is the read CheckStore makes.
+type IndexReader interface {
+	ActivitiesInState(context.Context, state.ActivityQuery) ([]state.ActivityRef, error)
+}
+
+// CheckStore makes one read of the state index, bounded by timeout (0:
+// DefaultStartTimeout), so that a store that cannot be reached stops a
+// launcher at start with one line; where names the store in that line. A
+// malformed item among those read does not stop it: one bad item must
+// never stop the fleet.
+func CheckStore(ctx context.Context, st IndexReader, where string, timeout time.Duration) error {
+	if timeout <= 0 {
+		timeout = DefaultStartTimeout
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	_, err := st.ActivitiesInState(cctx, state.ActivityQuery{State: state.Ready, Limit: 1})
+	// A READY item the store could not decode was read, so the store is
+	// reachable; the store has reported the item, and passes skip it.
+	if _, err = state.Skipped(err); err != nil {
+		return fmt.Errorf("cannot reach the store (%s): %w", where, err)
+	}
+	return nil
+}
