@@ -110,7 +110,9 @@ func (b *Local) Launch(ctx context.Context, j Job) (string, error) {
 	cmd.ExtraFiles = []*os.File{guardW}
 	cmd.Env = append(cmd.Env, state.EnvGuardFD+"=3")
 	if b.LogDir != "" {
-		f, err := os.OpenFile(filepath.Join(b.LogDir, j.Key.ActivityExecID+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		// The log is what the command printed, secrets included: its
+		// user's alone, whatever the umask.
+		f, err := os.OpenFile(filepath.Join(b.LogDir, j.Key.ActivityExecID+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
 			guardR.Close()
 			return "", fmt.Errorf("open the activity's log: %w", err)

@@ -206,7 +206,7 @@ func NewWithLocal(st Store, cfg Config, b *Local, nl *nudge.Listener) (*Launcher
 
 // checkLogDir makes sure local activities' logs can be written.
 func checkLogDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("--log-dir %s cannot be created: %w", dir, cause(err))
 	}
 	f, err := os.CreateTemp(dir, ".whimbrel-launcher-check-*")
