@@ -65,3 +65,21 @@ func TestRunFilesOnlyTheUserReads(t *testing.T) {
 		t.Errorf("the embedded store: %v", err)
 	}
 }
+
+// TestWebRefusesATokenFileOthersRead: whimbrel web refuses a token file
+// that group or others may read, and says the chmod to run.
+func TestWebRefusesATokenFileOthersRead(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("0123456789abcdef0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(tokenFile, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := whimbrel(t, nil, "web", "--store", "sqlite:"+filepath.Join(dir, "state.db"), "--token-file", tokenFile)
+	if code != 2 || !strings.Contains(errOut, "chmod 600 "+tokenFile) {
+		t.Errorf("exit %d, stderr %q: want 2 and `chmod 600 %s`", code, errOut, tokenFile)
+	}
+}
