@@ -116,7 +116,8 @@ func Run(ctx context.Context, st Store, d *workflow.Definition, opts Options) (*
 		opts.Started(id)
 	}
 	logDir := filepath.Join(opts.LogDir, locallauncher.LogFolder(id))
-	if err := os.MkdirAll(logDir, 0o755); err != nil {
+	// The logs are what the commands printed: their user's alone.
+	if err := os.MkdirAll(logDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create the log folder: %w", err)
 	}
 	c := startCrew(ctx, st, id, logDir, nl, opts)

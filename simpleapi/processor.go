@@ -24,7 +24,9 @@
 // a state the activity has passed is rejected. Only events the state
 // machine does not order (COMPLETED against FAILED or CANCEL, heartbeats
 // among themselves) go by their when, then their IDs. An event dated more
-// than MaxSkew ahead of the processor's clock is rejected, not applied.
+// than MaxSkew ahead of the processor's clock, or more than MaxAge before
+// it was written, is rejected, not applied; so is a heartbeat or an end
+// sent for an activity its wrapper holds by anyone but that wrapper.
 package simpleapi
 
 import (
@@ -86,7 +88,10 @@ type Config struct {
 	// MaxSkew: an event whose when is further ahead of now is rejected
 	// (default DefaultMaxSkew).
 	MaxSkew time.Duration
-	Logger  hclog.Logger
+	// MaxAge: an event whose when lies further before its writing is
+	// rejected (default DefaultMaxAge).
+	MaxAge time.Duration
+	Logger hclog.Logger
 }
 
 // Processor applies stream records. It is safe for concurrent use.
@@ -95,6 +100,7 @@ type Processor struct {
 	name   string
 	window time.Duration
 	skew   time.Duration
+	maxAge time.Duration
 	log    hclog.Logger
 
 	mu   sync.Mutex
@@ -120,10 +126,8 @@ func New(cfg Config) *Processor {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	if cfg.MaxSkew <= 0 {
-		cfg.MaxSkew = DefaultMaxSkew
-	}
-	return &Processor{st: cfg.Store, name: cfg.Name, window: max(cfg.OrderWindow, 0), skew: cfg.MaxSkew, log: cfg.Logger,
+	skew, maxAge := orDefault(cfg.MaxSkew, DefaultMaxSkew), orDefault(cfg.MaxAge, DefaultMaxAge)
+	return &Processor{st: cfg.Store, name: cfg.Name, window: max(cfg.OrderWindow, 0), skew: skew, maxAge: maxAge, log: cfg.Logger,
 		regs: map[string]cachedRegistration{}, seen: map[string]time.Time{}, workflowOf: map[string]string{}}
 }
 
@@ -496,16 +500,11 @@ func (p *Processor) event(ctx context.Context, ev *state.ActivityEvent, r Record
 			return nil
 		}
 	}
-	now := time.Now()
-	if ev.When.After(now.Add(p.skew)) {
-		return p.rejectAlone(ctx, ev, fmt.Sprintf("its when (%s) is %s ahead of the processor's clock, more than the %s allowed: write when in UTC from a synchronised clock",
-			ev.When.UTC().Format(time.RFC3339), ev.When.Sub(now).Round(time.Second), p.skew))
-	}
 	if ev.When.IsZero() {
 		// No when: it happened when it was written.
 		ev.When = r.Created
 		if ev.When.IsZero() {
-			ev.When = now
+			ev.When = time.Now()
 		}
 	}
 	for range maxDecideAttempts {
@@ -541,6 +540,9 @@ func (p *Processor) event(ctx context.Context, ev *state.ActivityEvent, r Record
 				log.Debug("another function handles this workflow", "lambda", reg.Lambda)
 				return nil
 			}
+		}
+		if why := p.checkEvent(ev, a, r.Created); why != "" {
+			return p.rejectAlone(ctx, ev, why)
 		}
 		if r.EventName == "MODIFY" && tookEffect(ev, a) {
 			// Written again over its outcome, after it took effect.
@@ -646,7 +648,7 @@ func (p *Processor) decidedBefore(ctx context.Context, ev *state.ActivityEvent) 
 // names it (the reason an applied event records is "event ID…"), or it
 // was the last event decided.
 func tookEffect(ev *state.ActivityEvent, a *state.ActivityExec) bool {
-	if ev.Transition == string(state.Running) && (a.Owner == ev.ActivityEventID || ev.Owner != "" && a.Owner == ev.Owner) {
+	if ev.Transition == string(state.Running) && (a.Owner == ownerFor(ev) || a.Owner == ev.ActivityEventID) {
 		return true
 	}
 	named := strings.HasSuffix(a.EventCursor, "/"+ev.ActivityEventID) || strings.Contains(a.Reason, "event "+ev.ActivityEventID)
@@ -736,10 +738,8 @@ func (p *Processor) earlier(ctx context.Context, ev *state.ActivityEvent, a *sta
 		return nil, fmt.Errorf("event %s: %w", ev.ActivityEventID, err)
 	}
 	var queue []*state.ActivityEvent
-	limit := time.Now().Add(p.skew)
 	for _, e := range all {
-		if e.ActivityEventID == ev.ActivityEventID || e.Outcome.Processed() || e.Manual || e.When.IsZero() || e.When.After(limit) ||
-			(e.WorkflowExecID != "" && e.WorkflowExecID != a.WorkflowExecID) || !before(e, ev) {
+		if e.ActivityEventID == ev.ActivityEventID || e.Outcome.Processed() || e.Manual || p.foreign(e, a) || !before(e, ev) {
 			continue
 		}
 		e.WorkflowExecID, e.WorkflowName = a.WorkflowExecID, a.WorkflowName
@@ -855,7 +855,7 @@ func (p *Processor) changeFor(ctx context.Context, ev *state.ActivityEvent, a *s
 			reason += " from " + ev.Source
 		}
 	}
-	heldByOther := ev.Owner != "" && a.Owner != ev.Owner
+	held := fence(ev, a)
 	at := ev.When
 	if at.After(now) {
 		at = now // within the skew allowed, but nothing is recorded as to come
@@ -867,8 +867,8 @@ func (p *Processor) changeFor(ctx context.Context, ev *state.ActivityEvent, a *s
 			return no(reject, "a heartbeat of an activity that is %s, not RUNNING", a.State)
 		case a.State != state.Running:
 			return no(wait, "a heartbeat of an activity that is %s, not RUNNING yet", a.State)
-		case heldByOther:
-			return no(reject, "a heartbeat of owner %s, but %s holds the activity", ev.Owner, a.Owner)
+		case held != "":
+			return no(reject, "%s", held)
 		case !a.HeartbeatEnabled:
 			// heartbeat_time_epoch stays negative while heartbeats are
 			// off (docs/contract.md#times).
@@ -876,7 +876,7 @@ func (p *Processor) changeFor(ctx context.Context, ev *state.ActivityEvent, a *s
 		}
 		// Heartbeats arrive in any order: the newest stands, and so does
 		// the newest progress.
-		c := &state.ActivityChange{From: []state.ActivityState{state.Running}, Owner: ev.Owner, Beat: true, At: at}
+		c := &state.ActivityChange{From: []state.ActivityState{state.Running}, Owner: a.Owner, Beat: true, At: at}
 		if ev.Progress != "" && len(ev.Progress) <= state.MaxProgress && !at.Before(a.ProgressTime) {
 			c.Progress = ev.Progress
 		}
@@ -944,20 +944,18 @@ func (p *Processor) changeFor(ctx context.Context, ev *state.ActivityEvent, a *s
 		case wf.State != state.WorkflowRunning:
 			return no(reject, "workflow %s is %s, not RUNNING", wf.WorkflowExecID, wf.State)
 		}
-		owner := ev.Owner
-		if owner == "" {
-			owner = ev.ActivityEventID
-		}
-		c.Claim = claim(ev, wf, a, owner)
+		c.Claim = claim(ev, wf, a, ownerFor(ev))
 		// The first heartbeat is the claim itself, as the wrapper's is:
 		// the monitor then times the activity out from its start.
 		c.Beat = c.Claim.HeartbeatEnabled
-	case heldByOther:
-		return no(reject, "sent by owner %s, but %s holds the activity", ev.Owner, ownerOrNone(a.Owner))
+	case held != "":
+		return no(reject, "%s", held)
 	case (to == state.Ready || to == state.Queued) && a.State == state.Requested && len(a.PendingDependencies) > 0:
 		return no(reject, "it still waits on %s", strings.Join(a.PendingDependencies, ", "))
 	default:
-		c.Owner = ev.Owner
+		// Fenced on the owner judged above, so that a claim landing in
+		// between wins.
+		c.Owner = a.Owner
 	}
 	return c, applied, apply, nil
 }

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 )
 
 // CookieName is the cookie a ?token= link sets.
@@ -76,12 +77,15 @@ func Loopback(host string) bool {
 
 // URL is the address to open: with the token, which the first page turns
 // into a cookie.
-func URL(addr net.Addr, path, token string) string {
+func URL(addr net.Addr, path, token string) string { return SchemeURL("http", addr, path, token) }
+
+// SchemeURL is URL with the scheme given ("https" when serving TLS).
+func SchemeURL(scheme string, addr net.Addr, path, token string) string {
 	host := addr.String()
 	if tcp, ok := addr.(*net.TCPAddr); ok && (tcp.IP == nil || tcp.IP.IsUnspecified()) {
 		host = net.JoinHostPort("127.0.0.1", fmt.Sprint(tcp.Port))
 	}
-	return "http://" + host + path + "?token=" + url.QueryEscape(token)
+	return scheme + "://" + host + path + "?token=" + url.QueryEscape(token)
 }
 
 type authKind int
@@ -128,10 +132,19 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		if presents(r) {
+			if no, wait, first := s.fails.refused(clientAddr(r)); no {
+				if first {
+					s.log.Warn("refusing credentials from a client that failed to authenticate too often", "client", clientAddr(r), "retry_after", wait.Round(time.Second))
+				}
+				s.tooMany(w, r, wait)
+				return
+			}
+		}
 		q := r.URL.Query()
 		if q.Has("token") && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 			if !s.keys.tokenOK(q.Get("token")) {
-				s.unauthorized(w, r)
+				s.failedAuth(w, r, "token in the address")
 				return
 			}
 			http.SetCookie(w, &http.Cookie{Name: CookieName, Value: s.keys.cookie, Path: "/", HttpOnly: true,
@@ -148,11 +161,38 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		}
 		kind := s.authenticate(r)
 		if kind == authNone {
-			s.unauthorized(w, r)
+			s.failedAuth(w, r, credentialOf(r))
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(withAuth(r.Context(), kind)))
 	})
+}
+
+// failedAuth logs and counts a request whose credential is wrong (what is
+// named, never its value), and answers it 401. A request that presents
+// none is no guess: it is logged at debug level only, and not counted.
+func (s *Server) failedAuth(w http.ResponseWriter, r *http.Request, credential string) {
+	if credential == "" {
+		s.log.Debug("request without a token", "client", clientAddr(r), "method", r.Method, "path", r.URL.Path)
+	} else {
+		s.log.Warn("failed authentication", "client", clientAddr(r), "credential", credential, "method", r.Method, "path", r.URL.Path)
+		s.fails.failed(clientAddr(r))
+	}
+	s.unauthorized(w, r)
+}
+
+// credentialOf names the credential a request presents ("" for none).
+func credentialOf(r *http.Request) string {
+	switch {
+	case r.Header.Get("Authorization") != "":
+		return "authorization header"
+	case r.URL.Query().Has("token"):
+		return "token in the address"
+	}
+	if _, err := r.Cookie(CookieName); err == nil {
+		return "cookie"
+	}
+	return ""
 }
 
 func (s *Server) unauthorized(w http.ResponseWriter, r *http.Request) {
@@ -201,6 +241,14 @@ func secure(next http.Handler) http.Handler {
 func Token(file, env string) (token string, given bool, err error) {
 	switch {
 	case file != "":
+		fi, err := os.Stat(file)
+		if err != nil {
+			return "", false, fmt.Errorf("read the web token: %w", err)
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			return "", false, fmt.Errorf("the web token file %s is open to group or others (mode %04o): anyone who reads it can act as you in the web view; run `chmod 600 %s`, then start again",
+				file, fi.Mode().Perm(), shellWord(file))
+		}
 		b, err := os.ReadFile(file)
 		if err != nil {
 			return "", false, fmt.Errorf("read the web token: %w", err)
@@ -216,4 +264,29 @@ func Token(file, env string) (token string, given bool, err error) {
 	}
 	token, err = NewToken()
 	return token, false, err
+}
+
+// minDistinct is the fewest different characters a chosen token should
+// have: a token such as "aaaaaaaaaaaaaaaa" or "1234123412341234" passes
+// MinTokenLength but is guessed at once.
+const minDistinct = 8
+
+// WeakToken returns why a chosen token is easy to guess, or "".
+func WeakToken(token string) string {
+	seen := map[rune]bool{}
+	for _, c := range token {
+		seen[c] = true
+	}
+	if len(seen) >= minDistinct {
+		return ""
+	}
+	return fmt.Sprintf("the web token has only %d different characters (fewer than %d): it is easy to guess; make one with `openssl rand -hex 32`", len(seen), minDistinct)
+}
+
+// shellWord quotes s for a shell command line when it needs it.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./+,:@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

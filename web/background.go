@@ -16,16 +16,17 @@ import (
 // (whimbrel run --web), on loopback, with a fresh token.
 type Background struct {
 	addr   net.Addr
+	scheme string
 	token  string
 	cancel context.CancelFunc
 	done   chan error
 	shown  atomic.Bool // an address was announced: pages may be open
 }
 
-// StartBackground serves a read-only view of st on addr, which must be a
-// loopback address (port 0: any free port), until Stop.
-func StartBackground(st Store, addr string, log hclog.Logger) (*Background, error) {
-	if err := CheckAddr(addr, false); err != nil {
+// StartBackground serves a read-only view of st as o says, on a loopback
+// address (port 0: any free port), until Stop.
+func StartBackground(st Store, o ListenOptions, log hclog.Logger) (*Background, error) {
+	if err := CheckAddr(o.Addr, false); err != nil {
 		return nil, err
 	}
 	token, err := NewToken()
@@ -36,19 +37,19 @@ func StartBackground(st Store, addr string, log hclog.Logger) (*Background, erro
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := Listen(o, log)
 	if err != nil {
 		srv.Close()
-		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &Background{addr: ln.Addr(), token: token, cancel: cancel, done: make(chan error, 1)}
+	b := &Background{addr: ln.Addr(), scheme: o.Scheme(), token: token, cancel: cancel, done: make(chan error, 1)}
 	go func() { b.done <- srv.Serve(ctx, ln) }()
 	return b, nil
 }
 
 // URL is the address to open for path, with the token.
-func (b *Background) URL(path string) string { return URL(b.addr, path, b.token) }
+func (b *Background) URL(path string) string { return SchemeURL(b.scheme, b.addr, path, b.token) }
 
 // Stop serves on for linger if an address was announced, so that open
 // pages fetch what changed last, then shuts the view down and waits for it.

@@ -235,3 +235,10 @@ func (c *clock) advance(d time.Duration) {
 	c.now = c.now.Add(d)
 	c.mu.Unlock()
 }
+
+// forgetAll forgets every address's failed authentications.
+func (f *failures) forgetAll() {
+	f.mu.Lock()
+	clear(f.by)
+	f.mu.Unlock()
+}

@@ -40,6 +40,15 @@ const (
 	PollInterval = 1500 * time.Millisecond
 	// MinTokenLength is the shortest token New accepts.
 	MinTokenLength = 16
+	// DefaultReadTimeout bounds reading a whole request, body included:
+	// the view's requests are small (a form at most), so a client that
+	// sends one slowly is cut off instead of holding its connection.
+	DefaultReadTimeout = 15 * time.Second
+	// DefaultWriteTimeout bounds a request's whole answer. Every answer is
+	// one page, fragment or JSON document built from store reads bounded
+	// by StoreTimeout; the pages poll (PollInterval) rather than keep a
+	// response open, so nothing legitimate streams for longer.
+	DefaultWriteTimeout = time.Minute
 	// shutdownGrace is how long requests in flight may finish on shutdown.
 	shutdownGrace = 5 * time.Second
 )
@@ -58,6 +67,9 @@ type Options struct {
 	StoreTimeout time.Duration
 	// Refresh is how long a read is reused (default DefaultRefresh).
 	Refresh time.Duration
+	// ReadTimeout and WriteTimeout bound each request's reading and
+	// answer (default DefaultReadTimeout, DefaultWriteTimeout).
+	ReadTimeout, WriteTimeout time.Duration
 	// Now is the clock (default time.Now).
 	Now    func() time.Time
 	Logger hclog.Logger
@@ -69,6 +81,7 @@ type Server struct {
 	log     hclog.Logger
 	keys    keys
 	reads   *cache
+	fails   *failures
 	handler http.Handler
 
 	stop     context.CancelFunc
@@ -98,6 +111,12 @@ func New(opts Options) (*Server, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.ReadTimeout <= 0 {
+		opts.ReadTimeout = DefaultReadTimeout
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = DefaultWriteTimeout
+	}
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
 	}
@@ -107,6 +126,7 @@ func New(opts Options) (*Server, error) {
 		log:   opts.Logger.Named("web"),
 		keys:  deriveKeys(opts.Token),
 		reads: newCache(base, opts.Refresh, opts.StoreTimeout, opts.Now),
+		fails: newFailures(time.Now),
 		stop:  stop,
 	}
 	s.handler = s.routes()
@@ -125,14 +145,19 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// Serve answers on ln until ctx is done, then shuts down: requests in
-// flight get a few seconds to finish. It closes the Server.
+// Serve answers on ln (see Listen) until ctx is done, then shuts down:
+// requests in flight get a few seconds to finish. It closes the Server.
+// Every connection is bounded: its headers, its whole request and its
+// answer each have a deadline, and an idle one is closed.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer s.Close()
 	srv := &http.Server{
 		Handler:           s,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: min(10*time.Second, s.opts.ReadTimeout),
+		ReadTimeout:       s.opts.ReadTimeout,
+		WriteTimeout:      s.opts.WriteTimeout,
 		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          s.log.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 	}
 	served := make(chan error, 1)

@@ -130,7 +130,7 @@ func (r *run) prepare(ctx context.Context, claimed *state.ActivityExec) (*data, 
 	dt.argv = r.cfg.Command
 	env := map[string]string{}
 	for _, kv := range os.Environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok {
+		if k, v, ok := strings.Cut(kv, "="); ok && inheritable(k) {
 			env[k] = v
 		}
 	}
@@ -163,6 +163,7 @@ func (r *run) prepare(ctx context.Context, claimed *state.ActivityExec) (*data, 
 	}
 	// The contract's variables win over the definition's env.
 	env[state.EnvInputs], env[state.EnvOutput], env[state.EnvProgress] = dt.inputs, dt.output, dt.progress
+	identityEnv(env, claimed)
 	for k, v := range params {
 		env[workflow.ParamEnv(k)] = v
 	}

@@ -36,7 +36,8 @@ routes by. The store is WHIMBREL_STORE (dynamodb) with WHIMBREL_TABLE_PREFIX;
 WHIMBREL_ORDER_WINDOW (default 5s) is how long an event that its activity's
 state does not allow yet is retried before it is rejected (within the
 invocation first, the records behind it going on); WHIMBREL_MAX_SKEW
-(default 1m) how far ahead of the function's clock an event's when may be.
+(default 1m) how far ahead of the function's clock an event's when may be,
+WHIMBREL_MAX_AGE (default 1h) how far before the item was written.
 
 An EventBridge scheduled event (the rule in examples/lambda/processor.yaml,
 every minute) makes it fire the due schedules once, as whimbrel schedule tick.
@@ -53,6 +54,7 @@ type CLI struct {
 
 	OrderWindow time.Duration `name:"order-window" env:"WHIMBREL_ORDER_WINDOW" default:"5s" help:"See above."`
 	MaxSkew     time.Duration `name:"max-skew" env:"WHIMBREL_MAX_SKEW" default:"1m" help:"See above."`
+	MaxAge      time.Duration `name:"max-age" env:"WHIMBREL_MAX_AGE" default:"1h" help:"See above."`
 }
 
 func main() {
@@ -62,8 +64,8 @@ func main() {
 
 // Run serves Lambda invocations.
 func (c *CLI) Run(k *kong.Context) error {
-	if c.OrderWindow < 0 || c.MaxSkew <= 0 {
-		return &cli.UsageError{Msg: "WHIMBREL_ORDER_WINDOW must not be negative, WHIMBREL_MAX_SKEW must be positive"}
+	if c.OrderWindow < 0 || c.MaxSkew <= 0 || c.MaxAge <= 0 {
+		return &cli.UsageError{Msg: "WHIMBREL_ORDER_WINDOW must not be negative, WHIMBREL_MAX_SKEW and WHIMBREL_MAX_AGE must be positive"}
 	}
 	if os.Getenv("AWS_LAMBDA_RUNTIME_API") == "" {
 		return &cli.UsageError{Msg: "whimbrel-lambda runs inside AWS Lambda (AWS_LAMBDA_RUNTIME_API is not set); to process the streams elsewhere, run whimbrel-poller"}
@@ -75,7 +77,7 @@ func (c *CLI) Run(k *kong.Context) error {
 		return err
 	}
 	defer st.Close()
-	p := simpleapi.New(simpleapi.Config{Store: st, Name: os.Getenv("AWS_LAMBDA_FUNCTION_NAME"), OrderWindow: c.OrderWindow, MaxSkew: c.MaxSkew, Logger: log})
+	p := simpleapi.New(simpleapi.Config{Store: st, Name: os.Getenv("AWS_LAMBDA_FUNCTION_NAME"), OrderWindow: c.OrderWindow, MaxSkew: c.MaxSkew, MaxAge: c.MaxAge, Logger: log})
 	h := simplelambda.New(p)
 	var handler any = h.Handle
 	if sched, ok := st.(schedule.Store); ok {

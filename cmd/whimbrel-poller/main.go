@@ -47,6 +47,7 @@ type CLI struct {
 	Name         string        `name:"name" env:"WHIMBREL_PROCESSOR_NAME" default:"whimbrel-poller" help:"This processor's name: workflows registered with --lambda NAME are handled only by it; those registered without, by any processor."`
 	OrderWindow  time.Duration `name:"order-window" env:"WHIMBREL_ORDER_WINDOW" default:"5s" help:"An event that its activity's state does not allow yet, but an event before it in the state machine's order would, is retried for this long (from when the processor first sees it) before it is rejected, without holding up other records. 0: reject at once."`
 	MaxSkew      time.Duration `name:"max-skew" env:"WHIMBREL_MAX_SKEW" default:"1m" help:"An event whose when is further ahead of this processor's clock is rejected."`
+	MaxAge       time.Duration `name:"max-age" env:"WHIMBREL_MAX_AGE" default:"1h" help:"An event whose when lies further before the time its item was written is rejected."`
 	PollInterval time.Duration `name:"poll-interval" default:"250ms" help:"Pause after a read of a shard that found nothing."`
 	Discovery    time.Duration `name:"discovery" default:"10s" help:"How often the streams' shards are listed again."`
 }
@@ -58,8 +59,8 @@ func main() {
 
 // Run polls until stopped.
 func (c *CLI) Run(k *kong.Context) error {
-	if c.OrderWindow < 0 || c.PollInterval <= 0 || c.Discovery <= 0 || c.MaxSkew <= 0 {
-		return &cli.UsageError{Msg: "--poll-interval, --discovery and --max-skew must be positive, --order-window not negative"}
+	if c.OrderWindow < 0 || c.PollInterval <= 0 || c.Discovery <= 0 || c.MaxSkew <= 0 || c.MaxAge <= 0 {
+		return &cli.UsageError{Msg: "--poll-interval, --discovery, --max-skew and --max-age must be positive, --order-window not negative"}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -88,7 +89,7 @@ func (c *CLI) Run(k *kong.Context) error {
 	}
 	p, err := poller.New(poller.Config{
 		Name:         c.Name,
-		Processor:    simpleapi.New(simpleapi.Config{Store: d, Name: c.Name, OrderWindow: c.OrderWindow, MaxSkew: c.MaxSkew, Logger: log}),
+		Processor:    simpleapi.New(simpleapi.Config{Store: d, Name: c.Name, OrderWindow: c.OrderWindow, MaxSkew: c.MaxSkew, MaxAge: c.MaxAge, Logger: log}),
 		Streams:      streams,
 		Positions:    poller.StorePositions{Store: st},
 		StreamARNs:   arns,

@@ -235,7 +235,13 @@ var firing = []string{
 // TestIAMPoliciesByResource does not always reach; a policy must grant
 // them, and may grant nothing else the binary was not seen to call.
 var mayCall = map[string][]string{
-	"whimbrel-run":      settling,
+	"whimbrel-run": settling,
+	// A wrapper of the Simple Lambda API writes events and reads; it
+	// withdraws a claim no processor decided in time (an update of its
+	// event), which the scenario's processor always decides, and reads
+	// every activity of its workflow for a fan-in of many upstreams.
+	"whimbrel-run-simple": {"dynamodb:UpdateItem table/whimbrel_activity_event",
+		"dynamodb:BatchGetItem table/whimbrel_activity_exec", "dynamodb:Query table/whimbrel_activity_exec/index/workflow-index"},
 	"whimbrel-launcher": settling,
 	"whimbrel-monitor":  slices.Concat(settling, firing),
 	// The operator's install puts the items of tables installed before
@@ -300,7 +306,7 @@ func TestIAMPoliciesByResource(t *testing.T) {
 	base := dynamotest.Env(t, prefix)
 	roles := map[string]*recorder{}
 	envs := map[string][]string{}
-	for _, role := range []string{"whimbrel-operator", "whimbrel-launcher", "whimbrel-run", "whimbrel-monitor", "whimbrel-processor"} {
+	for _, role := range []string{"whimbrel-operator", "whimbrel-launcher", "whimbrel-run", "whimbrel-run-simple", "whimbrel-monitor", "whimbrel-processor"} {
 		r, ep := newRecorder(t, prefix)
 		roles[role], envs[role] = r, withEndpoint(base, ep)
 	}
@@ -314,9 +320,10 @@ func TestIAMPoliciesByResource(t *testing.T) {
 	}
 	op("install")
 
-	// The wrappers reach DynamoDB through their own proxy: the
-	// definitions hand them its endpoint.
-	runEP := strings.TrimPrefix(envs["whimbrel-run"][0], "AWS_ENDPOINT_URL_DYNAMODB=")
+	// The wrappers reach DynamoDB through their own proxy, one for each
+	// API: the definitions hand them its endpoint.
+	runEP := map[bool]string{false: strings.TrimPrefix(envs["whimbrel-run"][0], "AWS_ENDPOINT_URL_DYNAMODB="),
+		true: strings.TrimPrefix(envs["whimbrel-run-simple"][0], "AWS_ENDPOINT_URL_DYNAMODB=")}
 	dir := t.TempDir()
 	fakeDocker := filepath.Join(dir, "docker")
 	// A docker CLI whose containers never start whimbrel-run (the monitor
@@ -329,7 +336,7 @@ func TestIAMPoliciesByResource(t *testing.T) {
 	def := func(name, body string) string {
 		p := filepath.Join(dir, name+".yaml")
 		text := fmt.Sprintf("name: %s\nretention: 30d\ndefaults:\n  heartbeat_interval: 1s\n  heartbeat_timeout: 10s\n  env: {AWS_ENDPOINT_URL_DYNAMODB: %q, WHIMBREL_API: %s}\nactivities:\n%s",
-			name, runEP, map[bool]string{true: "simple", false: "full"}[strings.HasPrefix(name, "simple")], body)
+			name, runEP[strings.HasPrefix(name, "simple")], map[bool]string{true: "simple", false: "full"}[strings.HasPrefix(name, "simple")], body)
 		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -487,5 +494,61 @@ func TestIAMPoliciesByResource(t *testing.T) {
 	delete(granted, one)
 	if missing, _ := compare(granted, needed); !slices.Equal(missing, []string{one}) {
 		t.Errorf("negative control: removing %q from the policy was not noticed (missing %v)", one, missing)
+	}
+}
+
+// TestIAMPoliciesArePinned: every resource in examples/iam names its
+// partition, region and account through CloudFormation's pseudo
+// parameters (the policies are Fn::Sub bodies), never "*"; the only
+// resource left open is the tagging of the tasks the launcher starts, and
+// that only under its RunTask; and the launcher may run tasks on its own
+// cluster only.
+func TestIAMPoliciesArePinned(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob(filepath.Join("..", "..", "examples", "iam", "*.json"))
+	if err != nil || len(files) < 6 {
+		t.Fatalf("policies: %v, %v; want the six of examples/iam", files, err)
+	}
+	pinned := regexp.MustCompile(`^arn:\$\{AWS::Partition\}:(dynamodb|ecs):\$\{AWS::Region\}:\$\{AWS::AccountId\}:[a-z-]+/[A-Za-z0-9_.\-]+|^arn:\$\{AWS::Partition\}:iam::\$\{AWS::AccountId\}:role/[A-Za-z0-9_+=,.@\-]+$`)
+	type statement struct {
+		Sid       string
+		Action    []string
+		Resource  json.RawMessage
+		Condition map[string]map[string]string
+	}
+	var runTask *statement
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var policy struct{ Statement []statement }
+		if err := json.Unmarshal(b, &policy); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for i, s := range policy.Statement {
+			var resources []string
+			if err := json.Unmarshal(s.Resource, &resources); err != nil {
+				var one string
+				_ = json.Unmarshal(s.Resource, &one)
+				resources = []string{one}
+			}
+			for _, r := range resources {
+				switch {
+				case r == "*" && slices.Equal(s.Action, []string{"ecs:TagResource"}) && s.Condition["StringEquals"]["ecs:CreateAction"] == "RunTask":
+				case !pinned.MatchString(r):
+					t.Errorf("%s, %s: resource %q is not pinned to ${AWS::Partition}, ${AWS::Region} and ${AWS::AccountId}", filepath.Base(f), s.Sid, r)
+				}
+			}
+			if slices.Contains(s.Action, "ecs:RunTask") {
+				runTask = &policy.Statement[i]
+			}
+		}
+	}
+	if runTask == nil {
+		t.Fatal("no policy grants ecs:RunTask")
+	}
+	if c := runTask.Condition["ArnEquals"]["ecs:cluster"]; !pinned.MatchString(c) || !strings.Contains(c, ":cluster/") {
+		t.Errorf("ecs:RunTask is not conditioned on a pinned cluster ARN (ArnEquals ecs:cluster): %v", runTask.Condition)
 	}
 }

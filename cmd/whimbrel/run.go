@@ -23,6 +23,7 @@ type RunCmd struct {
 	Retention string `name:"retention" help:"Keep the execution's items this long after it settles (30d, 72h). Overrides the definition's retention."`
 	Web       bool   `name:"web" help:"Serve a read-only web view of the run on loopback (--web-addr) and print its address."`
 	WebAddr   string `name:"web-addr" default:"127.0.0.1:0" help:"Where --web listens (port 0: any free port)."`
+	TLSFlags
 	ParamFlags
 }
 
@@ -55,7 +56,7 @@ func (c *RunCmd) Run(g *Globals, k *kong.Context) error {
 	}
 	h := here{HereFlags: c.HereFlags, choice: choice, prefix: c.Prefix, log: log}
 	if c.Web {
-		view, err := web.StartBackground(st, c.WebAddr, log)
+		view, err := web.StartBackground(st, c.listen(c.WebAddr), log)
 		if err != nil {
 			return &cli.UsageError{Msg: "--web: " + err.Error()}
 		}

@@ -16,6 +16,7 @@ import (
 // UpCmd is `whimbrel up`.
 type UpCmd struct {
 	cli.StoreFlags
+	TLSFlags
 	Wrapper      string `name:"wrapper" type:"path" help:"The whimbrel-run binary (default: beside this binary, else on PATH)."`
 	LogDir       string `name:"log-dir" type:"path" help:"Where each activity's output goes, a folder per execution (default: logs/ beside the embedded store, .whimbrel/logs)."`
 	MaxRunning   int    `name:"max-running" default:"${default_max_running}" help:"Run at most this many activities at once (0: no cap)."`
@@ -36,6 +37,9 @@ func (c *UpCmd) Run(g *Globals, k *kong.Context) error {
 	}
 	if err := web.CheckAddr(c.WebAddr, given); err != nil {
 		return &cli.UsageError{Msg: "--web-addr: " + err.Error()}
+	}
+	if err := c.listen(c.WebAddr).Check(); err != nil {
+		return &cli.UsageError{Msg: err.Error()}
 	}
 	if len(token) < web.MinTokenLength {
 		return &cli.UsageError{Msg: web.ErrShortToken.Error()}

@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"strings"
 	"time"
@@ -30,7 +29,7 @@ func serveUp(g *Globals, k *kong.Context, c *UpCmd, choice cli.Choice, token str
 		return err
 	}
 	path := strings.TrimPrefix(choice.Store, "sqlite:")
-	if err := os.MkdirAll(logDir, 0o755); err != nil {
+	if err := os.MkdirAll(logDir, 0o700); err != nil {
 		return fmt.Errorf("create the log folder %s: %w", logDir, err)
 	}
 	lock, err := up.Acquire(path, up.Info{PID: os.Getpid(), Started: time.Now().UTC()})
@@ -48,15 +47,16 @@ func serveUp(g *Globals, k *kong.Context, c *UpCmd, choice cli.Choice, token str
 	if _, err := st.Install(ctx, false); err != nil {
 		return fmt.Errorf("install the embedded store %s: %w", path, err)
 	}
-	ln, err := net.Listen("tcp", c.WebAddr)
+	lo := c.listen(c.WebAddr)
+	ln, err := web.Listen(lo, log)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w (choose another --web-addr; port 0: any free port)", c.WebAddr, err)
+		return fmt.Errorf("%w (choose another --web-addr; port 0: any free port)", err)
 	}
-	address := web.URL(ln.Addr(), "/", token)
+	address := web.SchemeURL(lo.Scheme(), ln.Addr(), "/", token)
 	if given { // a chosen token is not printed: it may be shared, and logs are not
-		address = fmt.Sprintf("http://%s/?token=YOUR_TOKEN", ln.Addr())
+		address = fmt.Sprintf("%s://%s/?token=YOUR_TOKEN", lo.Scheme(), ln.Addr())
 	}
-	_ = lock.Update(up.Info{PID: os.Getpid(), Started: time.Now().UTC(), Web: fmt.Sprintf("http://%s/", ln.Addr())})
+	_ = lock.Update(up.Info{PID: os.Getpid(), Started: time.Now().UTC(), Web: fmt.Sprintf("%s://%s/", lo.Scheme(), ln.Addr())})
 	mode := "read-only"
 	if c.AllowActions {
 		mode = "actions allowed"

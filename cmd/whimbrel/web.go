@@ -1,8 +1,8 @@
 package main
 
 import (
+	"errors"
 	"fmt"
-	"net"
 	"os"
 
 	"github.com/alecthomas/kong"
@@ -14,6 +14,7 @@ import (
 // WebCmd is `whimbrel web`.
 type WebCmd struct {
 	cli.StoreFlags
+	TLSFlags
 	Addr         string `name:"addr" default:"127.0.0.1:8080" help:"Address to listen on. Loopback by default; any other address needs a token given explicitly."`
 	TokenFile    string `name:"token-file" type:"path" help:"File whose first line is the token every request must present (else WHIMBREL_WEB_TOKEN, else a random one, printed in the address to open)."`
 	AllowActions bool   `name:"allow-actions" help:"Allow cancelling and rerunning executions from the pages and the API (read-only without it)."`
@@ -25,7 +26,8 @@ func (c *WebCmd) Run(g *Globals, k *kong.Context) error {
 	if err != nil {
 		return &cli.UsageError{Msg: "--token-file: " + err.Error()}
 	}
-	if err := web.CheckAddr(c.Addr, given); err != nil {
+	lo := c.listen(c.Addr)
+	if err := errors.Join(web.CheckAddr(c.Addr, given), lo.Check()); err != nil {
 		return &cli.UsageError{Msg: err.Error()}
 	}
 	if len(token) < web.MinTokenLength {
@@ -42,15 +44,18 @@ func (c *WebCmd) Run(g *Globals, k *kong.Context) error {
 		return err
 	}
 	defer se.close()
-	ctx := se.ctx
-	srv, err := web.New(web.Options{Store: se.st, Token: token, AllowActions: c.AllowActions, Logger: g.Logger("whimbrel", k.Stderr)})
+	log := g.Logger("whimbrel", k.Stderr)
+	if weak := web.WeakToken(token); given && weak != "" {
+		log.Warn(weak)
+	}
+	srv, err := web.New(web.Options{Store: se.st, Token: token, AllowActions: c.AllowActions, Logger: log})
 	if err != nil {
 		return &cli.UsageError{Msg: err.Error()}
 	}
-	ln, err := net.Listen("tcp", c.Addr)
+	ln, err := web.Listen(lo, log)
 	if err != nil {
 		srv.Close()
-		return fmt.Errorf("listen on %s: %w", c.Addr, err)
+		return err
 	}
 	mode := "read-only"
 	if c.AllowActions {
@@ -58,9 +63,9 @@ func (c *WebCmd) Run(g *Globals, k *kong.Context) error {
 	}
 	if given {
 		// A chosen token is not printed: it may be shared, and logs are not.
-		fmt.Fprintf(k.Stdout, "whimbrel web (%s): open http://%s/?token=YOUR_TOKEN\n", mode, ln.Addr())
+		fmt.Fprintf(k.Stdout, "whimbrel web (%s): open %s://%s/?token=YOUR_TOKEN\n", mode, lo.Scheme(), ln.Addr())
 	} else {
-		fmt.Fprintf(k.Stdout, "whimbrel web (%s): open %s\n", mode, web.URL(ln.Addr(), "/", token))
+		fmt.Fprintf(k.Stdout, "whimbrel web (%s): open %s\n", mode, web.SchemeURL(lo.Scheme(), ln.Addr(), "/", token))
 	}
-	return srv.Serve(ctx, ln)
+	return srv.Serve(se.ctx, ln)
 }

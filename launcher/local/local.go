@@ -116,12 +116,14 @@ func (b *Backend) Launch(ctx context.Context, j launcher.Job) (string, error) {
 		dir := b.LogDir
 		if b.ByWorkflow {
 			dir = filepath.Join(dir, LogFolder(j.Key.WorkflowExecID))
-			if err := os.MkdirAll(dir, 0o755); err != nil {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
 				guardR.Close()
 				return "", fmt.Errorf("create the activity's log folder: %w", err)
 			}
 		}
-		f, err := os.OpenFile(filepath.Join(dir, j.Key.ActivityExecID+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		// The log is what the command printed, secrets included: its
+		// user's alone, whatever the umask.
+		f, err := os.OpenFile(filepath.Join(dir, j.Key.ActivityExecID+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
 			guardR.Close()
 			return "", fmt.Errorf("open the activity's log: %w", err)

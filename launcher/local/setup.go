@@ -71,7 +71,7 @@ func WrapperOr(flag string) (string, error) {
 // CheckLogDir makes sure local activities' logs can be written in dir
 // (the --log-dir flag), creating it if missing.
 func CheckLogDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("--log-dir %s cannot be created: %w", dir, cause(err))
 	}
 	f, err := os.CreateTemp(dir, ".whimbrel-launcher-check-*")

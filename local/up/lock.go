@@ -51,7 +51,7 @@ func (e *RunningError) Error() string {
 // writes info into it; a *RunningError if another server holds it.
 func Acquire(statePath string, info Info) (*Lock, error) {
 	path := LockFile(statePath)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open the lock file %s: %w", path, err)
 	}

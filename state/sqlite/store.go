@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net/url"
 	"os"
@@ -71,10 +72,20 @@ func Open(path string, opts Options) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("sqlite store: no file given: use sqlite:PATH")
 	}
+	// The store holds params, outputs and the tails of stderr: only its
+	// user may read it, whatever the umask. SQLite gives the -wal and
+	// -shm files the mode of the database file, so creating that one
+	// 0600 before SQLite opens it covers all three. A folder or file that
+	// exists keeps its mode: its owner chose it.
 	if dir := filepath.Dir(path); dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("sqlite store: create %s: %w", dir, err)
 		}
+	}
+	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600); err == nil {
+		f.Close()
+	} else if !errors.Is(err, fs.ErrExist) && !errors.Is(err, fs.ErrPermission) {
+		return nil, fmt.Errorf("sqlite store: create %s: %w", path, err)
 	}
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", BusyTimeout.Milliseconds()))
