@@ -16,6 +16,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/inert"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
@@ -123,7 +124,7 @@ func Load(ctx context.Context, st workflow.Reader, id string, now time.Time) (*S
 	// An activity shows its latest attempt; the earlier ones are its
 	// history. Another client's workflow has no retries: each of its
 	// items is a row, whatever its name.
-	def, _ := workflow.ParseStored(wf.Definition)
+	def, _ := definition.ParseStored(wf.Definition)
 	final := workflow.FinalOf(def, acts)
 	finals := workflow.Finals(def, acts)
 	byName := workflow.Latest(acts)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/internal/nudge"
 	"github.com/whimbrel/whimbrel/launcher"
@@ -60,7 +61,7 @@ func benchmarkHop(b *testing.B, st state.Store, storeEnv []string) {
 				fmt.Fprintf(&def, "    depends_on: [s%02d]\n", j-1)
 			}
 		}
-		d, err := workflow.Parse("hop.yaml", []byte(def.String()))
+		d, err := definition.Parse("hop.yaml", []byte(def.String()))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -70,7 +71,7 @@ func benchmarkHop(b *testing.B, st state.Store, storeEnv []string) {
 		}
 		local := &launcher.Local{Wrapper: wrapper, LogDir: dir,
 			Env: append(append([]string{}, storeEnv...), "PATH="+os.Getenv("PATH"), nudge.Env+"="+nl.Addr())}
-		l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: local},
+		l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchLocal: local},
 			Interval: time.Second, Nudge: nl.C()})
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		done := make(chan error, 1)
@@ -132,7 +133,7 @@ func BenchmarkECSLaunches(b *testing.B) {
 			for i := 0; i < activities; i++ {
 				tds[fmt.Sprintf("a%03d", i)] = "ok"
 			}
-			d, err := workflow.Parse("bench.yaml", []byte(ecsActivities("bench", tds, "")))
+			d, err := definition.Parse("bench.yaml", []byte(ecsActivities("bench", tds, "")))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -145,7 +146,7 @@ func BenchmarkECSLaunches(b *testing.B) {
 				var total atomic.Int64
 				var wg sync.WaitGroup
 				for j := 0; j < tc.launchers; j++ {
-					l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchECS: &launcher.ECS{API: client}},
+					l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchECS: &launcher.ECS{API: client}},
 						Workers: tc.workers})
 					wg.Add(1)
 					go func() {

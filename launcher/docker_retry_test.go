@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // TestDockerTemporaryErrors: a docker daemon that cannot be reached for a
@@ -53,7 +53,7 @@ esac
 		"  flaky: {command: [run], launch: {type: docker, image: 'etl:flaky'}}\n"+
 		"  slow: {command: [run], launch: {type: docker, image: 'etl:slow'}}\n"+
 		"  missing: {command: [run], launch: {type: docker, image: 'etl:missing'}}\n")
-	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchDocker: &launcher.Docker{Binary: fake, Timeout: time.Second}},
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchDocker: &launcher.Docker{Binary: fake, Timeout: time.Second}},
 		CallTimeout: 2 * time.Second, RetryInterval: 10 * time.Millisecond})
 	if n, err := l.Once(bg(t)); n != 2 || err != nil {
 		t.Fatalf("Once: launched %d, %v; want 2", n, err)

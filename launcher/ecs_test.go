@@ -16,11 +16,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // fakeECS is an httptest server speaking ECS's JSON protocol for RunTask.
@@ -230,7 +230,7 @@ func TestECSHangingRunTask(t *testing.T) {
 		"slow": "hang-once", "dead": "hang", "a": "ok", "b": "ok", "c": "ok",
 	}, ", retry_for: 4s"))
 	l := launcher.New(st, fastRetries(launcher.Config{
-		Backends:    map[string]launcher.Backend{workflow.LaunchECS: &launcher.ECS{API: client}},
+		Backends:    map[string]launcher.Backend{definition.LaunchECS: &launcher.ECS{API: client}},
 		CallTimeout: 2 * time.Second,
 	}))
 	began := time.Now()
@@ -289,7 +289,7 @@ func TestECSTemporaryErrors(t *testing.T) {
 	id, _ := start(t, st, ecsActivities("temporary", map[string]string{
 		"throttled": "throttle-6", "agent": "agent-2", "capacity": "capacity-3", "server": "server-2",
 	}, ""))
-	l := launcher.New(st, fastRetries(launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchECS: &launcher.ECS{API: client}}}))
+	l := launcher.New(st, fastRetries(launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchECS: &launcher.ECS{API: client}}}))
 	if n, err := l.Once(bg(t)); n != 4 || err != nil {
 		t.Fatalf("Once: launched %d, %v; want 4", n, err)
 	}
@@ -320,7 +320,7 @@ func TestECSSustainedThrottling(t *testing.T) {
 		tds[fmt.Sprintf("a%02d", i)] = "throttle-3"
 	}
 	id, _ := start(t, st, ecsActivities("throttled", tds, ""))
-	l := launcher.New(st, fastRetries(launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchECS: &launcher.ECS{API: client}}}))
+	l := launcher.New(st, fastRetries(launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchECS: &launcher.ECS{API: client}}}))
 	if n, err := l.Once(bg(t)); n != 60 || err != nil {
 		t.Fatalf("Once: launched %d, %v; want 60", n, err)
 	}
@@ -354,7 +354,7 @@ func TestECSPermanentErrors(t *testing.T) {
 	big := "name: big\nactivities:\n  huge:\n    command: [run]\n    env: {BLOB: '" + strings.Repeat("x", 9000) + "'}\n" +
 		"    launch: {type: ecs, task_definition: ok, container: main}\n"
 	bigID, _ := start(t, st, big)
-	l := launcher.New(st, fastRetries(launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchECS: &launcher.ECS{API: client}}}))
+	l := launcher.New(st, fastRetries(launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchECS: &launcher.ECS{API: client}}}))
 	began := time.Now()
 	if n, err := l.Once(bg(t)); n != 0 || err != nil {
 		t.Fatalf("Once: launched %d, %v; want 0", n, err)
@@ -413,7 +413,7 @@ func TestECSThreeLaunchersFiftyActivities(t *testing.T) {
 	id, _ := start(t, st, ecsActivities("fifty", tds, ""))
 	var wg sync.WaitGroup
 	for i := 0; i < 3; i++ {
-		l := launcher.New(st, fastRetries(launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchECS: &launcher.ECS{API: client}}}))
+		l := launcher.New(st, fastRetries(launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchECS: &launcher.ECS{API: client}}}))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -459,7 +459,7 @@ func TestConcurrentLaunchesHonourMaxRunning(t *testing.T) {
 	st := dynamotest.NewStore(t, dynamodb.Options{})
 	start(t, st, manyActivities("wide", 30, ""))
 	backend := &gauge{delay: 300 * time.Millisecond}
-	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: backend}, Workers: 4, MaxRunning: 10})
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchLocal: backend}, Workers: 4, MaxRunning: 10})
 	began := time.Now()
 	n, err := l.Once(bg(t))
 	took := time.Since(began)
@@ -482,7 +482,7 @@ func TestFairAcrossWorkflows(t *testing.T) {
 	start(t, st, manyActivities("big", 60, ""))
 	small, _ := start(t, st, manyActivities("small", 3, ""))
 	backend := &counting{}
-	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: backend}, MaxRunning: 6, Workers: 1})
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchLocal: backend}, MaxRunning: 6, Workers: 1})
 	if n, err := l.Once(bg(t)); n != 6 || err != nil {
 		t.Fatalf("Once: %d, %v", n, err)
 	}
@@ -528,7 +528,7 @@ func TestRunDoesNotWaitForSlowLaunches(t *testing.T) {
 	st := dynamotest.NewStore(t, dynamodb.Options{})
 	slowID, _ := start(t, st, ecsActivities("stuck", map[string]string{"stuck": "hang"}, ""))
 	l := launcher.New(st, fastRetries(launcher.Config{
-		Backends:    map[string]launcher.Backend{workflow.LaunchECS: &launcher.ECS{API: client}},
+		Backends:    map[string]launcher.Backend{definition.LaunchECS: &launcher.ECS{API: client}},
 		Interval:    100 * time.Millisecond,
 		CallTimeout: 3 * time.Second,
 	}))

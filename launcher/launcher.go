@@ -22,6 +22,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -49,7 +50,7 @@ type Job struct {
 	// Env is the environment of the wrapper: its identity, the store, the
 	// activity's settings and the definition's env.
 	Env      map[string]string
-	Settings workflow.Settings // with the defaults filled in
+	Settings definition.Settings // with the defaults filled in
 }
 
 // Defaults of Config.
@@ -96,7 +97,7 @@ func (e *TemporaryError) Unwrap() error { return e.Err }
 
 // Config configures a Launcher.
 type Config struct {
-	// Backends by launch type (workflow.LaunchLocal, …). Activities of a
+	// Backends by launch type (definition.LaunchLocal, …). Activities of a
 	// type with no backend are left to other launchers.
 	Backends map[string]Backend
 	Interval time.Duration // between polls (default DefaultInterval)
@@ -144,9 +145,9 @@ type Launcher struct {
 	freed chan struct{}
 
 	mu      sync.Mutex
-	defs    map[string]*workflow.Definition // by workflow_exec_id; definitions never change
-	running map[state.ActivityKey]bool      // launched by us, not yet seen to end
-	busy    map[state.ActivityKey]bool      // being tried by a worker
+	defs    map[string]*definition.Definition // by workflow_exec_id; definitions never change
+	running map[state.ActivityKey]bool        // launched by us, not yet seen to end
+	busy    map[state.ActivityKey]bool        // being tried by a worker
 	// exited holds, under MaxRunning, the busy activities whose process
 	// ended before their launch was recorded: they take no slot.
 	exited map[state.ActivityKey]bool
@@ -184,7 +185,7 @@ func New(st Store, cfg Config) *Launcher {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	return &Launcher{st: st, cfg: cfg, log: cfg.Logger, slots: make(chan struct{}, cfg.Workers), freed: make(chan struct{}, 1),
-		defs: map[string]*workflow.Definition{}, running: map[state.ActivityKey]bool{}, busy: map[state.ActivityKey]bool{},
+		defs: map[string]*definition.Definition{}, running: map[state.ActivityKey]bool{}, busy: map[state.ActivityKey]bool{},
 		waiting: map[state.ActivityKey]time.Time{}, exited: map[state.ActivityKey]bool{}}
 }
 
@@ -413,7 +414,7 @@ func (p *pass) storeErr() error {
 
 type passWorkflow struct {
 	state state.WorkflowState
-	def   *workflow.Definition // nil: its activities cannot be launched
+	def   *definition.Definition // nil: its activities cannot be launched
 }
 
 // forgetEnded drops the activities we launched that have ended, when a cap
@@ -499,7 +500,7 @@ func (l *Launcher) try(ctx context.Context, p *pass, k state.ActivityKey) (launc
 		return false, nil // the monitor cancels what a settled workflow left
 	}
 	act := w.def.Activities[a.ActivityName]
-	var settings workflow.Settings
+	var settings definition.Settings
 	var backend Backend
 	if act != nil {
 		settings = w.def.Effective(a.ActivityName)
@@ -557,7 +558,7 @@ func (l *Launcher) launch(ctx context.Context, backend Backend, j Job, log hclog
 		// timeout: give up well before it.
 		qt := time.Duration(j.Settings.QueuedTimeout)
 		if qt == 0 {
-			qt = workflow.DefaultQueuedTimeout
+			qt = definition.DefaultQueuedTimeout
 		}
 		retryFor = min(retryFor, qt*3/4)
 	}
@@ -783,7 +784,7 @@ func (l *Launcher) fail(ctx context.Context, a *state.ActivityExec, cause error)
 	return err
 }
 
-func (l *Launcher) definition(wf *state.WorkflowExec) (*workflow.Definition, error) {
+func (l *Launcher) definition(wf *state.WorkflowExec) (*definition.Definition, error) {
 	l.mu.Lock()
 	d := l.defs[wf.WorkflowExecID]
 	l.mu.Unlock()
@@ -793,7 +794,7 @@ func (l *Launcher) definition(wf *state.WorkflowExec) (*workflow.Definition, err
 	if wf.Definition == "" {
 		return nil, fmt.Errorf("workflow %s has no stored definition (it was not started with whimbrel start), so its activities cannot be launched from here", wf.WorkflowExecID)
 	}
-	d, err := workflow.ParseStored(wf.Definition)
+	d, err := definition.ParseStored(wf.Definition)
 	if err != nil {
 		return nil, fmt.Errorf("workflow %s: %w", wf.WorkflowExecID, err)
 	}
@@ -804,7 +805,7 @@ func (l *Launcher) definition(wf *state.WorkflowExec) (*workflow.Definition, err
 }
 
 // job builds what the backend needs.
-func (l *Launcher) job(a *state.ActivityExec, def *workflow.Definition, act *workflow.Activity, s workflow.Settings) Job {
+func (l *Launcher) job(a *state.ActivityExec, def *definition.Definition, act *definition.Activity, s definition.Settings) Job {
 	env := map[string]string{}
 	for k, v := range s.Env {
 		env[k] = v
@@ -816,7 +817,7 @@ func (l *Launcher) job(a *state.ActivityExec, def *workflow.Definition, act *wor
 	env[state.EnvActivityName] = a.ActivityName
 	env[state.EnvWorkflowExecID] = a.WorkflowExecID
 	env[state.EnvWorkflowName] = def.Name
-	for name, d := range map[string]workflow.Duration{
+	for name, d := range map[string]definition.Duration{
 		state.EnvHeartbeatInterval: s.HeartbeatInterval,
 		state.EnvHeartbeatTimeout:  s.HeartbeatTimeout,
 		state.EnvTimeout:           s.Timeout,

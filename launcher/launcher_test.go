@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/whimbrel/whimbrel/internal/testbin"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +14,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/whimbrel/whimbrel/definition"
+	"github.com/whimbrel/whimbrel/internal/testbin"
 
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -63,9 +65,9 @@ func bg(t *testing.T) context.Context {
 	return ctx
 }
 
-func start(t *testing.T, st state.Store, yaml string) (string, *workflow.Definition) {
+func start(t *testing.T, st state.Store, yaml string) (string, *definition.Definition) {
 	t.Helper()
-	d, err := workflow.Parse("test.yaml", []byte(yaml))
+	d, err := definition.Parse("test.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +148,7 @@ func TestEightLaunchersLaunchEachOnce(t *testing.T) {
 	backend := &counting{}
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {
-		l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: backend}})
+		l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchLocal: backend}})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -224,7 +226,7 @@ func TestDAGRunsToCompletion(t *testing.T) {
 	local := &launcher.Local{Wrapper: wrapper, LogDir: t.TempDir(),
 		Env: append(dynamotest.Env(t, st.Prefix()), "PATH="+os.Getenv("PATH"), nudge.Env+"="+nl.Addr())}
 	l := launcher.New(st, launcher.Config{
-		Backends: map[string]launcher.Backend{workflow.LaunchLocal: local},
+		Backends: map[string]launcher.Backend{definition.LaunchLocal: local},
 		Interval: 200 * time.Millisecond, Nudge: nl.C(),
 		StoreEnv: map[string]string{"WHIMBREL_TABLE_PREFIX": st.Prefix()},
 	})
@@ -316,7 +318,7 @@ func TestECSBackend(t *testing.T) {
 	}
 	backend := &launcher.ECS{API: ecs.NewFromConfig(cfg)}
 	st := dynamotest.NewStore(t, dynamodb.Options{})
-	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchECS: backend},
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchECS: backend},
 		StoreEnv: map[string]string{"WHIMBREL_TABLE_PREFIX": st.Prefix()}})
 
 	id, _ := start(t, st, ecsWorkflow)
@@ -352,7 +354,7 @@ func TestECSBackend(t *testing.T) {
 
 	// The client token is the same for the same launch: a repeat cannot
 	// start a second task.
-	job := launcher.Job{Key: key, ActivityName: "extract", Settings: workflow.Settings{Launch: &workflow.Launch{Type: "ecs", TaskDefinition: "etl:3", Container: "main"}}}
+	job := launcher.Job{Key: key, ActivityName: "extract", Settings: definition.Settings{Launch: &definition.Launch{Type: "ecs", TaskDefinition: "etl:3", Container: "main"}}}
 	for i := 0; i < 2; i++ {
 		if _, err := backend.Launch(bg(t), job); err != nil {
 			t.Fatal(err)
@@ -397,7 +399,7 @@ echo 4f2c9e1d8b7a
 		t.Fatal(err)
 	}
 	st := dynamotest.NewStore(t, dynamodb.Options{})
-	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchDocker: &launcher.Docker{Binary: fake}}})
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchDocker: &launcher.Docker{Binary: fake}}})
 	id, _ := start(t, st, "name: d\nactivities:\n  a:\n    command: [./etl.sh, nightly]\n    launch: {type: docker, image: 'etl:9', docker_args: [--network, host]}\n")
 	if n, err := l.Once(bg(t)); n != 1 || err != nil {
 		t.Fatalf("Once: %d %v", n, err)
@@ -433,7 +435,7 @@ func TestMaxRunning(t *testing.T) {
 	st := dynamotest.NewStore(t, dynamodb.Options{})
 	id, _ := start(t, st, manyActivities("capped", 5, ""))
 	backend := &counting{}
-	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: backend}, MaxRunning: 2})
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchLocal: backend}, MaxRunning: 2})
 	if n, err := l.Once(bg(t)); n != 2 || err != nil {
 		t.Fatalf("first pass launched %d (%v), want the cap of 2", n, err)
 	}
@@ -466,7 +468,7 @@ func TestDrainFinishesClaimedLaunches(t *testing.T) {
 	id, _ := start(t, st, manyActivities("drain", 3, ""))
 	backend := &counting{block: make(chan struct{})}
 	// One worker: the other two are not claimed before the stop.
-	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: backend}, Workers: 1})
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchLocal: backend}, Workers: 1})
 	ctx, cancel := context.WithCancel(bg(t))
 	done := make(chan int, 1)
 	go func() {
@@ -542,7 +544,7 @@ func TestClaimWhoseAnswerWasLostIsLaunched(t *testing.T) {
 	st := dynamotest.NewStore(t, dynamodb.Options{})
 	start(t, st, manyActivities("lost", 1, ""))
 	backend := &counting{}
-	l := launcher.New(&lostAnswer{Store: st}, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: backend}})
+	l := launcher.New(&lostAnswer{Store: st}, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchLocal: backend}})
 	if n, err := l.Once(bg(t)); n != 1 || err != nil || len(backend.launches) != 1 {
 		t.Errorf("launched %d (%v), backend saw %d; want the claimed activity launched", n, err, len(backend.launches))
 	}
@@ -565,7 +567,7 @@ func TestWorkflowWithoutDefinition(t *testing.T) {
 	}
 	start(t, st, manyActivities("ours", 1, ""))
 	backend := &counting{}
-	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: backend}})
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchLocal: backend}})
 	if n, err := l.Once(bg(t)); n != 1 || err != nil {
 		t.Errorf("launched %d (%v), want only the activity with a definition", n, err)
 	}
@@ -583,7 +585,7 @@ func TestWrapperThatNeverClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	local := &launcher.Local{Wrapper: broken, LogDir: t.TempDir()}
-	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: local}})
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchLocal: local}})
 	local.Exited = func(j launcher.Job, status string) { l.Exited(context.Background(), j, status) }
 	if n, err := l.Once(bg(t)); n != 1 || err != nil {
 		t.Fatalf("Once: %d %v", n, err)
@@ -611,7 +613,7 @@ func TestWrapperExitedZeroIsNotFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	local := &launcher.Local{Wrapper: quiet, LogDir: t.TempDir()}
-	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: local}})
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchLocal: local}})
 	exited := make(chan string, 1)
 	local.Exited = func(j launcher.Job, status string) {
 		l.Exited(context.Background(), j, status)

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // TestRetryWaitsForNotBefore: a launch that fails is a FAILED attempt
@@ -23,7 +23,7 @@ func TestRetryWaitsForNotBefore(t *testing.T) {
 	st := dynamotest.NewStore(t, dynamodb.Options{})
 	id, _ := start(t, st, "name: w\nactivities:\n  a: {command: [\"true\"], retry: {max_attempts: 2, interval: 2s}}\n")
 	failing := &counting{err: errors.New("no such image")}
-	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: failing}})
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchLocal: failing}})
 	if _, err := l.Once(bg(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestRetryWaitsForNotBefore(t *testing.T) {
 
 	ok := &counting{}
 	reads := &countingReads{Store: st, key: retry.ActivityKey}
-	l = launcher.New(reads, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: ok}})
+	l = launcher.New(reads, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchLocal: ok}})
 	for time.Until(retry.NotBefore) > 300*time.Millisecond {
 		if n, err := l.Once(bg(t)); n != 0 || err != nil {
 			t.Fatalf("launched %d (%v) %s before the retry's not_before", n, err, time.Until(retry.NotBefore))
@@ -105,7 +105,7 @@ func TestUnknownLaunchClaimedIsNotRepeated(t *testing.T) {
 	st := dynamotest.NewStore(t, dynamodb.Options{})
 	id, _ := start(t, st, "name: w\nactivities:\n  a: {command: [\"true\"]}\n")
 	b := &claimingThenSilent{st: st, claimer: "wrapper-token"}
-	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: b},
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchLocal: b},
 		CallTimeout: 300 * time.Millisecond, RetryInterval: 10 * time.Millisecond})
 	n, err := l.Once(bg(t))
 	if err != nil {

@@ -15,9 +15,9 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/nudge"
 	"github.com/whimbrel/whimbrel/state"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // Setup is what a launcher process (whimbrel-launcher) is built from: the
@@ -67,28 +67,28 @@ func (s *Setup) Check(ctx context.Context) error {
 	}
 	s.explicit = len(s.Types) > 0
 	if !s.explicit {
-		s.Types = []string{workflow.LaunchLocal, workflow.LaunchDocker, workflow.LaunchECS}
+		s.Types = []string{definition.LaunchLocal, definition.LaunchDocker, definition.LaunchECS}
 	}
-	if s.Serves(workflow.LaunchLocal) && s.LogDir != "" {
+	if s.Serves(definition.LaunchLocal) && s.LogDir != "" {
 		if err := checkLogDir(s.LogDir); err != nil {
 			return err
 		}
 	}
-	if s.Serves(workflow.LaunchDocker) {
+	if s.Serves(definition.LaunchDocker) {
 		if _, err := exec.LookPath(s.Docker); err != nil {
 			if s.explicit {
 				return fmt.Errorf("docker CLI %q not found: install Docker, name the CLI with --docker, or leave docker out of --types", s.Docker)
 			}
 			s.Logger.Info("docker CLI not found: docker activities are left to other launchers", "docker", s.Docker)
-			s.drop(workflow.LaunchDocker)
+			s.drop(definition.LaunchDocker)
 		}
 	}
-	if s.Serves(workflow.LaunchECS) {
+	if s.Serves(definition.LaunchECS) {
 		switch {
 		case s.ECSCluster == "" && s.explicit:
 			return &SetupError{Msg: "--types ecs needs --ecs-cluster (or WHIMBREL_ECS_CLUSTER): the ECS cluster for activities whose definition names none, checked at start"}
 		case s.ECSCluster == "":
-			s.drop(workflow.LaunchECS)
+			s.drop(definition.LaunchECS)
 		default:
 			var err error
 			if s.ecs, err = s.connectECS(ctx); err != nil {
@@ -118,7 +118,7 @@ func (s *Setup) startTimeout() time.Duration {
 // before its other mistakes.
 func CheckTypes(types []string) error {
 	for _, t := range types {
-		if !slices.Contains([]string{workflow.LaunchLocal, workflow.LaunchDocker, workflow.LaunchECS}, t) {
+		if !slices.Contains([]string{definition.LaunchLocal, definition.LaunchDocker, definition.LaunchECS}, t) {
 			return &SetupError{Msg: fmt.Sprintf("--types: %q is not a launch type: use local, docker or ecs", t)}
 		}
 	}
@@ -152,13 +152,13 @@ func (s *Setup) CheckStore(ctx context.Context, st interface {
 // a single pass).
 func (s *Setup) Launcher(st Store, cfg Config, nl *nudge.Listener) (*Launcher, error) {
 	cfg.Backends = map[string]Backend{}
-	if s.Serves(workflow.LaunchDocker) {
-		cfg.Backends[workflow.LaunchDocker] = &Docker{Binary: s.Docker, PassEnv: s.PassEnv}
+	if s.Serves(definition.LaunchDocker) {
+		cfg.Backends[definition.LaunchDocker] = &Docker{Binary: s.Docker, PassEnv: s.PassEnv}
 	}
-	if s.Serves(workflow.LaunchECS) {
-		cfg.Backends[workflow.LaunchECS] = s.ecs
+	if s.Serves(definition.LaunchECS) {
+		cfg.Backends[definition.LaunchECS] = s.ecs
 	}
-	if !s.Serves(workflow.LaunchLocal) {
+	if !s.Serves(definition.LaunchLocal) {
 		return New(st, cfg), nil
 	}
 	wrapper, err := WrapperOr(s.Wrapper)
@@ -194,7 +194,7 @@ func NewWithLocal(st Store, cfg Config, b *Local, nl *nudge.Listener) (*Launcher
 		cfg.Nudge = nl.C()
 		b.Env = append(os.Environ(), nudge.Env+"="+nl.Addr())
 	}
-	cfg.Backends[workflow.LaunchLocal] = b
+	cfg.Backends[definition.LaunchLocal] = b
 	l := New(st, cfg)
 	b.Exited = func(j Job, status string) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -68,7 +69,7 @@ const (
 // Spec is what `whimbrel schedule set` gives.
 type Spec struct {
 	Name       string
-	Definition *workflow.Definition
+	Definition *definition.Definition
 	Cron       string
 	Every      time.Duration
 	After      string
@@ -291,7 +292,7 @@ func build(ctx context.Context, st Store, spec Spec, now time.Time) (*state.Sche
 		d.Defaults.Env[ParamEnv(k)] = v
 	}
 	s.Definition = d.JSON()
-	if _, err := workflow.ParseStored(s.Definition); err != nil {
+	if _, err := definition.ParseStored(s.Definition); err != nil {
 		return nil, fmt.Errorf("schedule %s: %w", s.Name, err)
 	}
 	return s, nil

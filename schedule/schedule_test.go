@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/schedule"
 	"github.com/whimbrel/whimbrel/state"
@@ -49,9 +50,9 @@ func ctx(t *testing.T) context.Context {
 	return c
 }
 
-func def(t *testing.T, name string) *workflow.Definition {
+func def(t *testing.T, name string) *definition.Definition {
 	t.Helper()
-	d, err := workflow.Parse(name+".yaml", []byte(fmt.Sprintf(`name: %s
+	d, err := definition.Parse(name+".yaml", []byte(fmt.Sprintf(`name: %s
 activities:
   a:
     command: ["true"]
@@ -320,7 +321,7 @@ func TestPauseResume(t *testing.T) {
 }
 
 // complete starts an execution of the upstream workflow and settles it.
-func complete(t *testing.T, st schedule.Store, d *workflow.Definition, to state.WorkflowState) string {
+func complete(t *testing.T, st schedule.Store, d *definition.Definition, to state.WorkflowState) string {
 	t.Helper()
 	id, _, err := workflow.Start(ctx(t), st, d, workflow.StartOptions{Source: "test"})
 	if err != nil {
@@ -461,7 +462,7 @@ func TestRunLogShowsStateAndError(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stored, err := workflow.ParseStored(w.Definition)
+		stored, err := definition.ParseStored(w.Definition)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -503,7 +504,7 @@ func TestCatchupFinishesAStartedFire(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := workflow.ParseStored(s.Definition)
+		d, err := definition.ParseStored(s.Definition)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/schedule"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // runParams is what an execution was started with, read from its stored
@@ -27,7 +27,7 @@ func (p *runParams) empty() bool { return len(p.Params) == 0 && p.Schedule == ""
 // has none to show (the page says what is wrong with the execution
 // otherwise).
 func paramsOf(stored string) *runParams {
-	d, err := workflow.ParseStored(stored)
+	d, err := definition.ParseStored(stored)
 	if err != nil || d == nil {
 		return &runParams{}
 	}

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/schedule"
 	"github.com/whimbrel/whimbrel/state"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // TestScheduleAPI: GET /api/schedules lists the schedules with their last
@@ -20,7 +20,7 @@ import (
 // show --json); both need the token.
 func TestScheduleAPI(t *testing.T) {
 	st := sqliteStore(t).(schedule.Store)
-	d, err := workflow.Parse("test.yaml", []byte(diamond))
+	d, err := definition.Parse("test.yaml", []byte(diamond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestSchedulePages(t *testing.T) {
 }
 
 func testSchedulePages(t *testing.T, st schedule.Store) {
-	d, err := workflow.Parse("test.yaml", []byte(diamond))
+	d, err := definition.Parse("test.yaml", []byte(diamond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +268,7 @@ func (b badRunStore) GetWorkflow(ctx context.Context, id string) (*state.Workflo
 // rest.
 func TestAnUndecodableRunShowsAsSuch(t *testing.T) {
 	st := sqliteStore(t).(schedule.Store)
-	d, err := workflow.Parse("test.yaml", []byte(diamond))
+	d, err := definition.Parse("test.yaml", []byte(diamond))
 	if err != nil {
 		t.Fatal(err)
 	}

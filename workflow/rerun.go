@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
 )
 
@@ -17,13 +18,13 @@ func Rerun(ctx context.Context, st Starter, id string, fromFailure bool, opts St
 	if err != nil {
 		return "", fmt.Errorf("rerun %s: %w", id, err)
 	}
-	d, err := ParseStored(wf.Definition)
+	d, err := definition.ParseStored(wf.Definition)
 	if err != nil {
 		return "", fmt.Errorf("rerun %s: it has no definition Whimbrel can read (it was not started with whimbrel start): %w", id, err)
 	}
 	if opts.Params == nil {
 		// The same parameters as the earlier execution: a rerun repeats it.
-		if opts.Params, err = StoredParams(wf.Params); err != nil {
+		if opts.Params, err = definition.StoredParams(wf.Params); err != nil {
 			return "", fmt.Errorf("rerun %s: %w", id, err)
 		}
 	}

@@ -30,6 +30,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/monitor"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
@@ -272,7 +273,7 @@ func measureUnits(ctx context.Context, endpoint string) (unitsReport, error) {
 	if _, err := st.Install(ctx, false); err != nil {
 		return unitsReport{}, err
 	}
-	d, err := workflow.Parse("bench.yaml", []byte("name: bench\nactivities:\n  a: {command: [\"true\"]}\n  b: {command: [\"true\"], depends_on: [a]}\n"))
+	d, err := definition.Parse("bench.yaml", []byte("name: bench\nactivities:\n  a: {command: [\"true\"]}\n  b: {command: [\"true\"], depends_on: [a]}\n"))
 	if err != nil {
 		return unitsReport{}, err
 	}
@@ -378,7 +379,7 @@ func measureStart(ctx context.Context, bin, endpoint string, runs int) (timings,
 	for i := 0; i < runs; i++ {
 		fmt.Fprintf(&def, "  a%03d: {command: [\"true\"]}\n", i)
 	}
-	d, err := workflow.Parse("s.yaml", []byte(def.String()))
+	d, err := definition.Parse("s.yaml", []byte(def.String()))
 	if err != nil {
 		return nil, err
 	}
@@ -507,7 +508,7 @@ func measureThroughput(ctx context.Context, bin, endpoint string, n int) (throug
 	for i := 0; i < n; i++ {
 		fmt.Fprintf(&def, "  t%04d: {command: [\"true\"]}\n", i)
 	}
-	d, err := workflow.Parse("t.yaml", []byte(def.String()))
+	d, err := definition.Parse("t.yaml", []byte(def.String()))
 	if err != nil {
 		return res, err
 	}
@@ -571,7 +572,7 @@ func measureThroughput(ctx context.Context, bin, endpoint string, n int) (throug
 	if _, err := st.Install(ctx, false); err != nil {
 		return res, err
 	}
-	one, _ := workflow.Parse("o.yaml", []byte("name: raw\nactivities:\n  a: {command: [\"true\"]}\n"))
+	one, _ := definition.Parse("o.yaml", []byte("name: raw\nactivities:\n  a: {command: [\"true\"]}\n"))
 	id, _, err := workflow.Start(ctx, st, one, workflow.StartOptions{})
 	if err != nil {
 		return res, err

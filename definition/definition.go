@@ -1,4 +1,12 @@
-package workflow
+// Package definition is the language a workflow is written in: the
+// definition's fields, read from YAML (or JSON) and checked with every
+// problem named at its line and a suggestion for a misspelt name; the
+// parameters and their types; the templates that hand an activity its
+// parameters and its upstreams' outputs, and their filters; the warnings
+// for a value pasted raw into a shell script; and the stored form kept
+// with every execution, read one activity at a time. It decides nothing
+// about an execution: package workflow makes the moves.
+package definition
 
 import (
 	"encoding/json"
