@@ -37,8 +37,8 @@ func TestParseMinimal(t *testing.T) {
 	if err != nil || j.JSON() != d.JSON() {
 		t.Errorf("JSON round trip: %v\n%s\n%s", err, j.JSON(), d.JSON())
 	}
-	if s, err := definition.ParseStored(d.JSON()); err != nil || s.JSON() != d.JSON() {
-		t.Errorf("ParseStored: %v", err)
+	if s, err := definition.FromJSON(d.JSON()); err != nil || s.JSON() != d.JSON() {
+		t.Errorf("FromJSON: %v", err)
 	}
 }
 
@@ -151,7 +151,7 @@ func TestParseRetention(t *testing.T) {
 	if err != nil || time.Duration(d.Retention) != 30*24*time.Hour {
 		t.Fatalf("retention: %v %v", d, err)
 	}
-	back, err := definition.ParseStored(d.JSON())
+	back, err := definition.FromJSON(d.JSON())
 	if err != nil || back.Retention != d.Retention {
 		t.Errorf("stored retention: %v %v", back, err)
 	}

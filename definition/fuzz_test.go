@@ -36,7 +36,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("name: w\nparams: {p: {type: int, enum: [\"1\"], pattern: \"[0-9(\", default: \"1\"}}\nactivities:\n  a: {command: [sh, -c, \"echo {{ params.p | shquote }} '{{ params.p }}'\"]}\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		type res struct {
-			d   *definition.Definition
+			d   *definition.Workflow
 			err error
 		}
 		c := make(chan res, 1)
@@ -52,7 +52,7 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		stored := d.JSON()
-		back, err := definition.ParseStored(stored)
+		back, err := definition.FromJSON(stored)
 		if err != nil {
 			t.Fatalf("an accepted definition does not read back: %v\n%s", err, stored)
 		}

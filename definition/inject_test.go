@@ -186,7 +186,7 @@ func TestBindChecksTypes(t *testing.T) {
 		t.Errorf("a hostile value's error: %q; want it escaped and shortened", err)
 	}
 	// The stored definition keeps the declarations.
-	back, err := definition.ParseStored(d.JSON())
+	back, err := definition.FromJSON(d.JSON())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ activities:
 		t.Errorf("c: %+v", c)
 	}
 	// The stored form reads back the same.
-	again, err := definition.ParseStored(d.JSON())
+	again, err := definition.FromJSON(d.JSON())
 	if err != nil || again.Effective("a").Retry.Attempts() != 3 || again.Effective("a").Retry.ExitCodes[1] != 75 {
 		t.Errorf("stored: %v", err)
 	}
@@ -104,7 +104,7 @@ activities:
 		}
 	}
 	// A stored definition written by another client is checked too.
-	if _, err := definition.ParseStored(`{"name":"r","activities":{"a":{"command":["true"],"retry":{"backoff_rate":0.5,"retry_on":["NOPE"]}}}}`); err == nil ||
+	if _, err := definition.FromJSON(`{"name":"r","activities":{"a":{"command":["true"],"retry":{"backoff_rate":0.5,"retry_on":["NOPE"]}}}}`); err == nil ||
 		!strings.Contains(err.Error(), "backoff_rate") || !strings.Contains(err.Error(), "NOPE") {
 		t.Errorf("stored definition with a bad policy: %v", err)
 	}

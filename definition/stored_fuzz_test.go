@@ -44,7 +44,7 @@ func FuzzReadStored(f *testing.F) {
 		}
 		_, _ = st.Activity("no such activity")
 		_, _ = st.Dependents("no such activity")
-		full, err := definition.ParseStored(s)
+		full, err := definition.FromJSON(s)
 		if err != nil {
 			return
 		}

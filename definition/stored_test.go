@@ -90,7 +90,7 @@ activities:
 // TestStoredReadsOnlyWhatItIsAskedFor is the contract of the stored form:
 // an entry that cannot be read (another writer's, or a hand edit) concerns
 // the activities that read it, and no other; the full check stays where a
-// workflow is started (ParseStored refuses the same text).
+// workflow is started (FromJSON refuses the same text).
 func TestStoredReadsOnlyWhatItIsAskedFor(t *testing.T) {
 	text := `{"name":"mixed","activities":{
 		"a":{"command":["true"]},
@@ -99,8 +99,8 @@ func TestStoredReadsOnlyWhatItIsAskedFor(t *testing.T) {
 		"broken":{"command":"not a list"},
 		"lost":{"command":["true"],"depends_on":["nowhere"]},
 		"null":null}}`
-	if _, err := definition.ParseStored(text); err == nil {
-		t.Fatal("ParseStored accepted a definition with broken entries")
+	if _, err := definition.FromJSON(text); err == nil {
+		t.Fatal("FromJSON accepted a definition with broken entries")
 	}
 	s, err := definition.ReadStored(text)
 	if err != nil {

@@ -145,9 +145,9 @@ type Launcher struct {
 	freed chan struct{}
 
 	mu      sync.Mutex
-	defs    map[string]*definition.Definition // by workflow_exec_id; definitions never change
-	running map[state.ActivityKey]bool        // launched by us, not yet seen to end
-	busy    map[state.ActivityKey]bool        // being tried by a worker
+	defs    map[string]*definition.Workflow // by workflow_exec_id; definitions never change
+	running map[state.ActivityKey]bool      // launched by us, not yet seen to end
+	busy    map[state.ActivityKey]bool      // being tried by a worker
 	// exited holds, under MaxRunning, the busy activities whose process
 	// ended before their launch was recorded: they take no slot.
 	exited map[state.ActivityKey]bool
@@ -185,7 +185,7 @@ func New(st Store, cfg Config) *Launcher {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	return &Launcher{st: st, cfg: cfg, log: cfg.Logger, slots: make(chan struct{}, cfg.Workers), freed: make(chan struct{}, 1),
-		defs: map[string]*definition.Definition{}, running: map[state.ActivityKey]bool{}, busy: map[state.ActivityKey]bool{},
+		defs: map[string]*definition.Workflow{}, running: map[state.ActivityKey]bool{}, busy: map[state.ActivityKey]bool{},
 		waiting: map[state.ActivityKey]time.Time{}, exited: map[state.ActivityKey]bool{}}
 }
 
@@ -414,7 +414,7 @@ func (p *pass) storeErr() error {
 
 type passWorkflow struct {
 	state state.WorkflowState
-	def   *definition.Definition // nil: its activities cannot be launched
+	def   *definition.Workflow // nil: its activities cannot be launched
 }
 
 // forgetEnded drops the activities we launched that have ended, when a cap
@@ -784,7 +784,7 @@ func (l *Launcher) fail(ctx context.Context, a *state.ActivityExec, cause error)
 	return err
 }
 
-func (l *Launcher) definition(wf *state.WorkflowExec) (*definition.Definition, error) {
+func (l *Launcher) definition(wf *state.WorkflowExec) (*definition.Workflow, error) {
 	l.mu.Lock()
 	d := l.defs[wf.WorkflowExecID]
 	l.mu.Unlock()
@@ -794,7 +794,7 @@ func (l *Launcher) definition(wf *state.WorkflowExec) (*definition.Definition, e
 	if wf.Definition == "" {
 		return nil, fmt.Errorf("workflow %s has no stored definition (it was not started with whimbrel start), so its activities cannot be launched from here", wf.WorkflowExecID)
 	}
-	d, err := definition.ParseStored(wf.Definition)
+	d, err := definition.FromJSON(wf.Definition)
 	if err != nil {
 		return nil, fmt.Errorf("workflow %s: %w", wf.WorkflowExecID, err)
 	}
@@ -805,7 +805,7 @@ func (l *Launcher) definition(wf *state.WorkflowExec) (*definition.Definition, e
 }
 
 // job builds what the backend needs.
-func (l *Launcher) job(a *state.ActivityExec, def *definition.Definition, act *definition.Activity, s definition.Settings) Job {
+func (l *Launcher) job(a *state.ActivityExec, def *definition.Workflow, act *definition.Activity, s definition.Settings) Job {
 	env := map[string]string{}
 	for k, v := range s.Env {
 		env[k] = v

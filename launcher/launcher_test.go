@@ -65,7 +65,7 @@ func bg(t *testing.T) context.Context {
 	return ctx
 }
 
-func start(t *testing.T, st state.Store, yaml string) (string, *definition.Definition) {
+func start(t *testing.T, st state.Store, yaml string) (string, *definition.Workflow) {
 	t.Helper()
 	d, err := definition.Parse("test.yaml", []byte(yaml))
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 // workflow and stops the crew, harder at each one.
 type follower struct {
 	st        Store
-	d         *definition.Definition
+	d         *definition.Workflow
 	id        string
 	c         *crew
 	w         *watcher
@@ -125,7 +125,7 @@ func stopWrappers(b *launcher.Local, within time.Duration) {
 }
 
 // maxKillGrace is the longest a wrapper of d may wait for its command.
-func maxKillGrace(d *definition.Definition) time.Duration {
+func maxKillGrace(d *definition.Workflow) time.Duration {
 	longest := time.Duration(0)
 	for _, n := range d.Names() {
 		g := time.Duration(d.Effective(n).KillGrace)

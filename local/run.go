@@ -69,7 +69,7 @@ type Options struct {
 	// Started, if set, is told the execution's ID once it has started
 	// (whimbrel run --web prints the web view's address with it).
 	Started func(workflowExecID string)
-	// Params are the execution's parameters (see definition.Definition.Bind).
+	// Params are the execution's parameters (see definition.Workflow.Bind).
 	Params map[string]string
 	// MaxRunning caps the activities running at once (0: no cap); the
 	// next starts as soon as one ends.
@@ -87,7 +87,7 @@ type Result struct {
 
 // Run starts d and runs it to its end. It returns an error only when it
 // could not run the workflow; a workflow that failed is a Result.
-func Run(ctx context.Context, st Store, d *definition.Definition, opts Options) (*Result, error) {
+func Run(ctx context.Context, st Store, d *definition.Workflow, opts Options) (*Result, error) {
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
 	}

@@ -110,7 +110,7 @@ const (
 )
 
 // fanOut builds a workflow of n activities: a root, a fan-out, a join.
-func fanOut(t *testing.T, name string, n int, timeouts, command, extra string) *definition.Definition {
+func fanOut(t *testing.T, name string, n int, timeouts, command, extra string) *definition.Workflow {
 	t.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, "name: %s\ndefaults: {%s}\nactivities:\n", name, timeouts)

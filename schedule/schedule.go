@@ -69,7 +69,7 @@ const (
 // Spec is what `whimbrel schedule set` gives.
 type Spec struct {
 	Name       string
-	Definition *definition.Definition
+	Definition *definition.Workflow
 	Cron       string
 	Every      time.Duration
 	After      string
@@ -292,7 +292,7 @@ func build(ctx context.Context, st Store, spec Spec, now time.Time) (*state.Sche
 		d.Defaults.Env[ParamEnv(k)] = v
 	}
 	s.Definition = d.JSON()
-	if _, err := definition.ParseStored(s.Definition); err != nil {
+	if _, err := definition.FromJSON(s.Definition); err != nil {
 		return nil, fmt.Errorf("schedule %s: %w", s.Name, err)
 	}
 	return s, nil

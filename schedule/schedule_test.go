@@ -50,7 +50,7 @@ func ctx(t *testing.T) context.Context {
 	return c
 }
 
-func def(t *testing.T, name string) *definition.Definition {
+func def(t *testing.T, name string) *definition.Workflow {
 	t.Helper()
 	d, err := definition.Parse(name+".yaml", []byte(fmt.Sprintf(`name: %s
 activities:
@@ -321,7 +321,7 @@ func TestPauseResume(t *testing.T) {
 }
 
 // complete starts an execution of the upstream workflow and settles it.
-func complete(t *testing.T, st schedule.Store, d *definition.Definition, to state.WorkflowState) string {
+func complete(t *testing.T, st schedule.Store, d *definition.Workflow, to state.WorkflowState) string {
 	t.Helper()
 	id, _, err := workflow.Start(ctx(t), st, d, workflow.StartOptions{Source: "test"})
 	if err != nil {
@@ -462,7 +462,7 @@ func TestRunLogShowsStateAndError(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stored, err := definition.ParseStored(w.Definition)
+		stored, err := definition.FromJSON(w.Definition)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -504,7 +504,7 @@ func TestCatchupFinishesAStartedFire(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := definition.ParseStored(s.Definition)
+		d, err := definition.FromJSON(s.Definition)
 		if err != nil {
 			t.Fatal(err)
 		}

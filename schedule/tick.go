@@ -286,7 +286,7 @@ func logPassedRun(ctx context.Context, st Store, name string, f time.Time, id st
 // start starts the run of fire time f. The request ID makes it exactly
 // once: a start repeated by anyone answers with the first execution.
 func start(ctx context.Context, st Store, s *state.Schedule, f time.Time) (id string, created bool, err error) {
-	d, err := definition.ParseStored(s.Definition)
+	d, err := definition.FromJSON(s.Definition)
 	if err != nil {
 		return "", false, err
 	}

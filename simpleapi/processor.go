@@ -375,7 +375,7 @@ func (p *Processor) startOptions(r *state.WorkflowRequest) workflow.StartOptions
 
 // checkParams refuses, before anything is written, a request whose
 // parameters do not read or do not fit the definition's declarations.
-func checkParams(def *definition.Definition, r *state.WorkflowRequest) error {
+func checkParams(def *definition.Workflow, r *state.WorkflowRequest) error {
 	params, err := definition.StoredParams(r.Params)
 	if err != nil {
 		return err
@@ -398,8 +398,8 @@ func checkOutput(s string) error {
 }
 
 // definition parses a registered definition, or says why it cannot be used.
-func (p *Processor) definition(reg *state.WorkflowLambda, name string) (*definition.Definition, error) {
-	def, err := definition.ParseStored(reg.Definition)
+func (p *Processor) definition(reg *state.WorkflowLambda, name string) (*definition.Workflow, error) {
+	def, err := definition.FromJSON(reg.Definition)
 	if err == nil && def.Name != name {
 		err = fmt.Errorf("it defines workflow %q", def.Name)
 	}
@@ -969,7 +969,7 @@ func (p *Processor) changeFor(ctx context.Context, ev *state.ActivityEvent, a *s
 func claim(ev *state.ActivityEvent, wf *state.WorkflowExec, a *state.ActivityExec, owner string) *state.Claim {
 	cl := &state.Claim{Owner: owner, Host: ev.Host, PID: ev.PID, HeartbeatEnabled: ev.HeartbeatEnabled,
 		HeartbeatInterval: ev.HeartbeatInterval, HeartbeatTimeout: ev.HeartbeatTimeout}
-	if def, err := definition.ParseStored(wf.Definition); err == nil && def.Activities[a.ActivityName] != nil {
+	if def, err := definition.FromJSON(wf.Definition); err == nil && def.Activities[a.ActivityName] != nil {
 		s := def.Effective(a.ActivityName)
 		if s.HeartbeatInterval > 0 || s.HeartbeatTimeout > 0 {
 			cl.HeartbeatEnabled = true

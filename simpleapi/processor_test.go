@@ -62,7 +62,7 @@ type env struct {
 	st      *store
 	client  *awsdynamodb.Client
 	streams *dynamodbstreams.Client
-	def     *definition.Definition
+	def     *definition.Workflow
 	logs    *logBuffer // every processor's log lines
 }
 

@@ -51,7 +51,7 @@ activities:
   a: {command: ["true"]}
 `
 
-func (e *env) register(src string) *definition.Definition {
+func (e *env) register(src string) *definition.Workflow {
 	e.t.Helper()
 	def, err := definition.Parse("def.yaml", []byte(src))
 	if err != nil {

@@ -27,7 +27,7 @@ func (p *runParams) empty() bool { return len(p.Params) == 0 && p.Schedule == ""
 // has none to show (the page says what is wrong with the execution
 // otherwise).
 func paramsOf(stored string) *runParams {
-	d, err := definition.ParseStored(stored)
+	d, err := definition.FromJSON(stored)
 	if err != nil || d == nil {
 		return &runParams{}
 	}

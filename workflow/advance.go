@@ -130,7 +130,7 @@ func graphOf(ctx context.Context, st Reader, id string) (graph, error) {
 // never changes, its state may have.
 func graphFrom(wf *state.WorkflowExec) graph {
 	g := graph{id: wf.WorkflowExecID}
-	if d, err := definition.ReadStoredShared(wf.Definition); err == nil {
+	if d, err := definition.ReadStored(wf.Definition); err == nil {
 		g.def = d
 	} // else: stored by another client, in another form; the index serves
 	return g
@@ -377,7 +377,13 @@ func settle(ctx context.Context, st Settler, g graph, log hclog.Logger) (state.W
 	// An activity is judged by its latest attempt: the earlier ones
 	// failed, or timed out, and were retried. Another client's workflow
 	// has no retries: each of its items is judged, whatever its name.
-	latest := finals(g.def != nil, acts)
+	final := Finals(g.def != nil, acts)
+	var latest []*state.ActivityExec
+	for _, a := range acts {
+		if final[a.ActivityExecID] == a {
+			latest = append(latest, a)
+		}
+	}
 	if g.def != nil && len(latest) < g.def.Len() {
 		// The listing goes through an index that has not caught up: do
 		// not judge the workflow on part of it.

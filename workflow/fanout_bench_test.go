@@ -30,7 +30,7 @@ func BenchmarkWrapperAdvance(b *testing.B) {
 			if _, err := st.Install(ctx, false); err != nil {
 				b.Fatal(err)
 			}
-			d := &definition.Definition{Name: "fan", Activities: map[string]*definition.Activity{"root": {Command: []string{"true"}}}}
+			d := &definition.Workflow{Name: "fan", Activities: map[string]*definition.Activity{"root": {Command: []string{"true"}}}}
 			for i := range n {
 				d.Activities[fmt.Sprintf("d%04d", i)] = &definition.Activity{Command: []string{"true"}, DependsOn: []string{"root"}}
 			}
@@ -62,7 +62,7 @@ func BenchmarkWrapperAdvance(b *testing.B) {
 				seen := *wf
 				seen.Definition = spellings[i%2]
 				i++
-				s, err := definition.ReadStoredShared(seen.Definition)
+				s, err := definition.ReadStored(seen.Definition)
 				if err != nil {
 					b.Fatal(err)
 				}

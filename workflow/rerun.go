@@ -18,7 +18,7 @@ func Rerun(ctx context.Context, st Starter, id string, fromFailure bool, opts St
 	if err != nil {
 		return "", fmt.Errorf("rerun %s: %w", id, err)
 	}
-	d, err := definition.ParseStored(wf.Definition)
+	d, err := definition.FromJSON(wf.Definition)
 	if err != nil {
 		return "", fmt.Errorf("rerun %s: it has no definition Whimbrel can read (it was not started with whimbrel start): %w", id, err)
 	}

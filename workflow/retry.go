@@ -127,36 +127,16 @@ func Latest(acts []*state.ActivityExec) map[string]*state.ActivityExec {
 	return out
 }
 
-// Finals returns the final attempt of each activity among the items of
-// one workflow. With a definition, the items of one activity name are the
-// attempts of one activity (see Latest). Without one (another client's
-// workflow, which has no retries) every item is an activity of its own:
-// such a client may give many items one activity_name, or IDs that name
-// none, and each is still judged.
-func Finals(def *definition.Definition, acts []*state.ActivityExec) map[string]*state.ActivityExec {
-	return finals(def != nil, acts)
-}
-
-// finals is Finals, told whether the workflow has a definition.
-func finals(defined bool, acts []*state.ActivityExec) map[string]*state.ActivityExec {
+// Finals maps the ID of every item of one workflow to the final attempt
+// of its activity; an item is final when it maps to itself. With a
+// definition (defined), the items of one activity name are the attempts of
+// one activity, and the final one is the latest (see Latest). Without one
+// (another client's workflow, which has no retries) every item is an
+// activity of its own, and final: such a client may give many items one
+// activity_name, or IDs that name none, and each is still judged.
+func Finals(defined bool, acts []*state.ActivityExec) map[string]*state.ActivityExec {
 	out := make(map[string]*state.ActivityExec, len(acts))
 	if !defined {
-		for _, a := range acts {
-			out[a.ActivityExecID] = a
-		}
-		return out
-	}
-	for _, a := range Latest(acts) {
-		out[a.ActivityExecID] = a
-	}
-	return out
-}
-
-// FinalOf maps the ID of every item of one workflow to the final attempt
-// of its activity (see Finals).
-func FinalOf(def *definition.Definition, acts []*state.ActivityExec) map[string]*state.ActivityExec {
-	out := make(map[string]*state.ActivityExec, len(acts))
-	if def == nil {
 		for _, a := range acts {
 			out[a.ActivityExecID] = a
 		}
@@ -169,10 +149,10 @@ func FinalOf(def *definition.Definition, acts []*state.ActivityExec) map[string]
 	return out
 }
 
-// Pending reports whether a failed attempt still has a retry to come:
+// RetryPending reports whether a failed attempt still has a retry to come:
 // the policy retries it, so the activity is not final yet. Callers that
 // judge a workflow (settle, the monitor) use it to wait for the retry.
-func Pending(def *definition.Definition, a *state.ActivityExec) bool {
+func RetryPending(def *definition.Workflow, a *state.ActivityExec) bool {
 	if def == nil || def.Activities[a.ActivityName] == nil {
 		return false
 	}

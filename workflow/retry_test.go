@@ -47,7 +47,7 @@ activities:
   after: {command: ["true"], depends_on: [fetch]}
 `
 
-func startDef(t *testing.T, st state.Store, yaml string) (*definition.Definition, string) {
+func startDef(t *testing.T, st state.Store, yaml string) (*definition.Workflow, string) {
 	t.Helper()
 	d, err := definition.Parse("test.yaml", []byte(yaml))
 	if err != nil {
@@ -401,7 +401,7 @@ func TestNoPolicyNoRetryPending(t *testing.T) {
 	}
 	for _, s := range []state.ActivityState{state.Failed, state.TimedOut} {
 		for _, name := range []string{"a", "absent"} {
-			if workflow.Pending(d, &state.ActivityExec{ActivityName: name, State: s, Attempt: 1}) {
+			if workflow.RetryPending(d, &state.ActivityExec{ActivityName: name, State: s, Attempt: 1}) {
 				t.Errorf("%s %s: a retry pending without a policy", name, s)
 			}
 		}
@@ -410,7 +410,7 @@ func TestNoPolicyNoRetryPending(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !workflow.Pending(d, &state.ActivityExec{ActivityName: "a", State: state.Failed, Attempt: 1}) {
+	if !workflow.RetryPending(d, &state.ActivityExec{ActivityName: "a", State: state.Failed, Attempt: 1}) {
 		t.Error("a first attempt that failed under max_attempts 2: no retry pending")
 	}
 }

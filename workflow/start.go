@@ -26,7 +26,7 @@ type StartOptions struct {
 	// (see Rerun).
 	Carry map[string]*state.ActivityExec
 	// Params are the execution's parameters, checked against the
-	// definition's declarations (Definition.Bind) before anything is
+	// definition's declarations (definition.Workflow.Bind) before anything is
 	// written.
 	Params map[string]string
 }
@@ -40,7 +40,7 @@ type StartOptions struct {
 //
 // The execution ID is derived from the request ID, so a start that dies
 // half-way is finished by repeating it with the same request ID.
-func Start(ctx context.Context, st Starter, d *definition.Definition, opts StartOptions) (id string, created bool, err error) {
+func Start(ctx context.Context, st Starter, d *definition.Workflow, opts StartOptions) (id string, created bool, err error) {
 	params, err := d.Bind(opts.Params)
 	if err != nil {
 		return "", false, fmt.Errorf("start %s: %w", d.Name, err)
@@ -115,7 +115,7 @@ func Start(ctx context.Context, st Starter, d *definition.Definition, opts Start
 // carry records activities that completed in an earlier execution as
 // COMPLETED in this one, dependencies first, through the contract's own
 // moves, and advances past each. Repeating it skips what is done.
-func carry(ctx context.Context, st Starter, d *definition.Definition, id string, done map[string]*state.ActivityExec) error {
+func carry(ctx context.Context, st Starter, d *definition.Workflow, id string, done map[string]*state.ActivityExec) error {
 	for _, name := range d.Names() {
 		old := done[name]
 		if old == nil {

@@ -80,7 +80,7 @@ func (r *run) prepare(ctx context.Context, claimed *state.ActivityExec) (*data, 
 	var act *definition.Activity
 	var eff definition.Settings
 	if wf.Definition != "" {
-		d, err := definition.ReadStoredShared(wf.Definition) // its advance reads it again
+		d, err := definition.ReadStored(wf.Definition) // its advance reads it again
 		if err == nil {
 			act, err = d.Activity(claimed.ActivityName)
 		}

@@ -11,7 +11,7 @@ import (
 )
 
 // applyRetention overrides the definition's retention with a flag's value.
-func applyRetention(def *definition.Definition, flag string) error {
+func applyRetention(def *definition.Workflow, flag string) error {
 	if flag == "" {
 		return nil
 	}
@@ -34,7 +34,7 @@ func checkRequestID(id string) error {
 
 // load reads and checks a definition file, and prints what the check
 // warns of (the definition still runs) to w.
-func load(file string, w io.Writer) (*definition.Definition, error) {
+func load(file string, w io.Writer) (*definition.Workflow, error) {
 	def, err := definition.Load(file)
 	if err != nil {
 		return nil, err

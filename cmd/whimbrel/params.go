@@ -13,7 +13,7 @@ type ParamFlags struct {
 
 // bind reads the parameters and checks them against the definition, all
 // at once, before anything is written.
-func (f ParamFlags) bind(def *definition.Definition) (map[string]string, error) {
+func (f ParamFlags) bind(def *definition.Workflow) (map[string]string, error) {
 	given, err := definition.ParseParams(f.Param, f.ParamsFile)
 	if err != nil {
 		return nil, &cli.UsageError{Msg: err.Error()}

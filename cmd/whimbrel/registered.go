@@ -38,7 +38,7 @@ func (c *RegisteredCmd) Run(g *Globals, k *kong.Context) error {
 		if handler == "" {
 			handler = "any processor"
 		}
-		if def, err := definition.ParseStored(r.Definition); err == nil {
+		if def, err := definition.FromJSON(r.Definition); err == nil {
 			acts = fmt.Sprint(len(def.Activities))
 		}
 		when := "-"

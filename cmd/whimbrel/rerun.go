@@ -46,7 +46,7 @@ func (c *RerunCmd) Run(g *Globals, k *kong.Context) error {
 		if err != nil {
 			return fmt.Errorf("rerun %s: %w", c.ID, err)
 		}
-		def, err := definition.ParseStored(wf.Definition)
+		def, err := definition.FromJSON(wf.Definition)
 		if err != nil {
 			return fmt.Errorf("rerun %s: it has no definition Whimbrel can read: %w", c.ID, err)
 		}

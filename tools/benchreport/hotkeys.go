@@ -286,7 +286,7 @@ func measureHotKeys(ctx context.Context, endpoint string, lives int) (hotReport,
 
 // walkWorkflow starts one workflow of 2 and walks both activities through
 // their lives as launcher and wrapper do.
-func walkWorkflow(ctx context.Context, st *dynamodb.Store, d *definition.Definition) error {
+func walkWorkflow(ctx context.Context, st *dynamodb.Store, d *definition.Workflow) error {
 	id, _, err := workflow.Start(ctx, st, d, workflow.StartOptions{})
 	if err != nil {
 		return err
