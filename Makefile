@@ -72,14 +72,15 @@ TEST_FUZZTIME ?= 20000x
 ## fuzz: the fuzz targets (definition parser, items read from tables by each store, templates, params, outputs), FUZZTIME each (default 2m)
 FUZZTIME ?= 2m
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./workflow/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./definition/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./state/internal/attr/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeItem$$' -fuzztime $(FUZZTIME) ./state/dynamodb/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRow$$' -fuzztime $(FUZZTIME) ./state/sqlite/
-	$(GO) test -run '^$$' -fuzz '^FuzzTemplate$$' -fuzztime $(FUZZTIME) ./workflow/
-	$(GO) test -run '^$$' -fuzz '^FuzzParams$$' -fuzztime $(FUZZTIME) ./workflow/
+	$(GO) test -run '^$$' -fuzz '^FuzzTemplate$$' -fuzztime $(FUZZTIME) ./definition/
+	$(GO) test -run '^$$' -fuzz '^FuzzParams$$' -fuzztime $(FUZZTIME) ./definition/
+	$(GO) test -run '^$$' -fuzz '^FuzzShquote$$' -fuzztime $(FUZZTIME) ./definition/
 	$(GO) test -run '^$$' -fuzz '^FuzzOutput$$' -fuzztime $(FUZZTIME) ./wrapper/
-	$(GO) test -run '^$$' -fuzz '^FuzzReadStored$$' -fuzztime $(FUZZTIME) ./workflow/
+	$(GO) test -run '^$$' -fuzz '^FuzzReadStored$$' -fuzztime $(FUZZTIME) ./definition/
 	$(GO) test -run '^$$' -fuzz '^FuzzMembers$$' -fuzztime $(FUZZTIME) ./internal/jsonobj/
 	$(GO) test -run '^$$' -fuzz '^FuzzString$$' -fuzztime $(FUZZTIME) ./internal/inert/
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -42,7 +43,7 @@ type Attempt struct {
 
 // retriesOf builds the attempts view of latest, the latest attempt of its
 // activity among acts; final maps each item to its activity's latest.
-func retriesOf(def *workflow.Definition, latest *state.ActivityExec, acts []*state.ActivityExec, final map[string]*state.ActivityExec) Retries {
+func retriesOf(def *definition.Workflow, latest *state.ActivityExec, acts []*state.ActivityExec, final map[string]*state.ActivityExec) Retries {
 	var r Retries
 	if def != nil && def.Activities[latest.ActivityName] != nil {
 		if n := def.Effective(latest.ActivityName).Retry.Attempts(); n > 1 {

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/inert"
 	"github.com/whimbrel/whimbrel/state"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // ActivityData is what an activity's command handed the wrapper: its
@@ -65,7 +65,7 @@ func viewParams(s string) map[string]string {
 	if s == "" {
 		return nil
 	}
-	m, err := workflow.StoredParams(s)
+	m, err := definition.StoredParams(s)
 	if err != nil {
 		return map[string]string{"(unreadable)": s}
 	}

@@ -16,6 +16,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/inert"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
@@ -123,11 +124,16 @@ func Load(ctx context.Context, st workflow.Reader, id string, now time.Time) (*S
 	// An activity shows its latest attempt; the earlier ones are its
 	// history. Another client's workflow has no retries: each of its
 	// items is a row, whatever its name.
-	def, _ := workflow.ParseStored(wf.Definition)
-	final := workflow.FinalOf(def, acts)
-	finals := workflow.Finals(def, acts)
+	def, _ := definition.FromJSON(wf.Definition)
+	final := workflow.Finals(def != nil, acts)
+	finals := 0 // how many items are their activity's final attempt
+	for _, a := range acts {
+		if final[a.ActivityExecID] == a {
+			finals++
+		}
+	}
 	byName := workflow.Latest(acts)
-	order := make([]*state.ActivityExec, 0, len(finals))
+	order := make([]*state.ActivityExec, 0, finals)
 	deps := map[string][]string{}
 	if def != nil {
 		for _, n := range def.Names() {
@@ -137,10 +143,10 @@ func Load(ctx context.Context, st workflow.Reader, id string, now time.Time) (*S
 			}
 		}
 	}
-	if len(order) != len(finals) { // no usable definition: the items' order
+	if len(order) != finals { // no usable definition: the items' order
 		order = order[:0]
 		for _, a := range acts {
-			if finals[a.ActivityExecID] == a {
+			if final[a.ActivityExecID] == a {
 				order = append(order, a)
 			}
 		}

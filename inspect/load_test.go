@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/inspect"
 	"github.com/whimbrel/whimbrel/simpleapi/sqliteinbox"
 	"github.com/whimbrel/whimbrel/state"
@@ -75,7 +76,7 @@ func TestEarlierAttemptsShowTheirRejectedEvents(t *testing.T) {
 		*sqlite.Store
 		*sqliteinbox.Inbox
 	}{db, sqliteinbox.New(db)}
-	d, err := workflow.Parse("r.yaml", []byte("name: r\ndefaults:\n  retry: {max_attempts: 2, interval: 1h}\nactivities:\n  a: {command: [\"true\"]}\n"))
+	d, err := definition.Parse("r.yaml", []byte("name: r\ndefaults:\n  retry: {max_attempts: 2, interval: 1h}\nactivities:\n  a: {command: [\"true\"]}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // Backend starts activities of one launch type. The backends live in
@@ -49,7 +49,7 @@ type Job struct {
 	// Env is the environment of the wrapper: its identity, the store, the
 	// activity's settings and the definition's env.
 	Env      map[string]string
-	Settings workflow.Settings // with the defaults filled in
+	Settings definition.Settings // with the defaults filled in
 }
 
 // launchNamespace seeds the name-based UUIDs that name launches.

@@ -6,15 +6,15 @@ import (
 	"slices"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // Types returns the launch types a launcher can serve, each by the backend
 // of the package named after it (launcher/local, launcher/docker,
 // launcher/ecs).
 func Types() []string {
-	return []string{workflow.LaunchLocal, workflow.LaunchDocker, workflow.LaunchECS}
+	return []string{definition.LaunchLocal, definition.LaunchDocker, definition.LaunchECS}
 }
 
 // DefaultStartTimeout bounds each check a launcher process makes at start

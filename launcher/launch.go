@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -38,7 +39,7 @@ func (l *Launcher) try(ctx context.Context, p *pass, k state.ActivityKey) (launc
 		return false, nil // the monitor cancels what a settled workflow left
 	}
 	act := w.def.Activities[a.ActivityName]
-	var settings workflow.Settings
+	var settings definition.Settings
 	var backend Backend
 	if act != nil {
 		settings = w.def.Effective(a.ActivityName)
@@ -96,7 +97,7 @@ func (l *Launcher) launch(ctx context.Context, backend Backend, j Job, log hclog
 		// timeout: give up well before it.
 		qt := time.Duration(j.Settings.QueuedTimeout)
 		if qt == 0 {
-			qt = workflow.DefaultQueuedTimeout
+			qt = definition.DefaultQueuedTimeout
 		}
 		retryFor = min(retryFor, qt*3/4)
 	}
@@ -319,11 +320,11 @@ func (l *Launcher) fail(ctx context.Context, a *state.ActivityExec, cause error)
 // activities the launcher launches: a definition never changes.
 type definitions struct {
 	mu   sync.Mutex
-	byID map[string]*workflow.Definition // by workflow_exec_id
+	byID map[string]*definition.Workflow // by workflow_exec_id
 }
 
 // of returns the definition of wf, parsing it the first time.
-func (c *definitions) of(wf *state.WorkflowExec) (*workflow.Definition, error) {
+func (c *definitions) of(wf *state.WorkflowExec) (*definition.Workflow, error) {
 	c.mu.Lock()
 	d := c.byID[wf.WorkflowExecID]
 	c.mu.Unlock()
@@ -333,7 +334,7 @@ func (c *definitions) of(wf *state.WorkflowExec) (*workflow.Definition, error) {
 	if wf.Definition == "" {
 		return nil, fmt.Errorf("workflow %s has no stored definition (it was not started with whimbrel start), so its activities cannot be launched from here", wf.WorkflowExecID)
 	}
-	d, err := workflow.ParseStored(wf.Definition)
+	d, err := definition.FromJSON(wf.Definition)
 	if err != nil {
 		return nil, fmt.Errorf("workflow %s: %w", wf.WorkflowExecID, err)
 	}
@@ -351,7 +352,7 @@ func (c *definitions) forget(id string) {
 }
 
 // job builds what the backend needs.
-func (l *Launcher) job(a *state.ActivityExec, def *workflow.Definition, act *workflow.Activity, s workflow.Settings) Job {
+func (l *Launcher) job(a *state.ActivityExec, def *definition.Workflow, act *definition.Activity, s definition.Settings) Job {
 	env := map[string]string{}
 	for k, v := range s.Env {
 		env[k] = v
@@ -363,7 +364,7 @@ func (l *Launcher) job(a *state.ActivityExec, def *workflow.Definition, act *wor
 	env[state.EnvActivityName] = a.ActivityName
 	env[state.EnvWorkflowExecID] = a.WorkflowExecID
 	env[state.EnvWorkflowName] = def.Name
-	for name, d := range map[string]workflow.Duration{
+	for name, d := range map[string]definition.Duration{
 		state.EnvHeartbeatInterval: s.HeartbeatInterval,
 		state.EnvHeartbeatTimeout:  s.HeartbeatTimeout,
 		state.EnvTimeout:           s.Timeout,

@@ -23,6 +23,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -55,7 +56,7 @@ const (
 
 // Config configures a Launcher.
 type Config struct {
-	// Backends by launch type (workflow.LaunchLocal, …). Activities of a
+	// Backends by launch type (definition.LaunchLocal, …). Activities of a
 	// type with no backend are left to other launchers.
 	Backends map[string]Backend
 	Interval time.Duration // between polls (default DefaultInterval)
@@ -135,7 +136,7 @@ func New(st Store, cfg Config) *Launcher {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	return &Launcher{st: st, cfg: cfg, log: cfg.Logger, workers: make(chan struct{}, cfg.Workers), freed: make(chan struct{}, 1),
-		slots: newSlots(cfg.MaxRunning), defs: definitions{byID: map[string]*workflow.Definition{}}}
+		slots: newSlots(cfg.MaxRunning), defs: definitions{byID: map[string]*definition.Workflow{}}}
 }
 
 // Run polls until ctx ends, then returns once the launches in flight have
@@ -336,7 +337,7 @@ func (p *pass) storeErr() error {
 
 type passWorkflow struct {
 	state state.WorkflowState
-	def   *workflow.Definition // nil: its activities cannot be launched
+	def   *definition.Workflow // nil: its activities cannot be launched
 }
 
 // forgetEnded drops the activities we launched that have ended, when a cap

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/launcher/internal/launchtest"
@@ -44,7 +45,7 @@ func TestEightLaunchersLaunchEachOnce(t *testing.T) {
 	backend := &launchtest.Counting{}
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {
-		l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: backend}})
+		l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchLocal: backend}})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -93,7 +94,7 @@ func TestMaxRunning(t *testing.T) {
 	st := dynamotest.NewStore(t, dynamodb.Options{})
 	id, _ := launchtest.Start(t, st, launchtest.ManyActivities("capped", 5, ""))
 	backend := &launchtest.Counting{}
-	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: backend}, MaxRunning: 2})
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchLocal: backend}, MaxRunning: 2})
 	if n, err := l.Once(launchtest.Context(t)); n != 2 || err != nil {
 		t.Fatalf("first pass launched %d (%v), want the cap of 2", n, err)
 	}
@@ -126,7 +127,7 @@ func TestDrainFinishesClaimedLaunches(t *testing.T) {
 	id, _ := launchtest.Start(t, st, launchtest.ManyActivities("drain", 3, ""))
 	backend := &launchtest.Counting{Block: make(chan struct{})}
 	// One worker: the other two are not claimed before the stop.
-	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: backend}, Workers: 1})
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchLocal: backend}, Workers: 1})
 	ctx, cancel := context.WithCancel(launchtest.Context(t))
 	done := make(chan int, 1)
 	go func() {
@@ -202,7 +203,7 @@ func TestClaimWhoseAnswerWasLostIsLaunched(t *testing.T) {
 	st := dynamotest.NewStore(t, dynamodb.Options{})
 	launchtest.Start(t, st, launchtest.ManyActivities("lost", 1, ""))
 	backend := &launchtest.Counting{}
-	l := launcher.New(&lostAnswer{Store: st}, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: backend}})
+	l := launcher.New(&lostAnswer{Store: st}, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchLocal: backend}})
 	if n, err := l.Once(launchtest.Context(t)); n != 1 || err != nil || len(backend.Launches()) != 1 {
 		t.Errorf("launched %d (%v), backend saw %d; want the claimed activity launched", n, err, len(backend.Launches()))
 	}
@@ -225,7 +226,7 @@ func TestWorkflowWithoutDefinition(t *testing.T) {
 	}
 	launchtest.Start(t, st, launchtest.ManyActivities("ours", 1, ""))
 	backend := &launchtest.Counting{}
-	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: backend}})
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchLocal: backend}})
 	if n, err := l.Once(launchtest.Context(t)); n != 1 || err != nil {
 		t.Errorf("launched %d (%v), want only the activity with a definition", n, err)
 	}
@@ -238,7 +239,7 @@ func TestConcurrentLaunchesHonourMaxRunning(t *testing.T) {
 	st := dynamotest.NewStore(t, dynamodb.Options{})
 	launchtest.Start(t, st, launchtest.ManyActivities("wide", 30, ""))
 	backend := &gauge{delay: 300 * time.Millisecond}
-	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: backend}, Workers: 4, MaxRunning: 10})
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchLocal: backend}, Workers: 4, MaxRunning: 10})
 	began := time.Now()
 	n, err := l.Once(launchtest.Context(t))
 	took := time.Since(began)
@@ -261,7 +262,7 @@ func TestFairAcrossWorkflows(t *testing.T) {
 	launchtest.Start(t, st, launchtest.ManyActivities("big", 60, ""))
 	small, _ := launchtest.Start(t, st, launchtest.ManyActivities("small", 3, ""))
 	backend := &launchtest.Counting{}
-	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: backend}, MaxRunning: 6, Workers: 1})
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchLocal: backend}, MaxRunning: 6, Workers: 1})
 	if n, err := l.Once(launchtest.Context(t)); n != 6 || err != nil {
 		t.Fatalf("Once: %d, %v", n, err)
 	}

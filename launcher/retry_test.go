@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/launcher/internal/launchtest"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // TestRetryWaitsForNotBefore: a launch that fails is a FAILED attempt
@@ -24,7 +24,7 @@ func TestRetryWaitsForNotBefore(t *testing.T) {
 	st := dynamotest.NewStore(t, dynamodb.Options{})
 	id, _ := launchtest.Start(t, st, "name: w\nactivities:\n  a: {command: [\"true\"], retry: {max_attempts: 2, interval: 2s}}\n")
 	failing := &launchtest.Counting{Err: errors.New("no such image")}
-	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: failing}})
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchLocal: failing}})
 	if _, err := l.Once(launchtest.Context(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestRetryWaitsForNotBefore(t *testing.T) {
 
 	ok := &launchtest.Counting{}
 	reads := &countingReads{Store: st, key: retry.ActivityKey}
-	l = launcher.New(reads, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: ok}})
+	l = launcher.New(reads, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchLocal: ok}})
 	launched := false
 	for time.Until(retry.NotBefore) > 300*time.Millisecond {
 		n, err := l.Once(launchtest.Context(t))
@@ -119,7 +119,7 @@ func TestUnknownLaunchClaimedIsNotRepeated(t *testing.T) {
 	st := dynamotest.NewStore(t, dynamodb.Options{})
 	id, _ := launchtest.Start(t, st, "name: w\nactivities:\n  a: {command: [\"true\"]}\n")
 	b := &claimingThenSilent{st: st, claimer: "wrapper-token"}
-	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: b},
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchLocal: b},
 		CallTimeout: 300 * time.Millisecond, RetryInterval: 10 * time.Millisecond})
 	n, err := l.Once(launchtest.Context(t))
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/whimbrel/whimbrel/definition"
 	locallauncher "github.com/whimbrel/whimbrel/launcher/local"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
@@ -19,7 +20,7 @@ import (
 // workflow and stops the crew, harder at each one.
 type follower struct {
 	st        Store
-	d         *workflow.Definition
+	d         *definition.Workflow
 	id        string
 	c         *crew
 	w         *watcher
@@ -124,7 +125,7 @@ func stopWrappers(b *locallauncher.Backend, within time.Duration) {
 }
 
 // maxKillGrace is the longest a wrapper of d may wait for its command.
-func maxKillGrace(d *workflow.Definition) time.Duration {
+func maxKillGrace(d *definition.Workflow) time.Duration {
 	longest := time.Duration(0)
 	for _, n := range d.Names() {
 		g := time.Duration(d.Effective(n).KillGrace)

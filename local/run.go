@@ -22,6 +22,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/nudge"
 	"github.com/whimbrel/whimbrel/launcher"
 	locallauncher "github.com/whimbrel/whimbrel/launcher/local"
@@ -68,7 +69,7 @@ type Options struct {
 	// Started, if set, is told the execution's ID once it has started
 	// (whimbrel run --web prints the web view's address with it).
 	Started func(workflowExecID string)
-	// Params are the execution's parameters (see workflow.Definition.Bind).
+	// Params are the execution's parameters (see definition.Workflow.Bind).
 	Params map[string]string
 	// MaxRunning caps the activities running at once (0: no cap); the
 	// next starts as soon as one ends.
@@ -86,12 +87,12 @@ type Result struct {
 
 // Run starts d and runs it to its end. It returns an error only when it
 // could not run the workflow; a workflow that failed is a Result.
-func Run(ctx context.Context, st Store, d *workflow.Definition, opts Options) (*Result, error) {
+func Run(ctx context.Context, st Store, d *definition.Workflow, opts Options) (*Result, error) {
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
 	}
 	for _, name := range d.Names() {
-		if t := d.Effective(name).Launch.Type; t != workflow.LaunchLocal {
+		if t := d.Effective(name).Launch.Type; t != definition.LaunchLocal {
 			return nil, fmt.Errorf("activity %q is launched by %s: a run on this machine starts local activities only; use a store a whimbrel-launcher that serves %s watches (such as --store dynamodb) with whimbrel start", name, t, t)
 		}
 	}

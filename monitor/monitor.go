@@ -20,6 +20,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -43,7 +44,7 @@ type Config struct {
 	Skew time.Duration
 	// QueuedTimeout applies to activities whose definition sets none, and
 	// to workflows whose start never finished (default
-	// workflow.DefaultQueuedTimeout).
+	// definition.DefaultQueuedTimeout).
 	QueuedTimeout time.Duration
 	Logger        hclog.Logger
 	// Now is the clock (default time.Now); tests move it.
@@ -119,7 +120,7 @@ func New(st Store, cfg Config) *Monitor {
 	}
 	cfg.Skew = max(cfg.Skew, 0)
 	if cfg.QueuedTimeout <= 0 {
-		cfg.QueuedTimeout = workflow.DefaultQueuedTimeout
+		cfg.QueuedTimeout = definition.DefaultQueuedTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
@@ -157,7 +158,7 @@ type sweep struct {
 	*Monitor
 	now       time.Time
 	workflows map[string]*state.WorkflowExec
-	defs      map[string]*workflow.Definition
+	defs      map[string]*definition.Workflow
 	report    Report
 	reexpired map[string]bool // workflows whose items this sweep marked to expire again
 }
@@ -166,7 +167,7 @@ type sweep struct {
 // goes on; the error returned is the first that stopped a whole step.
 func (m *Monitor) Sweep(ctx context.Context) (Report, error) {
 	s := &sweep{Monitor: m, now: m.cfg.Now(), workflows: map[string]*state.WorkflowExec{},
-		defs: map[string]*workflow.Definition{}, reexpired: map[string]bool{}}
+		defs: map[string]*definition.Workflow{}, reexpired: map[string]bool{}}
 	var errs []error
 	var steps []func(context.Context) error
 	a, adopting := m.st.(Adopter)
@@ -418,7 +419,7 @@ func (s *sweep) repairWorkflow(ctx context.Context, id string) error {
 	// counts is its latest attempt (the earlier ones were retried).
 	// Another client's workflow has no retries: each item counts.
 	def := s.definition(ctx, id)
-	final := workflow.FinalOf(def, acts)
+	final := workflow.Finals(def != nil, acts)
 	// An activity that ended still blocks a dependent that has not started:
 	// its advance did not finish.
 	unfinished := map[string]bool{}
@@ -444,7 +445,7 @@ func (s *sweep) repairWorkflow(ctx context.Context, id string) error {
 		// A failed attempt whose retry was never made: whoever recorded
 		// the failure died before deciding it. The advance decides it.
 		for _, l := range latest {
-			if workflow.Pending(def, l) {
+			if workflow.RetryPending(def, l) {
 				unfinished[l.ActivityExecID] = true
 			}
 		}
@@ -581,11 +582,11 @@ func (s *sweep) workflow(ctx context.Context, id string) (*state.WorkflowExec, e
 
 // definition parses a workflow's stored definition once per sweep; nil if
 // it has none (a workflow started by a foreign client) or it cannot be read.
-func (s *sweep) definition(ctx context.Context, id string) *workflow.Definition {
+func (s *sweep) definition(ctx context.Context, id string) *definition.Workflow {
 	if d, ok := s.defs[id]; ok {
 		return d
 	}
-	var d *workflow.Definition
+	var d *definition.Workflow
 	wf, err := s.workflow(ctx, id)
 	if err != nil {
 		s.log.Warn("could not read a workflow's definition; using defaults", "workflow_exec_id", id, "error", err)
@@ -593,7 +594,7 @@ func (s *sweep) definition(ctx context.Context, id string) *workflow.Definition 
 	}
 	if wf.Definition != "" {
 		var err error
-		if d, err = workflow.ParseStored(wf.Definition); err != nil {
+		if d, err = definition.FromJSON(wf.Definition); err != nil {
 			s.log.Warn("stored definition unreadable; using defaults", "workflow_exec_id", id, "error", err)
 			d = nil
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/uuid"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/internal/fault"
 	"github.com/whimbrel/whimbrel/internal/testbin"
@@ -53,7 +54,7 @@ type fixture struct {
 func newFixture(t *testing.T, yaml string) *fixture {
 	t.Helper()
 	st := dynamotest.NewStore(t, dynamodb.Options{})
-	d, err := workflow.Parse("test.yaml", []byte(yaml))
+	d, err := definition.Parse("test.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -471,7 +472,7 @@ func TestSweepCostIgnoresHistory(t *testing.T) {
 		return units
 	}
 	empty := cost()
-	d, err := workflow.Parse("w.yaml", []byte("name: done\nactivities:\n  a: {command: [\"true\"]}\n  b: {command: [\"true\"]}\n"))
+	d, err := definition.Parse("w.yaml", []byte("name: done\nactivities:\n  a: {command: [\"true\"]}\n  b: {command: [\"true\"]}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -530,7 +531,7 @@ func TestReadiesWhatAStartLeft(t *testing.T) {
 // start would.
 func withDefinition(t *testing.T, w *state.NewWorkflow, yaml string) *state.NewWorkflow {
 	t.Helper()
-	d, err := workflow.Parse("test.yaml", []byte(yaml))
+	d, err := definition.Parse("test.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}

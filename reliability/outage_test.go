@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
@@ -126,7 +127,7 @@ func TestStoreOutage(t *testing.T) {
 			// again on a loaded machine still makes a short outage. The
 			// monitor waits longer to judge (skew), as one across a real
 			// partition would.
-			d, err := workflow.Parse("o.yaml", []byte(`name: outage
+			d, err := definition.Parse("o.yaml", []byte(`name: outage
 defaults: {heartbeat_interval: 1s, heartbeat_timeout: 20s, kill_grace: 1s}
 activities:
   a: {command: [sh, -c, 'sleep 26; echo a >> `+finished+`']}

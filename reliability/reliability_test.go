@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/state"
@@ -108,8 +109,8 @@ const (
 	calmTimeouts   = "heartbeat_interval: 300ms, heartbeat_timeout: 30s, queued_timeout: 2m, kill_grace: 1s"
 )
 
-// definition builds a workflow of n activities: a root, a fan-out, a join.
-func definition(t *testing.T, name string, n int, timeouts, command, extra string) *workflow.Definition {
+// fanOut builds a workflow of n activities: a root, a fan-out, a join.
+func fanOut(t *testing.T, name string, n int, timeouts, command, extra string) *definition.Workflow {
 	t.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, "name: %s\ndefaults: {%s}\nactivities:\n", name, timeouts)
@@ -120,7 +121,7 @@ func definition(t *testing.T, name string, n int, timeouts, command, extra strin
 		mids = append(mids, fmt.Sprintf("m%03d", i))
 	}
 	fmt.Fprintf(&b, "  join: {command: [sh, -c, '%s'], depends_on: [%s]%s}\n", command, strings.Join(mids, ", "), extra)
-	d, err := workflow.Parse(name+".yaml", []byte(b.String()))
+	d, err := definition.Parse(name+".yaml", []byte(b.String()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +208,7 @@ func TestExactlyOnce(t *testing.T) {
 			command += `; m=` + dir + `/$(echo $WHIMBREL_WORKFLOW_EXEC_ID.$WHIMBREL_ACTIVITY_NAME | tr : _); test -e $m || { touch $m; exit 1; }`
 			extra = `, retry: {max_attempts: 3, interval: 200ms, jitter: full}`
 		}
-		d := definition(t, fmt.Sprintf("once%d", len(ids)), n, calmTimeouts, command, extra)
+		d := fanOut(t, fmt.Sprintf("once%d", len(ids)), n, calmTimeouts, command, extra)
 		id, _, err := workflow.Start(context.Background(), st, d, workflow.StartOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -276,7 +277,7 @@ func TestCrashes(t *testing.T) {
 		// The command sleeps a little so that kills find it running; the
 		// ID is written before, so a killed wrapper's orphaned command is
 		// still counted once.
-		d := definition(t, fmt.Sprintf("crash%d", len(ids)), n, killedTimeouts, `echo $WHIMBREL_ACTIVITY_EXEC_ID >> `+log+`; sleep 0.$((RANDOM % 8 + 2))`, "")
+		d := fanOut(t, fmt.Sprintf("crash%d", len(ids)), n, killedTimeouts, `echo $WHIMBREL_ACTIVITY_EXEC_ID >> `+log+`; sleep 0.$((RANDOM % 8 + 2))`, "")
 		id, _, err := workflow.Start(context.Background(), st, d, workflow.StartOptions{})
 		if err != nil {
 			t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/schedule"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
@@ -164,7 +165,7 @@ func TestFailedFireDroppedByCatchup(t *testing.T) {
 func TestTokenRunThatFailsToStartIsRetried(t *testing.T) {
 	onBoth(t, func(t *testing.T, inner schedule.Store) {
 		st := &failingStarts{Store: inner}
-		up, err := workflow.Parse("up.yaml", []byte("name: up\nactivities:\n  a: {command: [\"true\"]}\n"))
+		up, err := definition.Parse("up.yaml", []byte("name: up\nactivities:\n  a: {command: [\"true\"]}\n"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -297,11 +298,11 @@ func TestParamsOfAnItemWithUndeclaredOnes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	params, err := workflow.StoredParams(w.Params)
+	params, err := definition.StoredParams(w.Params)
 	if err != nil || !maps.Equal(params, map[string]string{"region": "us", "day": "mon"}) {
 		t.Errorf("the run's params: %v (%v), want region us and day's default", params, err)
 	}
-	stored, err := workflow.ParseStored(w.Definition)
+	stored, err := definition.FromJSON(w.Definition)
 	if err != nil || stored.Effective("a").Env["WHIMBREL_PARAM_EXTRA"] != "x" {
 		t.Errorf("the undeclared param is not in the run's environment (%v)", err)
 	}

@@ -3,6 +3,7 @@ package schedule_test
 import (
 	"testing"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/schedule"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
@@ -13,7 +14,7 @@ import (
 // retried and then completed.
 func TestRunErrorIsTheFinalAttempts(t *testing.T) {
 	st := newSQLite(t)
-	d, err := workflow.Parse("r.yaml", []byte("name: r\nactivities:\n  a: {command: [\"true\"], retry: {max_attempts: 2, interval: 1ms}}\n  b: {command: [\"true\"]}\n"))
+	d, err := definition.Parse("r.yaml", []byte("name: r\nactivities:\n  a: {command: [\"true\"], retry: {max_attempts: 2, interval: 1ms}}\n  b: {command: [\"true\"]}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -69,7 +70,7 @@ const (
 // Spec is what `whimbrel schedule set` gives.
 type Spec struct {
 	Name       string
-	Definition *workflow.Definition
+	Definition *definition.Workflow
 	Cron       string
 	Every      time.Duration
 	After      string
@@ -106,7 +107,7 @@ type SpecError struct{ Err error }
 
 func (e *SpecError) Error() string { return e.Err.Error() }
 
-// Unwrap returns the cause, e.g. a *workflow.ParamsError.
+// Unwrap returns the cause, e.g. a *definition.ParamsError.
 func (e *SpecError) Unwrap() error { return e.Err }
 
 func invalid(format string, args ...any) error {
@@ -327,7 +328,7 @@ func build(ctx context.Context, st Store, spec Spec, now time.Time) (*state.Sche
 		s.Params = params
 	}
 	s.Definition = spec.Definition.JSON()
-	if _, err := workflow.ParseStored(s.Definition); err != nil {
+	if _, err := definition.FromJSON(s.Definition); err != nil {
 		return nil, fmt.Errorf("schedule %s: %w", s.Name, err)
 	}
 	return s, nil

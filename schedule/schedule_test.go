@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/schedule"
 	"github.com/whimbrel/whimbrel/state"
@@ -50,9 +51,9 @@ func ctx(t *testing.T) context.Context {
 	return c
 }
 
-func def(t *testing.T, name string) *workflow.Definition {
+func def(t *testing.T, name string) *definition.Workflow {
 	t.Helper()
-	d, err := workflow.Parse(name+".yaml", []byte(fmt.Sprintf(`name: %s
+	d, err := definition.Parse(name+".yaml", []byte(fmt.Sprintf(`name: %s
 activities:
   a:
     command: ["true"]
@@ -67,9 +68,9 @@ activities:
 }
 
 // defParams is def with two declared params, both defaulted.
-func defParams(t *testing.T, name string) *workflow.Definition {
+func defParams(t *testing.T, name string) *definition.Workflow {
 	t.Helper()
-	d, err := workflow.Parse(name+".yaml", []byte(fmt.Sprintf(`name: %s
+	d, err := definition.Parse(name+".yaml", []byte(fmt.Sprintf(`name: %s
 params:
   region: {default: eu}
   day: {default: mon}
@@ -341,7 +342,7 @@ func TestPauseResume(t *testing.T) {
 }
 
 // complete starts an execution of the upstream workflow and settles it.
-func complete(t *testing.T, st schedule.Store, d *workflow.Definition, to state.WorkflowState) string {
+func complete(t *testing.T, st schedule.Store, d *definition.Workflow, to state.WorkflowState) string {
 	t.Helper()
 	id, _, err := workflow.Start(ctx(t), st, d, workflow.StartOptions{Source: "test"})
 	if err != nil {
@@ -458,7 +459,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 		}
 	}
 	// Params are checked as whimbrel start checks them.
-	required, err := workflow.Parse("p.yaml", []byte("name: p\nparams:\n  region: {default: eu}\n  day: {required: true}\nactivities:\n  a: {command: [\"true\"]}\n"))
+	required, err := definition.Parse("p.yaml", []byte("name: p\nparams:\n  region: {default: eu}\n  day: {required: true}\nactivities:\n  a: {command: [\"true\"]}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,9 +471,9 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{map[string]string{"regoin": "us", "day": "2024-06-01"}, `param "regoin" is not declared by workflow p (did you mean "region"?)`},
 	} {
 		_, err := schedule.Set(ctx(t), st, schedule.Spec{Name: "bad", Definition: required, Every: time.Minute, Params: tc.params}, now)
-		var pe *workflow.ParamsError
+		var pe *definition.ParamsError
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.As(err, &pe) {
-			t.Errorf("Set with params %v = %v, want a *workflow.ParamsError naming %s", tc.params, err, tc.want)
+			t.Errorf("Set with params %v = %v, want a *definition.ParamsError naming %s", tc.params, err, tc.want)
 		}
 	}
 	if _, err := schedule.Set(ctx(t), st, schedule.Spec{Name: "a@b", Definition: d, Every: time.Minute}, now); err == nil {
@@ -502,12 +503,12 @@ func TestRunLogShowsStateAndError(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stored, err := workflow.ParseStored(w.Definition)
+		stored, err := definition.FromJSON(w.Definition)
 		if err != nil {
 			t.Fatal(err)
 		}
 		env := stored.Effective("a").Env
-		params, err := workflow.StoredParams(w.Params)
+		params, err := definition.StoredParams(w.Params)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -548,7 +549,7 @@ func TestCatchupFinishesAStartedFire(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, err := workflow.ParseStored(s.Definition)
+		d, err := definition.FromJSON(s.Definition)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -75,10 +76,10 @@ func runOf(ctx context.Context, st workflow.Reader, r state.ScheduleRun) (RunSta
 	}
 	// Each activity's final attempt: an earlier one that failed was
 	// retried, and is not why the run failed.
-	def, _ := workflow.ParseStored(w.Definition)
-	finals := workflow.Finals(def, acts)
+	def, _ := definition.FromJSON(w.Definition)
+	final := workflow.Finals(def != nil, acts)
 	for _, a := range acts {
-		if finals[a.ActivityExecID] != a || a.State == state.Completed || (a.Error == "" && a.ExitCode == nil) {
+		if final[a.ActivityExecID] != a || a.State == state.Completed || (a.Error == "" && a.ExitCode == nil) {
 			continue
 		}
 		msg := a.ActivityName + " " + string(a.State)

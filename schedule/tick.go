@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -294,7 +295,7 @@ func logPassedRun(ctx context.Context, st Store, name string, f time.Time, id st
 // start starts the run of fire time f. The request ID makes it exactly
 // once: a start repeated by anyone answers with the first execution.
 func start(ctx context.Context, st Store, s *state.Schedule, f time.Time) (id string, created bool, err error) {
-	d, err := workflow.ParseStored(s.Definition)
+	d, err := definition.FromJSON(s.Definition)
 	if err != nil {
 		return "", false, err
 	}
@@ -315,7 +316,7 @@ func start(ctx context.Context, st Store, s *state.Schedule, f time.Time) (id st
 // declared param's default would hide them: given here, the declared ones
 // reach the run's params and templates, and the undeclared ones still
 // reach the activities through defaults.env.
-func RunParams(s *state.Schedule, d *workflow.Definition) map[string]string {
+func RunParams(s *state.Schedule, d *definition.Workflow) map[string]string {
 	out := map[string]string{}
 	for k, v := range s.Params {
 		if _, ok := d.Params[k]; ok {
@@ -331,7 +332,7 @@ func RunParams(s *state.Schedule, d *workflow.Definition) map[string]string {
 // reach the runs' environment. A definition that does not parse or bind
 // shows the schedule's params as they are (its fires fail, and say why).
 func ShownParams(s *state.Schedule) map[string]string {
-	d, err := workflow.ParseStored(s.Definition)
+	d, err := definition.FromJSON(s.Definition)
 	if err != nil {
 		return s.Params
 	}

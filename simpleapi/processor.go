@@ -43,6 +43,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/simpleapi/dynamoinbox"
 	"github.com/whimbrel/whimbrel/simpleapi/inbox"
 	"github.com/whimbrel/whimbrel/state"
@@ -372,14 +373,14 @@ func (p *Processor) startOptions(r *state.WorkflowRequest) workflow.StartOptions
 	}
 	// Parameters that do not read were refused before the start was
 	// claimed (see request): none here.
-	params, _ := workflow.StoredParams(r.Params)
+	params, _ := definition.StoredParams(r.Params)
 	return workflow.StartOptions{RequestID: r.WorkflowRequestID, Source: source, RequestWritten: true, Params: params}
 }
 
 // checkParams refuses, before anything is written, a request whose
 // parameters do not read or do not fit the definition's declarations.
-func checkParams(def *workflow.Definition, r *state.WorkflowRequest) error {
-	params, err := workflow.StoredParams(r.Params)
+func checkParams(def *definition.Workflow, r *state.WorkflowRequest) error {
+	params, err := definition.StoredParams(r.Params)
 	if err != nil {
 		return err
 	}
@@ -401,8 +402,8 @@ func checkOutput(s string) error {
 }
 
 // definition parses a registered definition, or says why it cannot be used.
-func (p *Processor) definition(reg *state.WorkflowLambda, name string) (*workflow.Definition, error) {
-	def, err := workflow.ParseStored(reg.Definition)
+func (p *Processor) definition(reg *state.WorkflowLambda, name string) (*definition.Workflow, error) {
+	def, err := definition.FromJSON(reg.Definition)
 	if err == nil && def.Name != name {
 		err = fmt.Errorf("it defines workflow %q", def.Name)
 	}
@@ -966,7 +967,7 @@ func (p *Processor) changeFor(ctx context.Context, ev *state.ActivityEvent, a *s
 func claim(ev *state.ActivityEvent, wf *state.WorkflowExec, a *state.ActivityExec, owner string) *state.Claim {
 	cl := &state.Claim{Owner: owner, Host: ev.Host, PID: ev.PID, HeartbeatEnabled: ev.HeartbeatEnabled,
 		HeartbeatInterval: ev.HeartbeatInterval, HeartbeatTimeout: ev.HeartbeatTimeout}
-	if def, err := workflow.ParseStored(wf.Definition); err == nil && def.Activities[a.ActivityName] != nil {
+	if def, err := definition.FromJSON(wf.Definition); err == nil && def.Activities[a.ActivityName] != nil {
 		s := def.Effective(a.ActivityName)
 		if s.HeartbeatInterval > 0 || s.HeartbeatTimeout > 0 {
 			cl.HeartbeatEnabled = true

@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/inspect"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/simpleapi"
@@ -33,7 +34,7 @@ import (
 	"github.com/whimbrel/whimbrel/workflow"
 )
 
-const definition = `
+const simpleYAML = `
 name: simple-wf
 activities:
   a:
@@ -61,7 +62,7 @@ type env struct {
 	st      *store
 	client  *awsdynamodb.Client
 	streams *dynamodbstreams.Client
-	def     *workflow.Definition
+	def     *definition.Workflow
 	logs    *logBuffer // every processor's log lines
 }
 
@@ -86,7 +87,7 @@ func (b *logBuffer) count(substr string) int {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	e := &env{t: t, st: newStore(t), client: dynamotest.Client(t), streams: dynamotest.Streams(t), logs: &logBuffer{}}
-	def, err := workflow.Parse("simple.yaml", []byte(definition))
+	def, err := definition.Parse("simple.yaml", []byte(simpleYAML))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/uuid"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
@@ -20,7 +21,7 @@ import (
 func TestSimpleAPIRetries(t *testing.T) {
 	t.Parallel()
 	e := &env{t: t, st: newStore(t), client: dynamotest.Client(t), streams: dynamotest.Streams(t)}
-	def, err := workflow.Parse("simple.yaml", []byte("name: simple-retry\ndefaults:\n  retry: {max_attempts: 2, interval: 10ms}\n"+
+	def, err := definition.Parse("simple.yaml", []byte("name: simple-retry\ndefaults:\n  retry: {max_attempts: 2, interval: 10ms}\n"+
 		"activities:\n  a: {command: [\"true\"]}\n  b: {command: [\"true\"], depends_on: [a]}\n"))
 	if err != nil {
 		t.Fatal(err)

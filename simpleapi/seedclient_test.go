@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/uuid"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/inspect"
 	"github.com/whimbrel/whimbrel/simpleapi"
 	simplelambda "github.com/whimbrel/whimbrel/simpleapi/lambda"
@@ -50,9 +51,9 @@ activities:
   a: {command: ["true"]}
 `
 
-func (e *env) register(src string) *workflow.Definition {
+func (e *env) register(src string) *definition.Workflow {
 	e.t.Helper()
-	def, err := workflow.Parse("def.yaml", []byte(src))
+	def, err := definition.Parse("def.yaml", []byte(src))
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/schedule"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // TestBrowserSchedulesAndAttempts: in a real browser, the nav leads to
@@ -22,7 +22,7 @@ import (
 func TestBrowserSchedulesAndAttempts(t *testing.T) {
 	ctx := browser(t)
 	st := sqliteStore(t).(schedule.Store)
-	d, err := workflow.Parse("test.yaml", []byte(diamond+"params:\n  region: {default: eu}\n"))
+	d, err := definition.Parse("test.yaml", []byte(diamond+"params:\n  region: {default: eu}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

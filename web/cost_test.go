@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/schedule"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // pageCost polls path from pages open pages, as their script does (every
@@ -188,7 +188,7 @@ func (c countingSchedules) DueSchedules(ctx context.Context, now time.Time) ([]s
 func scheduled(t *testing.T, base state.Store, n int) countingSchedules {
 	t.Helper()
 	ss := base.(schedule.Store)
-	d, err := workflow.Parse("test.yaml", []byte(etl))
+	d, err := definition.Parse("test.yaml", []byte(etl))
 	if err != nil {
 		t.Fatal(err)
 	}

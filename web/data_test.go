@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -17,7 +18,7 @@ import (
 // commands wrote them.
 func TestPageShowsParamsOutputAndProgress(t *testing.T) {
 	st := sqliteStore(t)
-	d, err := workflow.Parse("x.yaml", []byte("name: data\nparams: {date: {required: true}}\nactivities:\n  a: {command: [\"true\"]}\n  b: {command: [\"true\"]}\n"))
+	d, err := definition.Parse("x.yaml", []byte("name: data\nparams: {date: {required: true}}\nactivities:\n  a: {command: [\"true\"]}\n  b: {command: [\"true\"]}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -284,7 +285,7 @@ func (s *Server) apiList(w http.ResponseWriter, r *http.Request) {
 	}
 	var age time.Duration
 	if since != "0" && since != "all" {
-		d, err := workflow.ParseDuration(since)
+		d, err := definition.ParseDuration(since)
 		if err != nil || d < 0 {
 			writeJSONError(w, http.StatusBadRequest, fmt.Sprintf("since %q is not a duration such as 30m, 24h or 7d (0: all)", since))
 			return

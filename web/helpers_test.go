@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
@@ -49,7 +50,7 @@ func dynamoStore(t testing.TB) state.Store {
 
 func start(t testing.TB, st workflow.Starter, def string) string {
 	t.Helper()
-	d, err := workflow.Parse("test.yaml", []byte(def))
+	d, err := definition.Parse("test.yaml", []byte(def))
 	if err != nil {
 		t.Fatalf("parse: %v", err)
 	}

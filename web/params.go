@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/schedule"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // runParams is what an execution was started with beside its declared
@@ -30,17 +30,17 @@ func (p *runParams) empty() bool { return len(p.Params) == 0 && p.Schedule == ""
 // otherwise). A variable that a declared param of the execution sets is
 // left out: the param's value is the one the command saw.
 func paramsOf(stored, params string) *runParams {
-	d, err := workflow.ParseStored(stored)
+	d, err := definition.FromJSON(stored)
 	if err != nil || d == nil {
 		return &runParams{}
 	}
 	declared := map[string]bool{}
-	if m, err := workflow.StoredParams(params); err == nil {
+	if m, err := definition.StoredParams(params); err == nil {
 		for k := range m {
-			declared[workflow.ParamEnv(k)] = true
+			declared[definition.ParamEnv(k)] = true
 		}
 	}
-	prefix := workflow.ParamEnv("")
+	prefix := definition.ParamEnv("")
 	p := &runParams{Schedule: d.Defaults.Env[schedule.EnvSchedule], FireTime: d.Defaults.Env[schedule.EnvFireTime]}
 	for k, v := range d.Defaults.Env {
 		if name, ok := strings.CutPrefix(k, prefix); ok && name != "" && !declared[k] {

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/schedule"
 	"github.com/whimbrel/whimbrel/state"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // TestScheduleAPI: GET /api/schedules lists the schedules with their last
@@ -21,7 +21,7 @@ import (
 // show --json); both need the token.
 func TestScheduleAPI(t *testing.T) {
 	st := sqliteStore(t).(schedule.Store)
-	d, err := workflow.Parse("test.yaml", []byte(diamond))
+	d, err := definition.Parse("test.yaml", []byte(diamond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestSchedulePages(t *testing.T) {
 }
 
 func testSchedulePages(t *testing.T, st schedule.Store) {
-	d, err := workflow.Parse("test.yaml", []byte(diamond+"params:\n  day: {default: sun}\n"))
+	d, err := definition.Parse("test.yaml", []byte(diamond+"params:\n  day: {default: sun}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +269,7 @@ func (b badRunStore) GetWorkflow(ctx context.Context, id string) (*state.Workflo
 // rest.
 func TestAnUndecodableRunShowsAsSuch(t *testing.T) {
 	st := sqliteStore(t).(schedule.Store)
-	d, err := workflow.Parse("test.yaml", []byte(diamond))
+	d, err := definition.Parse("test.yaml", []byte(diamond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +309,7 @@ func TestAnUndecodableRunShowsAsSuch(t *testing.T) {
 // with the error and the number of tries, escaped.
 func TestScheduleFireThatFailedToStart(t *testing.T) {
 	st := sqliteStore(t).(schedule.Store)
-	d, err := workflow.Parse("test.yaml", []byte(diamond))
+	d, err := definition.Parse("test.yaml", []byte(diamond))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/inspect"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
@@ -348,7 +349,7 @@ func TestActions(t *testing.T) {
 
 func TestNothingFromTheStoreIsRenderedUnescaped(t *testing.T) {
 	st := sqliteStore(t)
-	d, err := workflow.Parse("x.yaml", []byte(diamond))
+	d, err := definition.Parse("x.yaml", []byte(diamond))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,11 @@
-// Package workflow is what a workflow is and the contract's moves on a
-// whole workflow: definitions (YAML or JSON, validated), starting an
-// execution, advancing it after one of its activities ends, settling it
-// when all are terminal, cancelling it, and rerunning or redriving it. The wrapper calls them when its command ends; the monitor calls
-// them again to finish what a crashed wrapper left half-done. Every move is
-// a conditional write that is safe to repeat.
+// Package workflow is the contract's moves on a whole workflow: starting
+// an execution of a definition (package definition), advancing it after
+// one of its activities ends, retrying an activity its policy retries,
+// settling it when all are terminal, cancelling it, rerunning or
+// redriving it, and waiting for it to settle. The wrapper calls them when
+// its command ends; the monitor calls them again to finish what a crashed
+// wrapper left half-done. Every move is a conditional write that is safe
+// to repeat.
 package workflow
 
 import (
@@ -16,6 +18,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
 )
 
@@ -106,7 +109,7 @@ func advance(ctx context.Context, st Advancer, g graph, a *state.ActivityExec, l
 // graph answers which activities wait on which.
 type graph struct {
 	id  string
-	def *Stored // nil for a workflow stored without one
+	def *definition.Stored // nil for a workflow stored without one
 	// state is the workflow's as read when the graph was, or "" when the
 	// graph was made from an item read earlier: a decision that needs it
 	// reads it then (see running).
@@ -127,7 +130,7 @@ func graphOf(ctx context.Context, st Reader, id string) (graph, error) {
 // never changes, its state may have.
 func graphFrom(wf *state.WorkflowExec) graph {
 	g := graph{id: wf.WorkflowExecID}
-	if d, err := ReadStoredShared(wf.Definition); err == nil {
+	if d, err := definition.ReadStored(wf.Definition); err == nil {
 		g.def = d
 	} // else: stored by another client, in another form; the index serves
 	return g
@@ -148,7 +151,7 @@ func (g graph) running(ctx context.Context, st Reader) (bool, error) {
 
 // activity returns the definition's entry for the named activity, or nil
 // when there is no definition, or no readable entry.
-func (g graph) activity(name string) *Activity {
+func (g graph) activity(name string) *definition.Activity {
 	if g.def == nil {
 		return nil
 	}
@@ -387,7 +390,13 @@ func settle(ctx context.Context, st Settler, g graph, log hclog.Logger) (state.W
 	// An activity is judged by its latest attempt: the earlier ones
 	// failed, or timed out, and were retried. Another client's workflow
 	// has no retries: each of its items is judged, whatever its name.
-	latest := finals(g.def != nil, acts)
+	final := Finals(g.def != nil, acts)
+	var latest []*state.ActivityExec
+	for _, a := range acts {
+		if final[a.ActivityExecID] == a {
+			latest = append(latest, a)
+		}
+	}
 	if g.def != nil && len(latest) < g.def.Len() {
 		// The listing goes through an index that has not caught up: do
 		// not judge the workflow on part of it.
@@ -395,7 +404,7 @@ func settle(ctx context.Context, st Settler, g graph, log hclog.Logger) (state.W
 	}
 	var failed []string
 	for _, a := range latest {
-		if g.policy(a).Retries(a) {
+		if retries(g.policy(a), a) {
 			// Its retry is still to be made: whoever recorded the failure
 			// died before deciding it. Decide it now; the workflow is not
 			// done.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
@@ -239,7 +240,7 @@ func TestCancel(t *testing.T) {
 func TestRetention(t *testing.T) {
 	t.Parallel()
 	st := dynamotest.NewStore(t, dynamodb.Options{})
-	d, err := workflow.Parse("r.yaml", []byte("name: kept\nretention: 30d\nactivities:\n  a: {command: [\"true\"]}\n"))
+	d, err := definition.Parse("r.yaml", []byte("name: kept\nretention: 30d\nactivities:\n  a: {command: [\"true\"]}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

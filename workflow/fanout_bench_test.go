@@ -1,4 +1,4 @@
-package workflow
+package workflow_test
 
 import (
 	"context"
@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/sqlite"
+	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // BenchmarkWrapperAdvance is what one wrapper of a fan-out (one root, n
@@ -28,11 +30,11 @@ func BenchmarkWrapperAdvance(b *testing.B) {
 			if _, err := st.Install(ctx, false); err != nil {
 				b.Fatal(err)
 			}
-			d := &Definition{Name: "fan", Activities: map[string]*Activity{"root": {Command: []string{"true"}}}}
+			d := &definition.Workflow{Name: "fan", Activities: map[string]*definition.Activity{"root": {Command: []string{"true"}}}}
 			for i := range n {
-				d.Activities[fmt.Sprintf("d%04d", i)] = &Activity{Command: []string{"true"}, DependsOn: []string{"root"}}
+				d.Activities[fmt.Sprintf("d%04d", i)] = &definition.Activity{Command: []string{"true"}, DependsOn: []string{"root"}}
 			}
-			id, _, err := Start(ctx, st, d, StartOptions{})
+			id, _, err := workflow.Start(ctx, st, d, workflow.StartOptions{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -44,24 +46,30 @@ func BenchmarkWrapperAdvance(b *testing.B) {
 			// completed: its wrapper advances.
 			k := state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, "root"), WorkflowExecID: id}
 			root := complete(b, st, k)
-			if res, err := AdvanceKnown(ctx, st, wf, root, nil); err != nil || len(res.Readied) != n {
+			if res, err := workflow.AdvanceKnown(ctx, st, wf, root, nil); err != nil || len(res.Readied) != n {
 				b.Fatalf("advance after the root: %d readied, %v", len(res.Readied), err)
 			}
 			k.ActivityExecID = state.ActivityExecIDFor(id, "d0007")
 			leaf := complete(b, st, k)
+			// Two spellings of the same definition (JSON allows trailing
+			// spaces), taken in turn, so that each iteration reads it
+			// afresh, as a new wrapper process does: the process shares
+			// only the last text it read.
+			spellings := []string{wf.Definition + " ", wf.Definition + "  "}
 			b.ResetTimer()
+			i := 0
 			for b.Loop() {
-				shared.Lock()
-				shared.def = nil // as a new wrapper process: nothing read yet
-				shared.Unlock()
-				s, err := ReadStoredShared(wf.Definition)
+				seen := *wf
+				seen.Definition = spellings[i%2]
+				i++
+				s, err := definition.ReadStored(seen.Definition)
 				if err != nil {
 					b.Fatal(err)
 				}
 				if _, err := s.Activity("d0007"); err != nil {
 					b.Fatal(err)
 				}
-				res, err := AdvanceKnown(ctx, st, wf, leaf, nil)
+				res, err := workflow.AdvanceKnown(ctx, st, &seen, leaf, nil)
 				if err != nil || len(res.Readied) != 0 || res.Settled != "" {
 					b.Fatalf("advance after a leaf: %+v, %v", res, err)
 				}

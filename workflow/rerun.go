@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
 )
 
@@ -18,13 +19,13 @@ func Rerun(ctx context.Context, st Starter, id string, fromFailure bool, opts St
 	if err != nil {
 		return "", fmt.Errorf("rerun %s: %w", id, err)
 	}
-	d, err := ParseStored(wf.Definition)
+	d, err := definition.FromJSON(wf.Definition)
 	if err != nil {
 		return "", fmt.Errorf("rerun %s: it has no definition Whimbrel can read (it was not started with whimbrel start): %w", id, err)
 	}
 	if opts.Params == nil {
 		// The same parameters as the earlier execution: a rerun repeats it.
-		if opts.Params, err = StoredParams(wf.Params); err != nil {
+		if opts.Params, err = definition.StoredParams(wf.Params); err != nil {
 			return "", fmt.Errorf("rerun %s: %w", id, err)
 		}
 	}

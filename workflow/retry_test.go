@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
@@ -48,9 +49,9 @@ activities:
   after: {command: ["true"], depends_on: [fetch]}
 `
 
-func startDef(t *testing.T, st state.Store, yaml string) (*workflow.Definition, string) {
+func startDef(t *testing.T, st state.Store, yaml string) (*definition.Workflow, string) {
 	t.Helper()
-	d, err := workflow.Parse("test.yaml", []byte(yaml))
+	d, err := definition.Parse("test.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,104 +392,28 @@ func TestRerunCountsFromOne(t *testing.T) {
 	})
 }
 
-// TestRetryDelay: the delays grow by the rate, stop at max_delay, and
-// full jitter draws within [0, delay].
-func TestRetryDelay(t *testing.T) {
+// TestNoPolicyNoRetryPending: an activity without a retry policy has no
+// retry to come after it failed or timed out, and neither has an
+// activity the definition does not hold.
+func TestNoPolicyNoRetryPending(t *testing.T) {
 	t.Parallel()
-	r := &workflow.Retry{MaxAttempts: 10, Interval: workflow.Duration(time.Second), BackoffRate: 2, MaxDelay: workflow.Duration(5 * time.Second)}
-	for n, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 4: 5 * time.Second, 9: 5 * time.Second} {
-		if got := r.Delay(n, nil); got != want {
-			t.Errorf("delay after attempt %d: %s, want %s", n, got, want)
-		}
-	}
-	r.Jitter = workflow.JitterFull
-	if got := r.Delay(3, func() float64 { return 0.5 }); got != 2*time.Second {
-		t.Errorf("full jitter at 0.5 of 4s: %s", got)
-	}
-	for i := 0; i < 100; i++ {
-		if got := r.Delay(3, nil); got < 0 || got > 4*time.Second {
-			t.Fatalf("full jitter drew %s, outside [0, 4s]", got)
-		}
-	}
-	if got := (&workflow.Retry{MaxAttempts: 99, Interval: workflow.Duration(time.Hour), BackoffRate: 10}).Delay(90, nil); got <= 0 {
-		t.Errorf("a huge delay overflowed to %s", got)
-	}
-	var none *workflow.Retry
-	if none.Attempts() != 1 || none.Retries(&state.ActivityExec{State: state.Failed}) {
-		t.Error("no policy retries")
-	}
-}
-
-// TestParseRetry: the fields read per activity and under defaults, an
-// activity's own policy replacing the defaults'; every mistake is reported
-// at once, each with its line and path, before anything is written.
-func TestParseRetry(t *testing.T) {
-	t.Parallel()
-	d, err := workflow.Parse("ok.yaml", []byte(`name: r
-defaults:
-  retry: {max_attempts: 3, interval: 10s, backoff_rate: 2.0, max_delay: 5m, jitter: full, retry_on: [FAILED, TIMED_OUT], exit_codes: [1, 75]}
-activities:
-  a: {command: ["true"]}
-  b: {command: ["true"], retry: {max_attempts: 5}}
-  c: {command: ["true"], retry: {max_attempts: 1}}
-`))
+	d, err := definition.Parse("once.yaml", []byte("name: once\nactivities:\n  a: {command: [\"true\"]}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := d.Effective("a").Retry
-	if a.Attempts() != 3 || time.Duration(a.Interval) != 10*time.Second || a.BackoffRate != 2 || time.Duration(a.MaxDelay) != 5*time.Minute ||
-		a.Jitter != "full" || len(a.RetryOn) != 2 || len(a.ExitCodes) != 2 || a.ExitCodes[1] != 75 {
-		t.Errorf("a: %+v", a)
-	}
-	if b := d.Effective("b").Retry; b.Attempts() != 5 || b.Interval != 0 {
-		t.Errorf("b: %+v, want its own policy as a whole", b)
-	}
-	if c := d.Effective("c").Retry; c.Attempts() != 1 {
-		t.Errorf("c: %+v", c)
-	}
-	// The stored form reads back the same.
-	again, err := workflow.ParseStored(d.JSON())
-	if err != nil || again.Effective("a").Retry.Attempts() != 3 || again.Effective("a").Retry.ExitCodes[1] != 75 {
-		t.Errorf("stored: %v", err)
-	}
-
-	_, err = workflow.Parse("bad.yaml", []byte(`name: r
-defaults:
-  retry:
-    max_attempts: 0
-    interval: soon
-activities:
-  a:
-    command: ["true"]
-    retry:
-      backoff_rate: 0.5
-      retry_on: [FAILED, CANCELLED]
-      jitter: some
-      max_delay: -1s
-      exit_codes: [1, 300]
-      max_attempt: 3
-`))
-	if err == nil {
-		t.Fatal("bad.yaml parsed")
-	}
-	for _, want := range []string{
-		"bad.yaml:4: defaults: retry: max_attempts 0 is less than 1",
-		`bad.yaml:5: defaults: retry: interval "soon" is not a duration`,
-		`bad.yaml:10: activity "a": retry: backoff_rate 0.5 is less than 1`,
-		`bad.yaml:11: activity "a": retry: retry_on "CANCELLED" is unknown`,
-		`bad.yaml:12: activity "a": retry: jitter "some" is unknown`,
-		`bad.yaml:13: activity "a": retry: max_delay "-1s" is negative`,
-		`bad.yaml:14: activity "a": retry: exit_codes holds "300"`,
-		`bad.yaml:15: activity "a": retry: unknown field "max_attempt" (did you mean "max_attempts"?)`,
-	} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("the errors lack %q:\n%v", want, err)
+	for _, s := range []state.ActivityState{state.Failed, state.TimedOut} {
+		for _, name := range []string{"a", "absent"} {
+			if workflow.RetryPending(d, &state.ActivityExec{ActivityName: name, State: s, Attempt: 1}) {
+				t.Errorf("%s %s: a retry pending without a policy", name, s)
+			}
 		}
 	}
-	// A stored definition written by another client is checked too.
-	if _, err := workflow.ParseStored(`{"name":"r","activities":{"a":{"command":["true"],"retry":{"backoff_rate":0.5,"retry_on":["NOPE"]}}}}`); err == nil ||
-		!strings.Contains(err.Error(), "backoff_rate") || !strings.Contains(err.Error(), "NOPE") {
-		t.Errorf("stored definition with a bad policy: %v", err)
+	d, err = definition.Parse("twice.yaml", []byte("name: twice\nactivities:\n  a: {command: [\"true\"], retry: {max_attempts: 2}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !workflow.RetryPending(d, &state.ActivityExec{ActivityName: "a", State: state.Failed, Attempt: 1}) {
+		t.Error("a first attempt that failed under max_attempts 2: no retry pending")
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
 )
 
@@ -25,7 +26,7 @@ type StartOptions struct {
 	// (see Rerun).
 	Carry map[string]*state.ActivityExec
 	// Params are the execution's parameters, checked against the
-	// definition's declarations (Definition.Bind) before anything is
+	// definition's declarations (definition.Workflow.Bind) before anything is
 	// written.
 	Params map[string]string
 }
@@ -39,7 +40,7 @@ type StartOptions struct {
 //
 // The execution ID is derived from the request ID, so a start that dies
 // half-way is finished by repeating it with the same request ID.
-func Start(ctx context.Context, st Starter, d *Definition, opts StartOptions) (id string, created bool, err error) {
+func Start(ctx context.Context, st Starter, d *definition.Workflow, opts StartOptions) (id string, created bool, err error) {
 	params, err := d.Bind(opts.Params)
 	if err != nil {
 		return "", false, fmt.Errorf("start %s: %w", d.Name, err)
@@ -55,7 +56,7 @@ func Start(ctx context.Context, st Starter, d *Definition, opts StartOptions) (i
 			Source: opts.Source, Manual: true, WorkflowExecID: id},
 		Exec: state.WorkflowExec{WorkflowExecID: id, WorkflowName: d.Name, State: state.WorkflowRequested,
 			WorkflowRequestID: reqID, StartTime: now, Source: opts.Source, Definition: d.JSON(),
-			Params: EncodeParams(params)},
+			Params: definition.EncodeParams(params)},
 	}
 	if opts.RequestWritten {
 		w.Request = nil
@@ -114,7 +115,7 @@ func Start(ctx context.Context, st Starter, d *Definition, opts StartOptions) (i
 // carry records activities that completed in an earlier execution as
 // COMPLETED in this one, dependencies first, through the contract's own
 // moves, and advances past each. Repeating it skips what is done.
-func carry(ctx context.Context, st Starter, d *Definition, id string, done map[string]*state.ActivityExec) error {
+func carry(ctx context.Context, st Starter, d *definition.Workflow, id string, done map[string]*state.ActivityExec) error {
 	for _, name := range d.Names() {
 		old := done[name]
 		if old == nil {

@@ -15,7 +15,7 @@ import (
 // Reader reads an execution and its activities: what a view of one
 // workflow needs.
 type Reader interface {
-	WorkflowGetter
+	Getter
 	Activities(ctx context.Context, workflowExecID string) ([]*state.ActivityExec, error)
 }
 

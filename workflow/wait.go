@@ -11,8 +11,8 @@ import (
 	"github.com/whimbrel/whimbrel/state"
 )
 
-// WorkflowGetter is the part of the store Wait reads.
-type WorkflowGetter interface {
+// Getter is the part of the store Wait reads.
+type Getter interface {
 	GetWorkflow(ctx context.Context, workflowExecID string) (*state.WorkflowExec, error)
 }
 
@@ -20,7 +20,7 @@ type WorkflowGetter interface {
 // it. A workflow not written yet (a request a processor has not started)
 // is waited for too, and a passing store error is logged, not returned:
 // only ctx ends the wait early. every must be positive.
-func Wait(ctx context.Context, st WorkflowGetter, id string, every time.Duration, log hclog.Logger) (*state.WorkflowExec, error) {
+func Wait(ctx context.Context, st Getter, id string, every time.Duration, log hclog.Logger) (*state.WorkflowExec, error) {
 	if every <= 0 {
 		return nil, fmt.Errorf("wait for workflow %s: the interval between reads must be positive, not %s", id, every)
 	}

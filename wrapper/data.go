@@ -16,6 +16,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -69,17 +70,17 @@ func (r *run) prepare(ctx context.Context, claimed *state.ActivityExec) (*data, 
 		}
 	}
 	var problems []string
-	params, err := workflow.StoredParams(wf.Params)
+	params, err := definition.StoredParams(wf.Params)
 	if err != nil {
 		problems = append(problems, err.Error())
 		params = map[string]string{}
 	}
 	// Only this activity's entry of the definition is read: the others
-	// are no concern of its run (see workflow.Stored).
-	var act *workflow.Activity
-	var eff workflow.Settings
+	// are no concern of its run (see definition.Stored).
+	var act *definition.Activity
+	var eff definition.Settings
 	if wf.Definition != "" {
-		d, err := workflow.ReadStoredShared(wf.Definition) // its advance reads it again
+		d, err := definition.ReadStored(wf.Definition) // its advance reads it again
 		if err == nil {
 			act, err = d.Activity(claimed.ActivityName)
 		}
@@ -93,7 +94,7 @@ func (r *run) prepare(ctx context.Context, claimed *state.ActivityExec) (*data, 
 		}
 	}
 	in := Inputs{Params: params, Outputs: map[string]json.RawMessage{}}
-	tdata := workflow.Data{Params: params, Outputs: map[string]json.RawMessage{}}
+	tdata := definition.Data{Params: params, Outputs: map[string]json.RawMessage{}}
 	if act != nil {
 		ups, err := r.upstreams(ctx, wf.WorkflowExecID, act.DependsOn)
 		if err != nil {
@@ -165,7 +166,7 @@ func (r *run) prepare(ctx context.Context, claimed *state.ActivityExec) (*data, 
 	env[state.EnvInputs], env[state.EnvOutput], env[state.EnvProgress] = dt.inputs, dt.output, dt.progress
 	identityEnv(env, claimed)
 	for k, v := range params {
-		env[workflow.ParamEnv(k)] = v
+		env[definition.ParamEnv(k)] = v
 	}
 	// The guard pipe is the wrapper's alone (close-on-exec): no variable
 	// may name it to the command, whoever set one.

@@ -125,7 +125,7 @@ func TestClaimRefusedAfterLandingIsRecorded(t *testing.T) {
 }
 
 // TestRunsItsOwnEntryOfAPartlyBrokenDefinition: the wrapper reads only
-// its activity's entry of the stored definition (workflow.Stored). An
+// its activity's entry of the stored definition (definition.Stored). An
 // entry it does not concern that cannot be read (another writer's) does
 // not stop it using its own: the definition's env reaches the command,
 // and its dependent is readied from the definition.

@@ -9,12 +9,12 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/nudge"
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/launcher/docker"
 	"github.com/whimbrel/whimbrel/launcher/ecs"
 	"github.com/whimbrel/whimbrel/launcher/local"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // backends are the launch types this launcher serves, checked, and what
@@ -39,28 +39,28 @@ func (c *CLI) checkBackends(ctx context.Context, log hclog.Logger) (*backends, e
 		b.types = launcher.Types()
 	}
 	drop := func(t string) { b.types = slices.DeleteFunc(b.types, func(u string) bool { return u == t }) }
-	if b.serves(workflow.LaunchLocal) && c.LogDir != "" {
+	if b.serves(definition.LaunchLocal) && c.LogDir != "" {
 		if err := local.CheckLogDir(c.LogDir); err != nil {
 			return nil, err
 		}
 	}
-	if b.serves(workflow.LaunchDocker) {
+	if b.serves(definition.LaunchDocker) {
 		switch _, err := exec.LookPath(c.Docker); {
 		case err != nil && explicit:
 			return nil, fmt.Errorf("docker CLI %q not found: install Docker, name the CLI with --docker, or leave docker out of --types", c.Docker)
 		case err != nil:
 			log.Info("docker CLI not found: docker activities are left to other launchers", "docker", c.Docker)
-			drop(workflow.LaunchDocker)
+			drop(definition.LaunchDocker)
 		default:
-			b.ready[workflow.LaunchDocker] = &docker.Backend{Binary: c.Docker, PassEnv: c.PassEnv}
+			b.ready[definition.LaunchDocker] = &docker.Backend{Binary: c.Docker, PassEnv: c.PassEnv}
 		}
 	}
-	if b.serves(workflow.LaunchECS) {
+	if b.serves(definition.LaunchECS) {
 		switch {
 		case c.ECSCluster == "" && explicit:
 			return nil, &cli.UsageError{Msg: "--types ecs needs --ecs-cluster (or WHIMBREL_ECS_CLUSTER): the ECS cluster for activities whose definition names none, checked at start"}
 		case c.ECSCluster == "":
-			drop(workflow.LaunchECS)
+			drop(definition.LaunchECS)
 		default:
 			cctx, cancel := context.WithTimeout(ctx, launcher.DefaultStartTimeout)
 			defer cancel()
@@ -68,7 +68,7 @@ func (c *CLI) checkBackends(ctx context.Context, log hclog.Logger) (*backends, e
 			if err != nil {
 				return nil, err
 			}
-			b.ready[workflow.LaunchECS] = e
+			b.ready[definition.LaunchECS] = e
 		}
 	}
 	return b, nil
@@ -78,7 +78,7 @@ func (c *CLI) checkBackends(ctx context.Context, log hclog.Logger) (*backends, e
 // Its local activities nudge nl (nil: no nudges, as in a single pass).
 func (b *backends) launcher(st launcher.Store, cfg launcher.Config, log hclog.Logger, nl *nudge.Listener) (*launcher.Launcher, error) {
 	cfg.Backends = b.ready
-	if !b.serves(workflow.LaunchLocal) {
+	if !b.serves(definition.LaunchLocal) {
 		return launcher.New(st, cfg), nil
 	}
 	wrapper, err := local.WrapperOr(b.wrapper)

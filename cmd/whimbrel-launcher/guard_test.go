@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/state/sqlite"
 	"github.com/whimbrel/whimbrel/workflow"
@@ -99,7 +100,7 @@ func startWorkflow(t *testing.T, db, yaml string) {
 	if _, err := st.Install(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	d, err := workflow.Parse("guarded.yaml", []byte(yaml))
+	d, err := definition.Parse("guarded.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,9 +12,9 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/nudge"
 	"github.com/whimbrel/whimbrel/launcher"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // CLI is the whole grammar of whimbrel-launcher.
@@ -67,7 +67,7 @@ func (c *CLI) Run(k *kong.Context) error {
 		return err
 	}
 	var nl *nudge.Listener
-	if b.serves(workflow.LaunchLocal) && !c.Once {
+	if b.serves(definition.LaunchLocal) && !c.Once {
 		if nl, err = nudge.Listen(); err != nil {
 			return err
 		}

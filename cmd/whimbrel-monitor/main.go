@@ -14,10 +14,10 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/monitor"
 	"github.com/whimbrel/whimbrel/schedule"
 	"github.com/whimbrel/whimbrel/state"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // CLI is the whole grammar of whimbrel-monitor.
@@ -35,7 +35,7 @@ type CLI struct {
 
 func main() {
 	var c CLI
-	cli.Main(cli.Program{Name: "whimbrel-monitor", Description: description, Vars: kong.Vars{"default_interval": cli.FlagDuration(monitor.DefaultInterval), "default_skew": cli.FlagDuration(monitor.DefaultSkew), "default_queued_timeout": cli.FlagDuration(workflow.DefaultQueuedTimeout), "default_adopt_pages": fmt.Sprint(monitor.DefaultAdoptPages)}}, &c)
+	cli.Main(cli.Program{Name: "whimbrel-monitor", Description: description, Vars: kong.Vars{"default_interval": cli.FlagDuration(monitor.DefaultInterval), "default_skew": cli.FlagDuration(monitor.DefaultSkew), "default_queued_timeout": cli.FlagDuration(definition.DefaultQueuedTimeout), "default_adopt_pages": fmt.Sprint(monitor.DefaultAdoptPages)}}, &c)
 }
 
 // Run sweeps once or until stopped.

@@ -9,17 +9,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/schedule"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 	"github.com/whimbrel/whimbrel/state/storetest"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 func setEvery(t *testing.T, st schedule.Store, name string, every time.Duration, start time.Time) {
 	t.Helper()
-	d, err := workflow.Parse("w.yaml", []byte("name: scheduled\nactivities:\n  a:\n    command: [\"true\"]\n"))
+	d, err := definition.Parse("w.yaml", []byte("name: scheduled\nactivities:\n  a:\n    command: [\"true\"]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

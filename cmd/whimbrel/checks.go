@@ -6,20 +6,20 @@ import (
 	"strconv"
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/inert"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // applyRetention overrides the definition's retention with a flag's value.
-func applyRetention(def *workflow.Definition, flag string) error {
+func applyRetention(def *definition.Workflow, flag string) error {
 	if flag == "" {
 		return nil
 	}
-	d, err := workflow.ParseDuration(flag)
+	d, err := definition.ParseDuration(flag)
 	if err != nil || d <= 0 {
 		return &cli.UsageError{Msg: fmt.Sprintf("--retention %q: give a positive duration such as 30d or 72h", flag)}
 	}
-	def.Retention = workflow.Duration(d)
+	def.Retention = definition.Duration(d)
 	return nil
 }
 
@@ -34,8 +34,8 @@ func checkRequestID(id string) error {
 
 // load reads and checks a definition file, and prints what the check
 // warns of (the definition still runs) to w.
-func load(file string, w io.Writer) (*workflow.Definition, error) {
-	def, err := workflow.Load(file)
+func load(file string, w io.Writer) (*definition.Workflow, error) {
+	def, err := definition.Load(file)
 	if err != nil {
 		return nil, err
 	}

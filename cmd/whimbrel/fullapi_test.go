@@ -13,8 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/uuid"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // rawState reads an item's state with a plain GetItem: a read through the
@@ -51,7 +51,7 @@ func TestFullLogicAPIClientIsServed(t *testing.T) {
 	if _, errOut, code := whimbrel(t, env, "install"); code != 0 {
 		t.Fatalf("install: %s", errOut)
 	}
-	d, err := workflow.Parse("seeded.yaml", []byte("name: seeded\nactivities:\n  only: {command: [\"true\"]}\n"))
+	d, err := definition.Parse("seeded.yaml", []byte("name: seeded\nactivities:\n  only: {command: [\"true\"]}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // HereFlags configure a run of a workflow on this machine: `whimbrel run`,
@@ -71,9 +71,9 @@ func settled(wf *state.WorkflowExec) error {
 
 // checkLocal refuses a definition with activities a run here cannot
 // launch, before anything is written.
-func checkLocal(d *workflow.Definition) error {
+func checkLocal(d *definition.Workflow) error {
 	for _, name := range d.Names() {
-		if t := d.Effective(name).Launch.Type; t != workflow.LaunchLocal {
+		if t := d.Effective(name).Launch.Type; t != definition.LaunchLocal {
 			return fmt.Errorf("activity %q is launched by %s: a run on this machine (the embedded store) starts local activities only; use --store dynamodb with a whimbrel-launcher that serves %s, or --detach and such a launcher on this store", name, t, t)
 		}
 	}
@@ -82,7 +82,7 @@ func checkLocal(d *workflow.Definition) error {
 
 // run runs the execution start starts (nil: a fresh one of d) to its end
 // on this machine; see runHere for how, and where it can.
-func (h here) run(ctx context.Context, k *kong.Context, st state.Store, d *workflow.Definition, start func(context.Context) (string, error)) error {
+func (h here) run(ctx context.Context, k *kong.Context, st state.Store, d *definition.Workflow, start func(context.Context) (string, error)) error {
 	if err := checkLocal(d); err != nil {
 		return err
 	}

@@ -9,18 +9,18 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
+	"github.com/whimbrel/whimbrel/definition"
 	locallauncher "github.com/whimbrel/whimbrel/launcher/local"
 	"github.com/whimbrel/whimbrel/local"
 	"github.com/whimbrel/whimbrel/local/view"
 	"github.com/whimbrel/whimbrel/state"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // runHere launches the activities as local processes under whimbrel-run,
 // monitors them in this process, shows the progress, and returns when the
 // workflow settles. Only Linux runs activities: the wrapper supervises its
 // command through Linux process groups and signals.
-func runHere(ctx context.Context, k *kong.Context, h here, st state.Store, d *workflow.Definition, start func(context.Context) (string, error)) error {
+func runHere(ctx context.Context, k *kong.Context, h here, st state.Store, d *definition.Workflow, start func(context.Context) (string, error)) error {
 	if h.MaxRunning < 0 {
 		return &cli.UsageError{Msg: fmt.Sprintf("--max-running %d is negative: give 0 (no cap) or the most activities to run at once", h.MaxRunning)}
 	}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // errLocalNeedsLinux is why this build of whimbrel runs no activity.
@@ -18,6 +18,6 @@ var errLocalNeedsLinux = errors.New("local runs need Linux: whimbrel-run supervi
 	"status, list, cancel, rerun --detach and stats work here on either store")
 
 // runHere cannot run activities off Linux; it says so.
-func runHere(context.Context, *kong.Context, here, state.Store, *workflow.Definition, func(context.Context) (string, error)) error {
+func runHere(context.Context, *kong.Context, here, state.Store, *definition.Workflow, func(context.Context) (string, error)) error {
 	return errLocalNeedsLinux
 }

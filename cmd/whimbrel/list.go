@@ -7,9 +7,9 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/inspect"
 	"github.com/whimbrel/whimbrel/state"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // ListCmd is `whimbrel list`.
@@ -58,7 +58,7 @@ func parseAge(s string) (time.Duration, error) {
 	if s == "0" || s == "" {
 		return 0, nil
 	}
-	d, err := workflow.ParseDuration(s)
+	d, err := definition.ParseDuration(s)
 	if err != nil || d < 0 {
 		return 0, fmt.Errorf("%q is not a duration such as 30m, 24h or 7d", s)
 	}

@@ -2,7 +2,7 @@ package main
 
 import (
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
-	"github.com/whimbrel/whimbrel/workflow"
+	"github.com/whimbrel/whimbrel/definition"
 )
 
 // ParamFlags give an execution its parameters (`start` and `run`).
@@ -13,8 +13,8 @@ type ParamFlags struct {
 
 // bind reads the parameters and checks them against the definition, all
 // at once, before anything is written.
-func (f ParamFlags) bind(def *workflow.Definition) (map[string]string, error) {
-	given, err := workflow.ParseParams(f.Param, f.ParamsFile)
+func (f ParamFlags) bind(def *definition.Workflow) (map[string]string, error) {
+	given, err := definition.ParseParams(f.Param, f.ParamsFile)
 	if err != nil {
 		return nil, &cli.UsageError{Msg: err.Error()}
 	}

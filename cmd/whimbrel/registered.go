@@ -8,9 +8,9 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/inert"
 	"github.com/whimbrel/whimbrel/state"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // `whimbrel registered`: what the Simple Lambda API's processors serve.
@@ -38,7 +38,7 @@ func (c *RegisteredCmd) Run(g *Globals, k *kong.Context) error {
 		if handler == "" {
 			handler = "any processor"
 		}
-		if def, err := workflow.ParseStored(r.Definition); err == nil {
+		if def, err := definition.FromJSON(r.Definition); err == nil {
 			acts = fmt.Sprint(len(def.Activities))
 		}
 		when := "-"

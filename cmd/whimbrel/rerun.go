@@ -8,6 +8,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -45,7 +46,7 @@ func (c *RerunCmd) Run(g *Globals, k *kong.Context) error {
 		if err != nil {
 			return fmt.Errorf("rerun %s: %w", c.ID, err)
 		}
-		def, err := workflow.ParseStored(wf.Definition)
+		def, err := definition.FromJSON(wf.Definition)
 		if err != nil {
 			return fmt.Errorf("rerun %s: it has no definition Whimbrel can read: %w", c.ID, err)
 		}

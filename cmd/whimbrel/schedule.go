@@ -9,8 +9,8 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/schedule"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // ScheduleCmd is `whimbrel schedule`.
@@ -58,7 +58,7 @@ func (c *ScheduleSetCmd) Run(g *Globals, k *kong.Context) error {
 	}
 	var err error
 	if c.Every != "" {
-		if spec.Every, err = workflow.ParseDuration(c.Every); err != nil || spec.Every <= 0 {
+		if spec.Every, err = definition.ParseDuration(c.Every); err != nil || spec.Every <= 0 {
 			return &cli.UsageError{Msg: fmt.Sprintf("--every %q: give a positive duration such as 90s, 15m or 1d", c.Every)}
 		}
 	}

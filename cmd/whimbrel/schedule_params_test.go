@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/schedule"
 	"github.com/whimbrel/whimbrel/state"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // regional declares two params; its one activity writes what it saw of
@@ -59,7 +59,7 @@ func timeList(t time.Time) []any {
 // defaults would hide them.
 func putEnvSchedule(t *testing.T, env []string, name string, at time.Time, params map[string]string) {
 	t.Helper()
-	d, err := workflow.Parse("p.yaml", []byte(regional))
+	d, err := definition.Parse("p.yaml", []byte(regional))
 	if err != nil {
 		t.Fatal(err)
 	}

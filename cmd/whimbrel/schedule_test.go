@@ -13,12 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/schedule"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 	"github.com/whimbrel/whimbrel/state/sqlite"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // scheduleStores gives a test the environment of real processes on each
@@ -59,7 +59,7 @@ func scheduledRuns(t *testing.T, st schedule.Store, workflowName string) []strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := workflow.Load(example(t, "etl.yaml"))
+	d, err := definition.Load(example(t, "etl.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

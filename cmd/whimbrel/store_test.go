@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/sqlite"
@@ -148,7 +149,7 @@ func TestEscapesShownInert(t *testing.T) {
 	if _, err := st.Install(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	d, err := workflow.Parse("w.yaml", []byte(etl))
+	d, err := definition.Parse("w.yaml", []byte(etl))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,9 +87,11 @@ var levels = map[string]int{
 	// The backends.
 	"state/dynamodb": 6, "state/sqlite": 6, "state/codec": 5,
 	"internal/dynamotest": 8,
-	// The core: the contract's moves, and the wrapper's life.
-	"workflow": 8,
-	"wrapper":  10,
+	// The core: the definition language, the contract's moves, and the
+	// wrapper's life.
+	"definition": 6,
+	"workflow":   8,
+	"wrapper":    10,
 	// Drivers and wings on top of the core.
 	"simpleapi/inbox": 10, "simpleapi/report": 10, // the wing's items; the wrapper's reporter for --api simple
 	"simpleapi/dynamoinbox": 12, "simpleapi/sqliteinbox": 12, "simpleapi/inboxtest": 12,

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/launcher"
 	dockerbackend "github.com/whimbrel/whimbrel/launcher/docker"
 	"github.com/whimbrel/whimbrel/state"
@@ -40,7 +41,7 @@ func TestExample(t *testing.T) {
 	}
 	yaml := strings.ReplaceAll(string(b), "/tmp/whimbrel-example", dir)
 	yaml = strings.ReplaceAll(yaml, "whimbrel-example-etl:latest", tag)
-	d, err := workflow.Parse("workflow.yaml", []byte(yaml))
+	d, err := definition.Parse("workflow.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func TestExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := launcher.New(st, launcher.Config{
-		Backends: map[string]launcher.Backend{workflow.LaunchDocker: &dockerbackend.Backend{}},
+		Backends: map[string]launcher.Backend{definition.LaunchDocker: &dockerbackend.Backend{}},
 		Interval: 200 * time.Millisecond,
 		StoreEnv: map[string]string{"WHIMBREL_STORE": "sqlite:" + path},
 		Workflow: id,

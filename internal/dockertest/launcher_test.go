@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/launcher"
@@ -82,7 +83,7 @@ func (e *e2e) start(t *testing.T, name, defaults, activities string) string {
 	fmt.Fprintf(&b, "  launch: {type: docker, image: %q, docker_args: [--network, host, --volume, %q]}\n", image, e.dir+":/state")
 	b.WriteString("activities:\n")
 	b.WriteString(activities)
-	d, err := workflow.Parse(name+".yaml", []byte(b.String()))
+	d, err := definition.Parse(name+".yaml", []byte(b.String()))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, b.String())
 	}
@@ -125,7 +126,7 @@ func (e *e2e) runLauncher(t *testing.T, workflowID string) *countingDocker {
 	t.Helper()
 	backend := &countingDocker{}
 	l := launcher.New(e.st, launcher.Config{
-		Backends: map[string]launcher.Backend{workflow.LaunchDocker: backend},
+		Backends: map[string]launcher.Backend{definition.LaunchDocker: backend},
 		Interval: 200 * time.Millisecond,
 		StoreEnv: e.storeEnv,
 		Workflow: workflowID,
@@ -460,7 +461,7 @@ func TestDockerBackendRepeatedLaunch(t *testing.T) {
 
 	backend := &lostAnswerDocker{Backend: dockerbackend.Backend{Timeout: time.Nanosecond}}
 	l := launcher.New(e.st, launcher.Config{
-		Backends:    map[string]launcher.Backend{workflow.LaunchDocker: backend},
+		Backends:    map[string]launcher.Backend{definition.LaunchDocker: backend},
 		Interval:    200 * time.Millisecond,
 		StoreEnv:    e.storeEnv,
 		Workflow:    wf,

@@ -6,13 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/launcher/docker"
 	"github.com/whimbrel/whimbrel/launcher/internal/launchtest"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // TestDockerBackend runs a stand-in docker CLI that records its arguments
@@ -32,7 +32,7 @@ echo 4f2c9e1d8b7a
 		t.Fatal(err)
 	}
 	st := dynamotest.NewStore(t, dynamodb.Options{})
-	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchDocker: &docker.Backend{Binary: fake}}})
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchDocker: &docker.Backend{Binary: fake}}})
 	id, _ := launchtest.Start(t, st, "name: d\nactivities:\n  a:\n    command: [./etl.sh, nightly]\n    launch: {type: docker, image: 'etl:9', docker_args: [--network, host]}\n")
 	if n, err := l.Once(launchtest.Context(t)); n != 1 || err != nil {
 		t.Fatalf("Once: %d %v", n, err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/launcher/docker"
@@ -81,7 +82,7 @@ func TestDataThroughDocker(t *testing.T) {
 	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	d, err := workflow.Parse("docker.yaml", []byte(dockerData))
+	d, err := definition.Parse("docker.yaml", []byte(dockerData))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func TestDataThroughDocker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchDocker: &docker.Backend{Binary: fake}}})
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchDocker: &docker.Backend{Binary: fake}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	done := make(chan error, 1)

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/launcher/docker"
 	"github.com/whimbrel/whimbrel/state"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // TestDockerArguments checks what the Docker backend hands the docker CLI:
@@ -47,8 +47,8 @@ func TestDockerArguments(t *testing.T) {
 				Key:     state.ActivityKey{ActivityExecID: "a::1", WorkflowExecID: "w::1"},
 				Command: []string{"true"},
 				Env:     map[string]string{"WHIMBREL_STORE": "sqlite:/state/db", "WHIMBREL_ACTIVITY_EXEC_ID": "a::1"},
-				Settings: workflow.Settings{KillGrace: workflow.Duration(tt.grace),
-					Launch: &workflow.Launch{Type: workflow.LaunchDocker, Image: "img:1", DockerArgs: tt.dockerArgs}},
+				Settings: definition.Settings{KillGrace: definition.Duration(tt.grace),
+					Launch: &definition.Launch{Type: definition.LaunchDocker, Image: "img:1", DockerArgs: tt.dockerArgs}},
 			}
 			if _, err := b.Launch(context.Background(), j); err != nil {
 				t.Fatal(err)
@@ -102,7 +102,7 @@ esac
 	b := &docker.Backend{Binary: fake}
 	j := launcher.Job{
 		Key:      state.ActivityKey{ActivityExecID: "a::1", WorkflowExecID: "w::1"},
-		Settings: workflow.Settings{Launch: &workflow.Launch{Type: workflow.LaunchDocker, Image: "img:1"}},
+		Settings: definition.Settings{Launch: &definition.Launch{Type: definition.LaunchDocker, Image: "img:1"}},
 	}
 	as, err := b.Launch(context.Background(), j)
 	if err != nil || as != "container:c0ffee" {
@@ -133,7 +133,7 @@ func TestDockerCLIKeepsItsOwnEnvironment(t *testing.T) {
 	j := launcher.Job{
 		Key:      state.ActivityKey{ActivityExecID: "a::1", WorkflowExecID: "w::1"},
 		Env:      map[string]string{"HOME": "/work", "DOCKER_HOST": "tcp://elsewhere:2375", "SECRET": "s3cr3t"},
-		Settings: workflow.Settings{Launch: &workflow.Launch{Type: workflow.LaunchDocker, Image: "img:1"}},
+		Settings: definition.Settings{Launch: &definition.Launch{Type: definition.LaunchDocker, Image: "img:1"}},
 	}
 	if _, err := b.Launch(context.Background(), j); err != nil {
 		t.Fatal(err)

@@ -7,13 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/launcher/docker"
 	"github.com/whimbrel/whimbrel/launcher/internal/launchtest"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // TestDockerTemporaryErrors: a docker daemon that cannot be reached for a
@@ -55,7 +55,7 @@ esac
 		"  flaky: {command: [run], launch: {type: docker, image: 'etl:flaky'}}\n"+
 		"  slow: {command: [run], launch: {type: docker, image: 'etl:slow'}}\n"+
 		"  missing: {command: [run], launch: {type: docker, image: 'etl:missing'}}\n")
-	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchDocker: &docker.Backend{Binary: fake, Timeout: time.Second}},
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchDocker: &docker.Backend{Binary: fake, Timeout: time.Second}},
 		CallTimeout: 2 * time.Second, RetryInterval: 10 * time.Millisecond})
 	if n, err := l.Once(launchtest.Context(t)); n != 2 || err != nil {
 		t.Fatalf("Once: launched %d, %v; want 2", n, err)

@@ -14,13 +14,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awsecs "github.com/aws/aws-sdk-go-v2/service/ecs"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/launcher/ecs"
 	"github.com/whimbrel/whimbrel/launcher/internal/launchtest"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // ecsStandIn is a local HTTP server answering RunTask as ECS would, and
@@ -88,7 +88,7 @@ func TestECSBackend(t *testing.T) {
 	}
 	backend := &ecs.Backend{API: awsecs.NewFromConfig(cfg)}
 	st := dynamotest.NewStore(t, dynamodb.Options{})
-	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchECS: backend},
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchECS: backend},
 		StoreEnv: map[string]string{"WHIMBREL_TABLE_PREFIX": st.Prefix()}})
 
 	id, _ := launchtest.Start(t, st, ecsWorkflow)
@@ -124,7 +124,7 @@ func TestECSBackend(t *testing.T) {
 
 	// The client token is the same for the same launch: a repeat cannot
 	// start a second task.
-	job := launcher.Job{Key: key, ActivityName: "extract", Settings: workflow.Settings{Launch: &workflow.Launch{Type: "ecs", TaskDefinition: "etl:3", Container: "main"}}}
+	job := launcher.Job{Key: key, ActivityName: "extract", Settings: definition.Settings{Launch: &definition.Launch{Type: "ecs", TaskDefinition: "etl:3", Container: "main"}}}
 	for i := 0; i < 2; i++ {
 		if _, err := backend.Launch(launchtest.Context(t), job); err != nil {
 			t.Fatal(err)

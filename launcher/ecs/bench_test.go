@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/launcher/ecs"
@@ -38,7 +39,7 @@ func BenchmarkECSLaunches(b *testing.B) {
 			for i := 0; i < activities; i++ {
 				tds[fmt.Sprintf("a%03d", i)] = "ok"
 			}
-			d, err := workflow.Parse("bench.yaml", []byte(ecsActivities("bench", tds, "")))
+			d, err := definition.Parse("bench.yaml", []byte(ecsActivities("bench", tds, "")))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -51,7 +52,7 @@ func BenchmarkECSLaunches(b *testing.B) {
 				var total atomic.Int64
 				var wg sync.WaitGroup
 				for j := 0; j < tc.launchers; j++ {
-					l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchECS: &ecs.Backend{API: client}},
+					l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchECS: &ecs.Backend{API: client}},
 						Workers: tc.workers})
 					wg.Add(1)
 					go func() {

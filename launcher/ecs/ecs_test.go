@@ -16,13 +16,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awsecs "github.com/aws/aws-sdk-go-v2/service/ecs"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/launcher/ecs"
 	"github.com/whimbrel/whimbrel/launcher/internal/launchtest"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // fakeECS is an httptest server speaking ECS's JSON protocol for RunTask.
@@ -223,7 +223,7 @@ func TestECSHangingRunTask(t *testing.T) {
 		"slow": "hang-once", "dead": "hang", "a": "ok", "b": "ok", "c": "ok",
 	}, ", retry_for: 4s"))
 	l := launcher.New(st, fastRetries(launcher.Config{
-		Backends:    map[string]launcher.Backend{workflow.LaunchECS: &ecs.Backend{API: client}},
+		Backends:    map[string]launcher.Backend{definition.LaunchECS: &ecs.Backend{API: client}},
 		CallTimeout: 2 * time.Second,
 	}))
 	began := time.Now()
@@ -282,7 +282,7 @@ func TestECSTemporaryErrors(t *testing.T) {
 	id, _ := launchtest.Start(t, st, ecsActivities("temporary", map[string]string{
 		"throttled": "throttle-6", "agent": "agent-2", "capacity": "capacity-3", "server": "server-2",
 	}, ""))
-	l := launcher.New(st, fastRetries(launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchECS: &ecs.Backend{API: client}}}))
+	l := launcher.New(st, fastRetries(launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchECS: &ecs.Backend{API: client}}}))
 	if n, err := l.Once(launchtest.Context(t)); n != 4 || err != nil {
 		t.Fatalf("Once: launched %d, %v; want 4", n, err)
 	}
@@ -313,7 +313,7 @@ func TestECSSustainedThrottling(t *testing.T) {
 		tds[fmt.Sprintf("a%02d", i)] = "throttle-3"
 	}
 	id, _ := launchtest.Start(t, st, ecsActivities("throttled", tds, ""))
-	l := launcher.New(st, fastRetries(launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchECS: &ecs.Backend{API: client}}}))
+	l := launcher.New(st, fastRetries(launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchECS: &ecs.Backend{API: client}}}))
 	if n, err := l.Once(launchtest.Context(t)); n != 60 || err != nil {
 		t.Fatalf("Once: launched %d, %v; want 60", n, err)
 	}
@@ -347,7 +347,7 @@ func TestECSPermanentErrors(t *testing.T) {
 	big := "name: big\nactivities:\n  huge:\n    command: [run]\n    env: {BLOB: '" + strings.Repeat("x", 9000) + "'}\n" +
 		"    launch: {type: ecs, task_definition: ok, container: main}\n"
 	bigID, _ := launchtest.Start(t, st, big)
-	l := launcher.New(st, fastRetries(launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchECS: &ecs.Backend{API: client}}}))
+	l := launcher.New(st, fastRetries(launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchECS: &ecs.Backend{API: client}}}))
 	began := time.Now()
 	if n, err := l.Once(launchtest.Context(t)); n != 0 || err != nil {
 		t.Fatalf("Once: launched %d, %v; want 0", n, err)
@@ -406,7 +406,7 @@ func TestECSThreeLaunchersFiftyActivities(t *testing.T) {
 	id, _ := launchtest.Start(t, st, ecsActivities("fifty", tds, ""))
 	var wg sync.WaitGroup
 	for i := 0; i < 3; i++ {
-		l := launcher.New(st, fastRetries(launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchECS: &ecs.Backend{API: client}}}))
+		l := launcher.New(st, fastRetries(launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchECS: &ecs.Backend{API: client}}}))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -455,7 +455,7 @@ func TestRunDoesNotWaitForSlowLaunches(t *testing.T) {
 	st := dynamotest.NewStore(t, dynamodb.Options{})
 	slowID, _ := launchtest.Start(t, st, ecsActivities("stuck", map[string]string{"stuck": "hang"}, ""))
 	l := launcher.New(st, fastRetries(launcher.Config{
-		Backends:    map[string]launcher.Backend{workflow.LaunchECS: &ecs.Backend{API: client}},
+		Backends:    map[string]launcher.Backend{definition.LaunchECS: &ecs.Backend{API: client}},
 		Interval:    100 * time.Millisecond,
 		CallTimeout: 3 * time.Second,
 	}))

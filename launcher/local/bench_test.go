@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/internal/nudge"
 	"github.com/whimbrel/whimbrel/launcher"
@@ -60,7 +61,7 @@ func benchmarkHop(b *testing.B, st state.Store, storeEnv []string) {
 				fmt.Fprintf(&def, "    depends_on: [s%02d]\n", j-1)
 			}
 		}
-		d, err := workflow.Parse("hop.yaml", []byte(def.String()))
+		d, err := definition.Parse("hop.yaml", []byte(def.String()))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -70,7 +71,7 @@ func benchmarkHop(b *testing.B, st state.Store, storeEnv []string) {
 		}
 		lb := &local.Backend{Wrapper: wrapper, LogDir: dir,
 			Env: append(append([]string{}, storeEnv...), "PATH="+os.Getenv("PATH"), nudge.Env+"="+nl.Addr())}
-		l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: lb},
+		l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchLocal: lb},
 			Interval: time.Second, Nudge: nl.C()})
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		done := make(chan error, 1)

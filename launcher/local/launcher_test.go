@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/internal/nudge"
 	"github.com/whimbrel/whimbrel/launcher"
@@ -16,7 +17,6 @@ import (
 	"github.com/whimbrel/whimbrel/launcher/local"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // TestDAGRunsToCompletion runs a 50-activity DAG with fan-out and fan-in on
@@ -53,7 +53,7 @@ func TestDAGRunsToCompletion(t *testing.T) {
 	lb := &local.Backend{Wrapper: wrapper, LogDir: t.TempDir(),
 		Env: append(dynamotest.Env(t, st.Prefix()), "PATH="+os.Getenv("PATH"), nudge.Env+"="+nl.Addr())}
 	l := launcher.New(st, launcher.Config{
-		Backends: map[string]launcher.Backend{workflow.LaunchLocal: lb},
+		Backends: map[string]launcher.Backend{definition.LaunchLocal: lb},
 		Interval: 200 * time.Millisecond, Nudge: nl.C(),
 		StoreEnv: map[string]string{"WHIMBREL_TABLE_PREFIX": st.Prefix()},
 	})
@@ -92,7 +92,7 @@ func TestWrapperThatNeverClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	lb := &local.Backend{Wrapper: broken, LogDir: t.TempDir()}
-	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: lb}})
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchLocal: lb}})
 	lb.Exited = func(j launcher.Job, exit error) { l.Exited(context.Background(), j, exit) }
 	if n, err := l.Once(launchtest.Context(t)); n != 1 || err != nil {
 		t.Fatalf("Once: %d %v", n, err)
@@ -120,7 +120,7 @@ func TestWrapperExitedZeroIsNotFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	lb := &local.Backend{Wrapper: quiet, LogDir: t.TempDir()}
-	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: lb}})
+	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchLocal: lb}})
 	exited := make(chan error, 1)
 	lb.Exited = func(j launcher.Job, exit error) {
 		l.Exited(context.Background(), j, exit)

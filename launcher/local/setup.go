@@ -10,9 +10,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/nudge"
 	"github.com/whimbrel/whimbrel/launcher"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // exitedTimeout bounds what the launcher records of one child's exit.
@@ -29,7 +29,7 @@ func NewLauncher(st launcher.Store, cfg launcher.Config, b *Backend, nl *nudge.L
 	if cfg.Backends == nil {
 		cfg.Backends = map[string]launcher.Backend{}
 	}
-	cfg.Backends[workflow.LaunchLocal] = b
+	cfg.Backends[definition.LaunchLocal] = b
 	if nl != nil {
 		cfg.Nudge = nl.C()
 		b.Env = append(os.Environ(), nudge.Env+"="+nl.Addr())

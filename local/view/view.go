@@ -13,11 +13,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/inspect"
 	"github.com/whimbrel/whimbrel/internal/inert"
 	"github.com/whimbrel/whimbrel/local"
 	"github.com/whimbrel/whimbrel/state"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // Options choose how a run is shown.
@@ -35,7 +35,7 @@ type Options struct {
 }
 
 // New returns the function a run hands its events to (local.Options.Events).
-func New(d *workflow.Definition, o Options) func(local.Event) {
+func New(d *definition.Workflow, o Options) func(local.Event) {
 	if o.JSON {
 		enc := json.NewEncoder(o.Out)
 		return func(e local.Event) {
@@ -54,7 +54,7 @@ func New(d *workflow.Definition, o Options) func(local.Event) {
 
 // depths lays the DAG out as a tree: each activity one level under the
 // deepest of what it depends on (as `whimbrel status` does).
-func depths(d *workflow.Definition) map[string]int {
+func depths(d *definition.Workflow) map[string]int {
 	depth := map[string]int{}
 	for _, n := range d.Names() { // dependencies come first
 		for _, up := range d.Activities[n].DependsOn {

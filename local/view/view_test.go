@@ -7,15 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/inspect"
 	"github.com/whimbrel/whimbrel/local"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // events is a run of a ← b in which b fails, as local.Run reports it.
-func events(t *testing.T) (*workflow.Definition, []local.Event) {
+func events(t *testing.T) (*definition.Workflow, []local.Event) {
 	t.Helper()
-	d, err := workflow.Parse("w.yaml", []byte("name: w\nactivities:\n  a: {command: [\"true\"]}\n  b: {command: [\"true\"], depends_on: [a]}\n"))
+	d, err := definition.Parse("w.yaml", []byte("name: w\nactivities:\n  a: {command: [\"true\"]}\n  b: {command: [\"true\"], depends_on: [a]}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,9 +128,9 @@ func TestJSONEvents(t *testing.T) {
 // retried is a run of a ← b in which a, under a retry policy of 2
 // attempts, fails, waits out its delay, and fails again; b, without a
 // policy, is cancelled.
-func retried(t *testing.T) (*workflow.Definition, []local.Event) {
+func retried(t *testing.T) (*definition.Workflow, []local.Event) {
 	t.Helper()
-	d, err := workflow.Parse("w.yaml", []byte("name: w\nactivities:\n  a: {command: [\"true\"], retry: {max_attempts: 2, interval: 3s}}\n  b: {command: [\"true\"], depends_on: [a]}\n"))
+	d, err := definition.Parse("w.yaml", []byte("name: w\nactivities:\n  a: {command: [\"true\"], retry: {max_attempts: 2, interval: 3s}}\n  b: {command: [\"true\"], depends_on: [a]}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
-	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // What the operator's commands do with the inbox (whimbrel register,
@@ -15,7 +15,7 @@ import (
 
 // Register writes (or replaces) a definition's registration: lambda names
 // the processor that handles its requests and events ("": any).
-func Register(ctx context.Context, in Inbox, def *workflow.Definition, lambda, source string) error {
+func Register(ctx context.Context, in Inbox, def *definition.Workflow, lambda, source string) error {
 	return in.Register(ctx, &state.WorkflowLambda{WorkflowName: def.Name, Lambda: lambda, Definition: def.JSON(),
 		Registered: state.Truncate(time.Now()), Source: source})
 }
@@ -29,7 +29,7 @@ type RequestOptions struct {
 	// again); nil: none. HasParams says whether any were given: a
 	// registered definition that cannot be read is then refused, as
 	// they cannot be checked.
-	Bind      func(*workflow.Definition) (map[string]string, error)
+	Bind      func(*definition.Workflow) (map[string]string, error)
 	HasParams bool
 }
 
@@ -48,7 +48,7 @@ func Request(ctx context.Context, in Inbox, name string, o RequestOptions) (stri
 		id = state.NewWorkflowRequestID(name)
 	}
 	var params map[string]string
-	if def, err := workflow.ParseStored(reg.Definition); err == nil && o.Bind != nil {
+	if def, err := definition.FromJSON(reg.Definition); err == nil && o.Bind != nil {
 		if params, err = o.Bind(def); err != nil {
 			return "", err
 		}
@@ -57,7 +57,7 @@ func Request(ctx context.Context, in Inbox, name string, o RequestOptions) (stri
 	}
 	execID := state.WorkflowExecIDForRequest(name, id)
 	r := &state.WorkflowRequest{WorkflowRequestID: id, WorkflowName: reg.WorkflowName, When: state.Truncate(time.Now()), Source: o.Source,
-		Params: workflow.EncodeParams(params)}
+		Params: definition.EncodeParams(params)}
 	if err := in.PutRequest(ctx, r); err != nil {
 		if errors.Is(err, state.ErrExists) {
 			return "", fmt.Errorf("%w: give another --request-id, or see `whimbrel status %s`", err, execID)

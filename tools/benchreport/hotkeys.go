@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/uuid"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 	"github.com/whimbrel/whimbrel/workflow"
@@ -225,7 +226,7 @@ func measureHotKeys(ctx context.Context, endpoint string, lives int) (hotReport,
 	if _, err := st.Install(ctx, false); err != nil {
 		return hotReport{}, err
 	}
-	d, err := workflow.Parse("bench.yaml", []byte("name: bench\nactivities:\n  a: {command: [\"true\"]}\n  b: {command: [\"true\"], depends_on: [a]}\n"))
+	d, err := definition.Parse("bench.yaml", []byte("name: bench\nactivities:\n  a: {command: [\"true\"]}\n  b: {command: [\"true\"], depends_on: [a]}\n"))
 	if err != nil {
 		return hotReport{}, err
 	}
@@ -285,7 +286,7 @@ func measureHotKeys(ctx context.Context, endpoint string, lives int) (hotReport,
 
 // walkWorkflow starts one workflow of 2 and walks both activities through
 // their lives as launcher and wrapper do.
-func walkWorkflow(ctx context.Context, st *dynamodb.Store, d *workflow.Definition) error {
+func walkWorkflow(ctx context.Context, st *dynamodb.Store, d *definition.Workflow) error {
 	id, _, err := workflow.Start(ctx, st, d, workflow.StartOptions{})
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 	"github.com/whimbrel/whimbrel/workflow"
@@ -23,7 +24,7 @@ func measureRetry(ctx context.Context, endpoint string) ([]phase, error) {
 	if _, err := st.Install(ctx, false); err != nil {
 		return nil, err
 	}
-	d, err := workflow.Parse("bench.yaml", []byte("name: bench\nactivities:\n  a: {command: [\"true\"], retry: {max_attempts: 2, interval: 1s}}\n  b: {command: [\"true\"], depends_on: [a]}\n"))
+	d, err := definition.Parse("bench.yaml", []byte("name: bench\nactivities:\n  a: {command: [\"true\"], retry: {max_attempts: 2, interval: 1s}}\n  b: {command: [\"true\"], depends_on: [a]}\n"))
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 	"github.com/whimbrel/whimbrel/state/sqlite"
@@ -70,7 +71,7 @@ func measureWrapper(ctx context.Context, binary, endpoint string) (wrapperRSS, e
 		return w, err
 	}
 	w.size = fi.Size()
-	d, _ := workflow.Parse("r.yaml", []byte("name: rss\nactivities:\n  a: {command: [\"true\"]}\n"))
+	d, _ := definition.Parse("r.yaml", []byte("name: rss\nactivities:\n  a: {command: [\"true\"]}\n"))
 	prefix := "rss_" + uuid.NewString()[:8] + "_"
 	dyn := dynamodb.New(client(endpoint), dynamodb.Options{Prefix: prefix})
 	if _, err := dyn.Install(ctx, false); err != nil {

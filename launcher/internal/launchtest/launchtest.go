@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
@@ -26,9 +27,9 @@ func Context(t testing.TB) context.Context {
 
 // Start parses the definition yaml and starts it in st; it returns the
 // execution's ID and the definition.
-func Start(t testing.TB, st state.Store, yaml string) (string, *workflow.Definition) {
+func Start(t testing.TB, st state.Store, yaml string) (string, *definition.Workflow) {
 	t.Helper()
-	d, err := workflow.Parse("test.yaml", []byte(yaml))
+	d, err := definition.Parse("test.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package workflow_test
+package definition_test
 
 import (
 	"path/filepath"
@@ -7,10 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/whimbrel/whimbrel/internal/dynamotest"
-	"github.com/whimbrel/whimbrel/state"
-	"github.com/whimbrel/whimbrel/state/dynamodb"
-	"github.com/whimbrel/whimbrel/workflow"
+	"github.com/whimbrel/whimbrel/definition"
 )
 
 const minimal = `
@@ -24,7 +21,7 @@ activities:
 `
 
 func TestParseMinimal(t *testing.T) {
-	d, err := workflow.Parse("etl.yaml", []byte(minimal))
+	d, err := definition.Parse("etl.yaml", []byte(minimal))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,21 +29,21 @@ func TestParseMinimal(t *testing.T) {
 		t.Errorf("parsed %+v, names %v", d, d.Names())
 	}
 	eff := d.Effective("transform")
-	if eff.Launch.Type != workflow.LaunchLocal || eff.QueuedTimeout != 0 {
+	if eff.Launch.Type != definition.LaunchLocal || eff.QueuedTimeout != 0 {
 		t.Errorf("effective settings: %+v", eff)
 	}
 	// JSON is accepted, and the stored form reads back the same.
-	j, err := workflow.Parse("etl.json", []byte(d.JSON()))
+	j, err := definition.Parse("etl.json", []byte(d.JSON()))
 	if err != nil || j.JSON() != d.JSON() {
 		t.Errorf("JSON round trip: %v\n%s\n%s", err, j.JSON(), d.JSON())
 	}
-	if s, err := workflow.ParseStored(d.JSON()); err != nil || s.JSON() != d.JSON() {
-		t.Errorf("ParseStored: %v", err)
+	if s, err := definition.FromJSON(d.JSON()); err != nil || s.JSON() != d.JSON() {
+		t.Errorf("FromJSON: %v", err)
 	}
 }
 
 func TestParseSettings(t *testing.T) {
-	d, err := workflow.Parse("w.yaml", []byte(`
+	d, err := definition.Parse("w.yaml", []byte(`
 name: w
 defaults:
   heartbeat_interval: 5s
@@ -77,7 +74,7 @@ activities:
 		time.Duration(a.HeartbeatInterval) != 5*time.Second || a.Launch.Image != "etl:1" || time.Duration(a.QueuedTimeout) != 2*time.Minute {
 		t.Errorf("a: %+v launch %+v", a, a.Launch)
 	}
-	if b := d.Effective("b"); b.Launch.Type != workflow.LaunchECS || b.Launch.Cluster != "batch" || !b.Launch.AssignPublicIP ||
+	if b := d.Effective("b"); b.Launch.Type != definition.LaunchECS || b.Launch.Cluster != "batch" || !b.Launch.AssignPublicIP ||
 		time.Duration(b.Launch.RetryFor) != 3*time.Minute {
 		t.Errorf("b launch: %+v", b.Launch)
 	}
@@ -136,7 +133,7 @@ func TestParseErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := workflow.Parse("w.yaml", []byte(tc.yaml))
+			_, err := definition.Parse("w.yaml", []byte(tc.yaml))
 			if err == nil {
 				t.Fatalf("parsed without error; want %q", tc.want)
 			}
@@ -150,18 +147,18 @@ func TestParseErrors(t *testing.T) {
 }
 
 func TestParseRetention(t *testing.T) {
-	d, err := workflow.Parse("w.yaml", []byte("name: w\nretention: 30d\nactivities:\n  a: {command: [\"true\"]}\n"))
+	d, err := definition.Parse("w.yaml", []byte("name: w\nretention: 30d\nactivities:\n  a: {command: [\"true\"]}\n"))
 	if err != nil || time.Duration(d.Retention) != 30*24*time.Hour {
 		t.Fatalf("retention: %v %v", d, err)
 	}
-	back, err := workflow.ParseStored(d.JSON())
+	back, err := definition.FromJSON(d.JSON())
 	if err != nil || back.Retention != d.Retention {
 		t.Errorf("stored retention: %v %v", back, err)
 	}
 }
 
 func TestParseAnchors(t *testing.T) {
-	d, err := workflow.Parse("w.yaml", []byte(`
+	d, err := definition.Parse("w.yaml", []byte(`
 name: w
 x-common: &common
   heartbeat_interval: 5s
@@ -183,72 +180,6 @@ activities:
 	}
 }
 
-func TestStart(t *testing.T) {
-	t.Parallel()
-	st := dynamotest.NewStore(t, dynamodb.Options{})
-	d, err := workflow.Parse("etl.yaml", []byte(minimal))
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, created, err := workflow.Start(bg(t), st, d, workflow.StartOptions{RequestID: "nightly-2026-11-21", Source: "test"})
-	if err != nil || !created {
-		t.Fatalf("Start: %s %v %v", id, created, err)
-	}
-	wf, err := st.GetWorkflow(bg(t), id)
-	if err != nil || wf.State != state.WorkflowRunning || wf.WorkflowRequestID != "nightly-2026-11-21" || wf.Definition != d.JSON() {
-		t.Fatalf("workflow %+v, %v", wf, err)
-	}
-	req, err := st.GetRequest(bg(t), "nightly-2026-11-21", "nightly-etl")
-	if err != nil || !req.Manual || req.WorkflowExecID != id {
-		t.Errorf("request %+v, %v", req, err)
-	}
-	acts, err := st.Activities(bg(t), id)
-	if err != nil || len(acts) != 2 {
-		t.Fatalf("activities %v, %v", acts, err)
-	}
-	for _, a := range acts {
-		want := state.Ready // waits on nothing: ready for the launchers
-		if a.ActivityName == "transform" {
-			want = state.Requested
-		}
-		if a.State != want || (a.ActivityName == "transform") != (len(a.PendingDependencies) == 1) {
-			t.Errorf("activity %+v, want %s", *a, want)
-		}
-	}
-
-	// The same request ID never starts a second execution.
-	again, created, err := workflow.Start(bg(t), st, d, workflow.StartOptions{RequestID: "nightly-2026-11-21"})
-	if err != nil || again != id || created {
-		t.Errorf("second start: %s %v %v; want %s, not created", again, created, err, id)
-	}
-	// Another request ID does.
-	other, created, err := workflow.Start(bg(t), st, d, workflow.StartOptions{})
-	if err != nil || other == id || !created {
-		t.Errorf("start without a request ID: %s %v %v", other, created, err)
-	}
-}
-
-func TestStartRefusesWhatTheStoreRefuses(t *testing.T) {
-	t.Parallel()
-	st := dynamotest.NewStore(t, dynamodb.Options{})
-	d, err := workflow.Parse("etl.yaml", []byte(minimal))
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, _, err := workflow.Start(bg(t), st, d, workflow.StartOptions{RequestID: "r1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.UpdateWorkflow(bg(t), id, state.WorkflowChange{From: []state.WorkflowState{state.WorkflowRunning}, To: state.WorkflowCancelled}); err != nil {
-		t.Fatal(err)
-	}
-	// The request is answered with its execution, even though it ended.
-	again, created, err := workflow.Start(bg(t), st, d, workflow.StartOptions{RequestID: "r1"})
-	if err != nil || created || again != id {
-		t.Errorf("repeat after cancel: %s %v %v", again, created, err)
-	}
-}
-
 // TestExamplesParse keeps the shipped examples valid.
 func TestExamplesParse(t *testing.T) {
 	files, err := filepath.Glob("../examples/*.yaml")
@@ -256,7 +187,7 @@ func TestExamplesParse(t *testing.T) {
 		t.Fatalf("no examples found: %v", err)
 	}
 	for _, f := range files {
-		if _, err := workflow.Load(f); err != nil {
+		if _, err := definition.Load(f); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
 	}

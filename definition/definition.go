@@ -1,4 +1,12 @@
-package workflow
+// Package definition is the language a workflow is written in: the
+// definition's fields, read from YAML (or JSON) and checked with every
+// problem named at its line and a suggestion for a misspelt name; the
+// parameters and their types; the templates that hand an activity its
+// parameters and its upstreams' outputs, and their filters; the warnings
+// for a value pasted raw into a shell script; and the stored form kept
+// with every execution, read one activity at a time. It decides nothing
+// about an execution: package workflow makes the moves.
+package definition
 
 import (
 	"encoding/json"
@@ -13,7 +21,8 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Definition is a workflow as its author writes it, in YAML (or JSON):
+// Workflow is the definition of a workflow, as its author writes it in
+// YAML (or JSON):
 //
 //	name: nightly-etl
 //	defaults:
@@ -24,13 +33,17 @@ import (
 //	  transform:
 //	    depends_on: [extract]
 //	    command: ["sh", "-c", "echo transforming"]
-type Definition struct {
-	Name        string `yaml:"name" json:"name"`
+type Workflow struct {
+	// Name names the workflow in every item of its executions.
+	Name string `yaml:"name" json:"name"`
+	// Description says what the workflow is for, to a reader.
 	Description string `yaml:"description,omitempty" json:"description,omitempty"`
 	// Retention is how long an execution's items are kept once it settled
 	// (DynamoDB's TTL deletes them then); zero keeps them.
-	Retention  Duration             `yaml:"retention,omitempty" json:"retention,omitempty"`
-	Defaults   Settings             `yaml:"defaults,omitempty" json:"defaults,omitempty"`
+	Retention Duration `yaml:"retention,omitempty" json:"retention,omitempty"`
+	// Defaults apply to every activity that does not set its own.
+	Defaults Settings `yaml:"defaults,omitempty" json:"defaults,omitempty"`
+	// Activities are the workflow's steps, by name.
 	Activities map[string]*Activity `yaml:"activities" json:"activities"`
 	// Params declares the execution's parameters (see Param).
 	Params map[string]*Param `yaml:"params,omitempty" json:"params,omitempty"`
@@ -43,29 +56,40 @@ type Definition struct {
 // read from YAML and what to write instead. The definition runs as it
 // is; a command that reads one (start, run, schedule set, register)
 // prints them.
-func (d *Definition) Warnings() []string { return d.warnings }
+func (d *Workflow) Warnings() []string { return d.warnings }
 
 // Activity is one step of a workflow.
 type Activity struct {
-	Description string   `yaml:"description,omitempty" json:"description,omitempty"`
-	Command     []string `yaml:"command,omitempty" json:"command,omitempty"`
-	DependsOn   []string `yaml:"depends_on,omitempty" json:"depends_on,omitempty"`
-	Settings    `yaml:",inline" json:",inline"`
+	// Description says what the activity does, to a reader.
+	Description string `yaml:"description,omitempty" json:"description,omitempty"`
+	// Command is the argv the wrapper runs, templates resolved.
+	Command []string `yaml:"command,omitempty" json:"command,omitempty"`
+	// DependsOn names the activities that must complete before it runs.
+	DependsOn []string `yaml:"depends_on,omitempty" json:"depends_on,omitempty"`
+	// Settings are its own; Workflow.Effective fills in the defaults.
+	Settings `yaml:",inline" json:",inline"`
 }
 
 // Settings apply to an activity; those under defaults apply to every
 // activity that does not set its own.
 type Settings struct {
-	Env               map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
-	HeartbeatInterval Duration          `yaml:"heartbeat_interval,omitempty" json:"heartbeat_interval,omitempty"`
-	HeartbeatTimeout  Duration          `yaml:"heartbeat_timeout,omitempty" json:"heartbeat_timeout,omitempty"`
+	// Env is added to the command's environment, templates resolved.
+	Env map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
+	// HeartbeatInterval and HeartbeatTimeout turn heartbeats on: the
+	// wrapper beats every interval, and the monitor times out a claim not
+	// renewed within the timeout.
+	HeartbeatInterval Duration `yaml:"heartbeat_interval,omitempty" json:"heartbeat_interval,omitempty"`
+	HeartbeatTimeout  Duration `yaml:"heartbeat_timeout,omitempty" json:"heartbeat_timeout,omitempty"`
 	// Timeout caps the command's run time (whimbrel-run --timeout).
 	Timeout Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
 	// QueuedTimeout is how long the activity may wait between its launch and
 	// its start before the monitor fails it (default 10 minutes).
 	QueuedTimeout Duration `yaml:"queued_timeout,omitempty" json:"queued_timeout,omitempty"`
-	KillGrace     Duration `yaml:"kill_grace,omitempty" json:"kill_grace,omitempty"`
-	Launch        *Launch  `yaml:"launch,omitempty" json:"launch,omitempty"`
+	// KillGrace is how long a stopped command has between its stop
+	// signal and SIGKILL.
+	KillGrace Duration `yaml:"kill_grace,omitempty" json:"kill_grace,omitempty"`
+	// Launch says how the launcher starts the activity (nil: local).
+	Launch *Launch `yaml:"launch,omitempty" json:"launch,omitempty"`
 	// Retry runs the activity again when it fails or times out (see
 	// Retry); an activity's own replaces the defaults' as a whole.
 	Retry *Retry `yaml:"retry,omitempty" json:"retry,omitempty"`
@@ -160,7 +184,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 }
 
 // Effective returns the activity's settings with the defaults filled in.
-func (d *Definition) Effective(name string) Settings {
+func (d *Workflow) Effective(name string) Settings {
 	a := d.Activities[name]
 	s := a.Settings
 	def := d.Defaults
@@ -206,7 +230,7 @@ func (d *Definition) Effective(name string) Settings {
 
 // Names lists the activities in a stable order: dependencies first, then by
 // name.
-func (d *Definition) Names() []string {
+func (d *Workflow) Names() []string {
 	var out []string
 	done := map[string]bool{}
 	var visit func(n string)
@@ -234,7 +258,7 @@ func (d *Definition) Names() []string {
 }
 
 // JSON is the definition as stored with an execution.
-func (d *Definition) JSON() string {
+func (d *Workflow) JSON() string {
 	b, err := json.Marshal(d)
 	if err != nil { // only maps of strings and plain types: cannot happen
 		panic(err)

@@ -1,4 +1,4 @@
-package workflow
+package definition
 
 import (
 	"fmt"
@@ -81,7 +81,7 @@ func shellScripts(argv []string) []int {
 // parameter that may hold any text (a string without an enum), and a
 // shquoted one written inside the script's own quotes, where its quotes
 // end the author's and the value is code again.
-func (d *Definition) warnShell(p *problems, name string, i int, line int) {
+func (d *Workflow) warnShell(p *problems, name string, i int, line int) {
 	segs, err := parseTemplate(d.Activities[name].Command[i])
 	if err != nil {
 		return // refused already
@@ -116,7 +116,7 @@ func (d *Definition) warnShell(p *problems, name string, i int, line int) {
 
 // anyText reports whether a reference may be any text: an output, or a
 // parameter without a type other than string or an enum.
-func (d *Definition) anyText(r Ref) bool {
+func (d *Workflow) anyText(r Ref) bool {
 	if r.Kind != "params" {
 		return true
 	}
@@ -125,7 +125,7 @@ func (d *Definition) anyText(r Ref) bool {
 }
 
 // fix says what to write instead of a raw reference in a script.
-func (d *Definition) fix(r Ref) string {
+func (d *Workflow) fix(r Ref) string {
 	quoted := r
 	quoted.Filters = append(slices.Clone(r.Filters), FilterShquote)
 	if r.Kind == "params" {

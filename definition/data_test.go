@@ -1,4 +1,4 @@
-package workflow_test
+package definition_test
 
 import (
 	"encoding/json"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/whimbrel/whimbrel/workflow"
+	"github.com/whimbrel/whimbrel/definition"
 )
 
 const withParams = `name: w
@@ -26,7 +26,7 @@ activities:
 `
 
 func TestDefinitionChecksParamsAndTemplates(t *testing.T) {
-	if _, err := workflow.Parse("ok.yaml", []byte(withParams)); err != nil {
+	if _, err := definition.Parse("ok.yaml", []byte(withParams)); err != nil {
 		t.Fatalf("a correct definition is refused: %v", err)
 	}
 	tests := []struct {
@@ -80,7 +80,7 @@ activities:
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := workflow.Parse("w.yaml", []byte(tc.yaml))
+			_, err := definition.Parse("w.yaml", []byte(tc.yaml))
 			if err == nil {
 				t.Fatal("accepted")
 			}
@@ -94,7 +94,7 @@ activities:
 }
 
 func TestBind(t *testing.T) {
-	d, err := workflow.Parse("ok.yaml", []byte(withParams))
+	d, err := definition.Parse("ok.yaml", []byte(withParams))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,8 +102,8 @@ func TestBind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"base":"0","date":"2024-01-31","max-rows":"5"}`; workflow.EncodeParams(got) != want {
-		t.Errorf("bound %s, want %s", workflow.EncodeParams(got), want)
+	if want := `{"base":"0","date":"2024-01-31","max-rows":"5"}`; definition.EncodeParams(got) != want {
+		t.Errorf("bound %s, want %s", definition.EncodeParams(got), want)
 	}
 	got, err = d.Bind(map[string]string{"date": "d"})
 	if err != nil || len(got) != 2 {
@@ -117,8 +117,8 @@ func TestBind(t *testing.T) {
 			t.Errorf("the error lacks %q:\n%v", w, err)
 		}
 	}
-	if workflow.ParamEnv("max-rows") != "WHIMBREL_PARAM_MAX_ROWS" || workflow.ParamEnv("dé.x") != "WHIMBREL_PARAM_D__X" {
-		t.Errorf("ParamEnv: %s, %s", workflow.ParamEnv("max-rows"), workflow.ParamEnv("dé.x"))
+	if definition.ParamEnv("max-rows") != "WHIMBREL_PARAM_MAX_ROWS" || definition.ParamEnv("dé.x") != "WHIMBREL_PARAM_D__X" {
+		t.Errorf("ParamEnv: %s, %s", definition.ParamEnv("max-rows"), definition.ParamEnv("dé.x"))
 	}
 }
 
@@ -127,33 +127,33 @@ func TestParseParams(t *testing.T) {
 	if err := os.WriteFile(file, []byte(`{"date": "2024-01-31", "n": 1.50, "on": true, "list": "a,b"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	got, err := workflow.ParseParams([]string{"on=false", "eq=a=b", "empty="}, file)
+	got, err := definition.ParseParams([]string{"on=false", "eq=a=b", "empty="}, file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{"date": "2024-01-31", "n": "1.50", "on": "false", "list": "a,b", "eq": "a=b", "empty": ""}
-	if workflow.EncodeParams(got) != workflow.EncodeParams(want) {
+	if definition.EncodeParams(got) != definition.EncodeParams(want) {
 		t.Errorf("got %v, want %v", got, want)
 	}
-	_, err = workflow.ParseParams([]string{"noequals", "=v", "a=1", "a=2"}, "")
+	_, err = definition.ParseParams([]string{"noequals", "=v", "a=1", "a=2"}, "")
 	for _, w := range []string{`--param "noequals": write it as KEY=VALUE`, `--param "=v"`, `--param a is given twice`} {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("the error lacks %q:\n%v", w, err)
 		}
 	}
 	for _, bad := range []string{`[1]`, `null`, `{"a": {"b": 1}, "c": [1], "d": null}`, `{"a": "1"} {}`, `{"a": "1"} ]`, `{`} {
-		if _, err := workflow.DecodeParams([]byte(bad)); err == nil {
+		if _, err := definition.DecodeParams([]byte(bad)); err == nil {
 			t.Errorf("DecodeParams(%s) accepted", bad)
 		}
 	}
-	_, err = workflow.DecodeParams([]byte(`{"a": {"b": 1}, "c": [1], "d": null}`))
+	_, err = definition.DecodeParams([]byte(`{"a": {"b": 1}, "c": [1], "d": null}`))
 	if err == nil || !strings.Contains(err.Error(), `"a"`) || !strings.Contains(err.Error(), `"c"`) || !strings.Contains(err.Error(), `"d"`) {
 		t.Errorf("every bad key should be named: %v", err)
 	}
 }
 
 func TestResolve(t *testing.T) {
-	dt := workflow.Data{
+	dt := definition.Data{
 		Params: map[string]string{"base": "1", "empty": ""},
 		Outputs: map[string]json.RawMessage{
 			"a": json.RawMessage(`{"n": 41, "big": 12345678901234567890, "f": 1.5e3, "s": "x y", "ok": true, "nil": null,

@@ -1,4 +1,4 @@
-package workflow_test
+package definition_test
 
 import (
 	"context"
@@ -8,13 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/whimbrel/whimbrel/internal/dynamotest"
-	"github.com/whimbrel/whimbrel/state/dynamodb"
-	"github.com/whimbrel/whimbrel/workflow"
+	"github.com/whimbrel/whimbrel/definition"
 )
 
 // The values an attacker would give: each breaks out of a naive paste
@@ -63,7 +57,7 @@ func TestShquoteIsOneWord(t *testing.T) {
 	t.Parallel()
 	for _, sh := range shells(t) {
 		for _, v := range hostileValues {
-			q, err := workflow.Shquote(v)
+			q, err := definition.Shquote(v)
 			if err != nil {
 				t.Fatalf("Shquote(%q): %v", v, err)
 			}
@@ -72,7 +66,7 @@ func TestShquoteIsOneWord(t *testing.T) {
 			}
 		}
 	}
-	if _, err := workflow.Shquote("a\x00b"); err == nil || !strings.Contains(err.Error(), "NUL") {
+	if _, err := definition.Shquote("a\x00b"); err == nil || !strings.Contains(err.Error(), "NUL") {
 		t.Errorf("Shquote of a NUL byte: %v; want it refused", err)
 	}
 }
@@ -81,7 +75,7 @@ func TestShquoteIsOneWord(t *testing.T) {
 // output value, and a raw reference is pasted as it is.
 func TestResolveFilters(t *testing.T) {
 	t.Parallel()
-	dt := workflow.Data{Params: map[string]string{"base": "2 )); echo x"},
+	dt := definition.Data{Params: map[string]string{"base": "2 )); echo x"},
 		Outputs: map[string]json.RawMessage{"up": json.RawMessage(`{"n": "it's", "k": 3, "o": {"a": [1]}}`)}}
 	for _, tc := range []struct{ tmpl, want string }{
 		{"{{ params.base | shquote }}", `'2 )); echo x'`},
@@ -107,7 +101,7 @@ func TestResolveFilters(t *testing.T) {
 // the line of the command entry.
 func TestFilterErrors(t *testing.T) {
 	t.Parallel()
-	_, err := workflow.Parse("f.yaml", []byte(`name: w
+	_, err := definition.Parse("f.yaml", []byte(`name: w
 params: {p: {}}
 activities:
   a:
@@ -144,7 +138,7 @@ activities:
 // with the param, the value and the rule; every problem in one error.
 func TestBindChecksTypes(t *testing.T) {
 	t.Parallel()
-	d, err := workflow.Parse("typed.yaml", []byte(typedParams))
+	d, err := definition.Parse("typed.yaml", []byte(typedParams))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +186,7 @@ func TestBindChecksTypes(t *testing.T) {
 		t.Errorf("a hostile value's error: %q; want it escaped and shortened", err)
 	}
 	// The stored definition keeps the declarations.
-	back, err := workflow.ParseStored(d.JSON())
+	back, err := definition.FromJSON(d.JSON())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +199,7 @@ func TestBindChecksTypes(t *testing.T) {
 // when the definition is read, each problem with its line.
 func TestParamDeclarationErrors(t *testing.T) {
 	t.Parallel()
-	_, err := workflow.Parse("p.yaml", []byte(`name: w
+	_, err := definition.Parse("p.yaml", []byte(`name: w
 params:
   a: {type: integer}
   b:
@@ -230,7 +224,7 @@ activities:
 		}
 	}
 	// The kinds of the fields are checked first, as every field's are.
-	_, err = workflow.Parse("k.yaml", []byte(`name: w
+	_, err = definition.Parse("k.yaml", []byte(`name: w
 params:
   e: {enum: []}
   h: {type: [int]}
@@ -306,7 +300,7 @@ params:
 activities:
   up: {command: ["true"]}
   a:` + tc.activity + "\n"
-			d, err := workflow.Parse("w.yaml", []byte(y))
+			d, err := definition.Parse("w.yaml", []byte(y))
 			if err != nil {
 				t.Fatalf("a definition with warnings is refused: %v", err)
 			}
@@ -324,41 +318,5 @@ activities:
 				}
 			}
 		})
-	}
-}
-
-// TestRerunChecksStoredParams: a rerun binds the earlier execution's
-// params again, so a value a stranger wrote into the item is refused as
-// start refuses it.
-func TestRerunChecksStoredParams(t *testing.T) {
-	t.Parallel()
-	prefix := dynamotest.Prefix(t)
-	st := dynamotest.NewStore(t, dynamodb.Options{Prefix: prefix})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	d, err := workflow.Parse("w.yaml", []byte("name: typed-rerun\nparams: {base: {type: int}}\nactivities:\n  a: {command: [\"true\"]}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := workflow.Start(ctx, st, d, workflow.StartOptions{Params: map[string]string{"base": "2 )); echo INJECTED; echo $(( 3"}}); err == nil ||
-		!strings.Contains(err.Error(), `param "base": "2 )); echo INJECTED; echo $(( 3" is not an int`) {
-		t.Fatalf("Start with a bad int: %v; want refused", err)
-	}
-	id, _, err := workflow.Start(ctx, st, d, workflow.StartOptions{Params: map[string]string{"base": "2"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = dynamotest.Client(t).UpdateItem(ctx, &awsdynamodb.UpdateItemInput{
-		TableName: aws.String(prefix + dynamodb.TableWorkflowExec),
-		Key: map[string]types.AttributeValue{"workflow_exec_id": &types.AttributeValueMemberS{Value: id},
-			"workflow_name": &types.AttributeValueMemberS{Value: "typed-rerun"}},
-		UpdateExpression:          aws.String("SET params = :p"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: `{"base": "2 )); echo INJECTED; echo $(( 3"}`}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := workflow.Rerun(ctx, st, id, false, workflow.StartOptions{}); err == nil || !strings.Contains(err.Error(), `param "base": "2 )); echo INJECTED; echo $(( 3" is not an int`) {
-		t.Errorf("rerun of an execution with a forged param: %v; want refused naming it", err)
 	}
 }

@@ -1,4 +1,4 @@
-package workflow_test
+package definition_test
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/whimbrel/whimbrel/workflow"
+	"github.com/whimbrel/whimbrel/definition"
 )
 
 // TestParseSurvivesHostileYAML: inputs found by fuzzing that once crashed
@@ -24,7 +24,7 @@ func TestParseSurvivesHostileYAML(t *testing.T) {
 		"activities aliased in": "name: w\nactivities: &x\n  a: *x\n",
 	} {
 		done := make(chan error, 1)
-		go func() { _, err := workflow.Parse("x.yaml", []byte(in)); done <- err }()
+		go func() { _, err := definition.Parse("x.yaml", []byte(in)); done <- err }()
 		select {
 		case err := <-done:
 			if err == nil {
@@ -46,7 +46,7 @@ func TestParseRefusesControlCharacters(t *testing.T) {
 		"a dependency":    "name: w\nactivities:\n  a: {command: [true]}\n  b: {command: [true], depends_on: [\"a\\e]0;x\\a\"]}\n",
 		"the empty graph": "name: w\nactivities: {}\n",
 	} {
-		_, err := workflow.Parse("x.yaml", []byte(in))
+		_, err := definition.Parse("x.yaml", []byte(in))
 		if err == nil {
 			t.Errorf("%s: accepted %q", name, in)
 			continue

@@ -1,4 +1,4 @@
-package workflow
+package definition
 
 import (
 	"errors"
@@ -15,7 +15,7 @@ import (
 // validate checks what the YAML structure cannot: names, dependencies,
 // cycles, settings, parameters, templates. pos gives the lines of the
 // parts, when known. What it warns of is kept for Warnings.
-func (d *Definition) validate(file string, pos *positions) error {
+func (d *Workflow) validate(file string, pos *positions) error {
 	p := &problems{file: file, pos: pos}
 	defer func() { d.warnings = p.warnings }()
 	d.checkHead(p)
@@ -38,7 +38,7 @@ func (d *Definition) validate(file string, pos *positions) error {
 
 // checkHead checks what applies to the whole workflow: its name, that it
 // has activities, the defaults and the parameters.
-func (d *Definition) checkHead(p *problems) {
+func (d *Workflow) checkHead(p *problems) {
 	if d.Name == "" {
 		p.add(0, "the workflow has no name: add `name: my-workflow`")
 	} else if err := state.CheckName(d.Name); err != nil {
@@ -57,7 +57,7 @@ func (d *Definition) checkHead(p *problems) {
 // depends_on (isActivity says which names are activities of the
 // workflow; names, when given, are suggested for a misspelt one), its
 // settings with the defaults, and its templates.
-func (d *Definition) checkActivity(p *problems, n string, line int, names []string, isActivity func(string) bool) {
+func (d *Workflow) checkActivity(p *problems, n string, line int, names []string, isActivity func(string) bool) {
 	a := d.Activities[n]
 	if a == nil {
 		p.add(line, "activity %q is empty: give it a command (or a launch)", n)
@@ -144,7 +144,7 @@ func (s Settings) check() error {
 
 // cycle returns the activities of a dependency cycle, first repeated last,
 // or nil.
-func (d *Definition) cycle(names []string) []string {
+func (d *Workflow) cycle(names []string) []string {
 	const (
 		unseen = iota
 		onPath

@@ -1,4 +1,4 @@
-package workflow_test
+package definition_test
 
 import (
 	"encoding/json"
@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/whimbrel/whimbrel/workflow"
+	"github.com/whimbrel/whimbrel/definition"
 )
 
 // FuzzReadStored: a stored definition comes from a table, so any text
@@ -21,7 +21,7 @@ func FuzzReadStored(f *testing.F) {
 		if err != nil {
 			continue
 		}
-		if d, err := workflow.Parse(p, b); err == nil {
+		if d, err := definition.Parse(p, b); err == nil {
 			f.Add(d.JSON())
 		}
 	}
@@ -29,7 +29,7 @@ func FuzzReadStored(f *testing.F) {
 	f.Add(`{"name":"w","activities":{"a":null,"b":{"depends_on":["a\u0022"]}}}`)
 	f.Add(`{"name":"w","activities":{"a\\"":{"command":["true"]}}}`)
 	f.Fuzz(func(t *testing.T, s string) {
-		st, err := workflow.ReadStored(s)
+		st, err := definition.ReadStored(s)
 		if err != nil {
 			return
 		}
@@ -44,7 +44,7 @@ func FuzzReadStored(f *testing.F) {
 		}
 		_, _ = st.Activity("no such activity")
 		_, _ = st.Dependents("no such activity")
-		full, err := workflow.ParseStored(s)
+		full, err := definition.FromJSON(s)
 		if err != nil {
 			return
 		}
@@ -75,7 +75,7 @@ func FuzzReadStored(f *testing.F) {
 	})
 }
 
-func settingsEqual(a, b workflow.Settings) bool {
+func settingsEqual(a, b definition.Settings) bool {
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
 	return string(ja) == string(jb)

@@ -1,4 +1,4 @@
-package workflow
+package definition
 
 import (
 	"bytes"
@@ -64,7 +64,7 @@ func ParamEnv(name string) string {
 // checkParams checks the declarations: names that templates and the
 // environment can carry, no two mapped to one variable, no required
 // parameter with a default (which would never be used).
-func (d *Definition) checkParams(p *problems) {
+func (d *Workflow) checkParams(p *problems) {
 	names := make([]string, 0, len(d.Params))
 	for n := range d.Params {
 		names = append(names, n)
@@ -98,7 +98,7 @@ func (d *Definition) checkParams(p *problems) {
 // Bind is the one check of parameters: every way a run is started
 // (start, run, rerun, a schedule, a Simple-API request) calls it, so a
 // value refused by one is refused by all.
-func (d *Definition) Bind(given map[string]string) (map[string]string, error) {
+func (d *Workflow) Bind(given map[string]string) (map[string]string, error) {
 	var errs []string
 	names := make([]string, 0, len(given))
 	for n := range given {
@@ -155,6 +155,8 @@ type ParamsError struct {
 	Problems []string
 }
 
+// Error names every problem: on one line when there is one, else one
+// per line.
 func (e *ParamsError) Error() string {
 	if len(e.Problems) == 1 {
 		return "parameters: " + e.Problems[0]

@@ -1,4 +1,4 @@
-package workflow
+package definition
 
 import (
 	"bytes"
@@ -13,9 +13,12 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// ParseStored reads a definition stored with an execution.
-func ParseStored(s string) (*Definition, error) {
-	var d Definition
+// FromJSON reads the definition stored with an execution (what
+// Workflow.JSON wrote, or another client's JSON) whole, and checks it as
+// Parse does; a caller that needs one activity's entry reads it with
+// ReadStored instead.
+func FromJSON(s string) (*Workflow, error) {
+	var d Workflow
 	if err := json.Unmarshal([]byte(s), &d); err != nil {
 		return nil, fmt.Errorf("stored definition: %w", err)
 	}
@@ -26,7 +29,7 @@ func ParseStored(s string) (*Definition, error) {
 }
 
 // Load reads and checks a definition file.
-func Load(path string) (*Definition, error) {
+func Load(path string) (*Workflow, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read workflow definition: %w", err)
@@ -36,7 +39,7 @@ func Load(path string) (*Definition, error) {
 
 // Parse reads and checks a definition; file names it in errors. Every
 // problem found is reported, each with its line.
-func Parse(file string, b []byte) (*Definition, error) {
+func Parse(file string, b []byte) (*Workflow, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	var root yaml.Node
 	if err := dec.Decode(&root); err != nil {
@@ -61,7 +64,7 @@ func Parse(file string, b []byte) (*Definition, error) {
 	if p.err() != nil {
 		return nil, p.err()
 	}
-	var d Definition
+	var d Workflow
 	if err := doc.Decode(&d); err != nil {
 		return nil, fmt.Errorf("%s: %s", file, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
@@ -157,7 +160,7 @@ type problems struct {
 	file string
 	list []string
 	// warnings are what a definition may do but should not: it still
-	// runs (see Definition.Warnings).
+	// runs (see Workflow.Warnings).
 	warnings []string
 	pos      *positions          // the lines of the parts, when read from YAML
 	open     map[*yaml.Node]bool // the mappings being checked, to catch a merge into itself

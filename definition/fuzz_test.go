@@ -1,4 +1,4 @@
-package workflow_test
+package definition_test
 
 import (
 	"encoding/json"
@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/whimbrel/whimbrel/workflow"
+	"github.com/whimbrel/whimbrel/definition"
 )
 
 // FuzzParse: no input makes the parser panic, and whatever it accepts
@@ -36,11 +36,11 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("name: w\nparams: {p: {type: int, enum: [\"1\"], pattern: \"[0-9(\", default: \"1\"}}\nactivities:\n  a: {command: [sh, -c, \"echo {{ params.p | shquote }} '{{ params.p }}'\"]}\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		type res struct {
-			d   *workflow.Definition
+			d   *definition.Workflow
 			err error
 		}
 		c := make(chan res, 1)
-		go func() { d, err := workflow.Parse("fuzz.yaml", b); c <- res{d, err} }()
+		go func() { d, err := definition.Parse("fuzz.yaml", b); c <- res{d, err} }()
 		var r res
 		select {
 		case r = <-c:
@@ -52,7 +52,7 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		stored := d.JSON()
-		back, err := workflow.ParseStored(stored)
+		back, err := definition.FromJSON(stored)
 		if err != nil {
 			t.Fatalf("an accepted definition does not read back: %v\n%s", err, stored)
 		}
@@ -75,18 +75,18 @@ func FuzzTemplate(f *testing.F) {
 	}
 	f.Add("sh {{ outputs.u.s | shquote }}", `{"s": "1 )); echo INJECTED; echo $(( 1"}`)
 	f.Fuzz(func(t *testing.T, s, output string) {
-		dt := workflow.Data{Params: map[string]string{"a": "1"}, Outputs: map[string]json.RawMessage{"u": json.RawMessage(output)}}
+		dt := definition.Data{Params: map[string]string{"a": "1"}, Outputs: map[string]json.RawMessage{"u": json.RawMessage(output)}}
 		got, err := dt.Resolve(s)
 		if !strings.Contains(s, "{{") && (err != nil || got != s) {
 			t.Fatalf("Resolve(%q) = %q, %v; a text without {{ is its own value", s, got, err)
 		}
-		refs, rerr := workflow.Refs(s)
+		refs, rerr := definition.Refs(s)
 		if (rerr == nil) != (err == nil) && rerr != nil {
 			t.Fatalf("Refs refused %q (%v) but Resolve did not", s, rerr)
 		}
 		for _, r := range refs {
 			for _, f := range r.Filters {
-				if f != workflow.FilterShquote {
+				if f != definition.FilterShquote {
 					t.Fatalf("Refs(%q) accepted filter %q", s, f)
 				}
 			}
@@ -112,7 +112,7 @@ func FuzzShquote(f *testing.F) {
 		f.Add(v)
 	}
 	f.Fuzz(func(t *testing.T, v string) {
-		q, err := workflow.Shquote(v)
+		q, err := definition.Shquote(v)
 		if strings.ContainsRune(v, 0) {
 			if err == nil {
 				t.Fatalf("Shquote(%q) = %q; a NUL byte must be refused", v, q)
@@ -203,17 +203,17 @@ func FuzzParams(f *testing.F) {
 		`{"base": "-0", "ratio": "-0.0e-0", "day": "0000-01-01", "region": "eu"}`, `{"base": 9223372036854775808}`} {
 		f.Add([]byte(s))
 	}
-	typed, err := workflow.Parse("typed.yaml", []byte(typedParams))
+	typed, err := definition.Parse("typed.yaml", []byte(typedParams))
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := workflow.DecodeParams(b)
+		m, err := definition.DecodeParams(b)
 		if err != nil {
 			return
 		}
-		back, err := workflow.StoredParams(workflow.EncodeParams(m))
-		if err != nil || workflow.EncodeParams(back) != workflow.EncodeParams(m) {
+		back, err := definition.StoredParams(definition.EncodeParams(m))
+		if err != nil || definition.EncodeParams(back) != definition.EncodeParams(m) {
 			t.Fatalf("%q: stored params do not read back: %v", b, err)
 		}
 		// Every value, given to every typed param: what Bind accepts is

@@ -1,4 +1,4 @@
-package workflow
+package definition
 
 import (
 	"bytes"
@@ -36,6 +36,8 @@ type Ref struct {
 	Filters []string
 }
 
+// String writes the reference as a template holds it, without the
+// braces: params.NAME or outputs.ACTIVITY.KEY, then each filter after a |.
 func (r Ref) String() string {
 	s := "outputs." + r.Activity + "." + strings.Join(r.Path, ".")
 	if r.Kind == "params" {
@@ -109,6 +111,7 @@ func parseTemplate(s string) ([]segment, error) {
 // filterError says a template names a filter that does not exist.
 type filterError string
 
+// Error returns the message.
 func (e filterError) Error() string { return string(e) }
 
 // parseRef reads the inside of {{ }}: a reference, and the filters that
@@ -277,7 +280,7 @@ func keysOf(m map[string]any) string {
 // checkTemplates checks every template of an activity's command and env
 // values: well-formed, naming declared parameters and direct upstreams.
 // It warns of a value pasted raw into a shell script (see warnShell).
-func (d *Definition) checkTemplates(p *problems, name string, line int, env map[string]string) {
+func (d *Workflow) checkTemplates(p *problems, name string, line int, env map[string]string) {
 	a := d.Activities[name]
 	check := func(where, s string, line int) {
 		refs, err := Refs(s)

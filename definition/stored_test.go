@@ -1,4 +1,4 @@
-package workflow_test
+package definition_test
 
 import (
 	"encoding/json"
@@ -7,10 +7,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/whimbrel/whimbrel/state"
-	"github.com/whimbrel/whimbrel/state/storetest"
-	"github.com/whimbrel/whimbrel/workflow"
+	"github.com/whimbrel/whimbrel/definition"
 )
+
+// retrying is a workflow whose first activity may be retried; after waits
+// on it.
+const retrying = `name: flaky
+defaults:
+  retry: {max_attempts: 3, interval: 300ms, backoff_rate: 2, jitter: none}
+activities:
+  fetch: {command: ["true"]}
+  after: {command: ["true"], depends_on: [fetch]}
+`
 
 // TestStoredEntriesMatchParse: every entry read from the stored form is
 // what Parse makes of it, with the defaults filled in, and the dependents
@@ -29,7 +37,7 @@ activities:
   c: {command: ["echo", "{{ outputs.a.n }}"], depends_on: [a, b]}
   d: {command: ["true"], depends_on: [c], launch: {type: docker, image: alpine}}
 `} {
-		d, err := workflow.Parse("test.yaml", []byte(src))
+		d, err := definition.Parse("test.yaml", []byte(src))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -43,7 +51,7 @@ activities:
 		b, _ := json.MarshalIndent(v, " ", "\t")
 		indented.Write(b)
 		for _, text := range []string{d.JSON(), indented.String()} {
-			s, err := workflow.ReadStored(text)
+			s, err := definition.ReadStored(text)
 			if err != nil {
 				t.Fatalf("ReadStored: %v", err)
 			}
@@ -82,7 +90,7 @@ activities:
 // TestStoredReadsOnlyWhatItIsAskedFor is the contract of the stored form:
 // an entry that cannot be read (another writer's, or a hand edit) concerns
 // the activities that read it, and no other; the full check stays where a
-// workflow is started (ParseStored refuses the same text).
+// workflow is started (FromJSON refuses the same text).
 func TestStoredReadsOnlyWhatItIsAskedFor(t *testing.T) {
 	text := `{"name":"mixed","activities":{
 		"a":{"command":["true"]},
@@ -91,10 +99,10 @@ func TestStoredReadsOnlyWhatItIsAskedFor(t *testing.T) {
 		"broken":{"command":"not a list"},
 		"lost":{"command":["true"],"depends_on":["nowhere"]},
 		"null":null}}`
-	if _, err := workflow.ParseStored(text); err == nil {
-		t.Fatal("ParseStored accepted a definition with broken entries")
+	if _, err := definition.FromJSON(text); err == nil {
+		t.Fatal("FromJSON accepted a definition with broken entries")
 	}
-	s, err := workflow.ReadStored(text)
+	s, err := definition.ReadStored(text)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +128,7 @@ func TestStoredReadsOnlyWhatItIsAskedFor(t *testing.T) {
 
 	// An entry that could name the activity and cannot be read is an
 	// error: the caller does not guess (Advance asks the index).
-	s, err = workflow.ReadStored(`{"name":"x","activities":{"a":{"command":["true"]},"b":{"command":"a","depends_on":["a"]}}}`)
+	s, err = definition.ReadStored(`{"name":"x","activities":{"a":{"command":["true"]},"b":{"command":"a","depends_on":["a"]}}}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,54 +146,8 @@ func TestStoredRefusesABadHead(t *testing.T) {
 		`{"name":"x","defaults":{"launch":{"type":"rocket"}},"activities":{"a":{"command":["true"]}}}`,
 		`{"name":"x","params":{"1bad":{}},"activities":{"a":{"command":["true"]}}}`,
 	} {
-		if _, err := workflow.ReadStored(text); err == nil {
+		if _, err := definition.ReadStored(text); err == nil {
 			t.Errorf("ReadStored(%s): no error", text)
 		}
 	}
-}
-
-// TestAdvanceKnownReadiesFromAnUnrelatedlyBrokenDefinition: a wrapper
-// whose definition holds a broken entry it does not concern still readies
-// its dependents from its own entries.
-func TestAdvanceKnownReadiesFromAnUnrelatedlyBrokenDefinition(t *testing.T) {
-	bothStores(t, func(t *testing.T, st state.Store) {
-		w := storetest.NewWorkflow(t, "mixed", storetest.DAG{"a": nil, "b": {"a"}, "broken": nil})
-		w.Exec.Definition = `{"name":"mixed","activities":{"a":{"command":["true"]},"b":{"command":["true"],"depends_on":["a"]},"broken":{"command":7}}}`
-		storetest.Create(t, st, w)
-		wf, err := st.GetWorkflow(bg(t), w.Exec.WorkflowExecID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a := end(t, st, storetest.Key(w, "a"), state.Completed)
-		res, err := workflow.AdvanceKnown(bg(t), st, wf, a, nil)
-		if err != nil || fmt.Sprint(res.Readied) != fmt.Sprint([]string{storetest.Key(w, "b").ActivityExecID}) {
-			t.Fatalf("AdvanceKnown = %+v, %v; want b readied", res, err)
-		}
-	})
-}
-
-// TestAdvanceKnownRetriesOnlyInARunningWorkflow: the item the wrapper read
-// at its claim says RUNNING; the workflow was cancelled since. The retry
-// is decided on the workflow's state now, read again: none is made.
-func TestAdvanceKnownRetriesOnlyInARunningWorkflow(t *testing.T) {
-	bothStores(t, func(t *testing.T, st state.Store) {
-		_, id := startDef(t, st, retrying)
-		claimed, err := st.GetWorkflow(bg(t), id)
-		if err != nil || claimed.State != state.WorkflowRunning {
-			t.Fatalf("GetWorkflow = %+v, %v", claimed, err)
-		}
-		k := state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, "fetch"), WorkflowExecID: id}
-		failed := end(t, st, k, state.Failed)
-		if _, err := st.UpdateWorkflow(bg(t), id, state.WorkflowChange{
-			From: []state.WorkflowState{state.WorkflowRunning}, To: state.WorkflowCancelled, Reason: "test"}); err != nil {
-			t.Fatal(err)
-		}
-		res, err := workflow.AdvanceKnown(bg(t), st, claimed, failed, nil)
-		if err != nil || res.Retried != "" {
-			t.Fatalf("AdvanceKnown = %+v, %v; want no retry in a cancelled workflow", res, err)
-		}
-		if n := len(attempts(t, st, id, "fetch")); n != 1 {
-			t.Fatalf("%d attempts of fetch; want 1", n)
-		}
-	})
 }

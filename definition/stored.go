@@ -1,4 +1,4 @@
-package workflow
+package definition
 
 import (
 	"bytes"
@@ -26,7 +26,7 @@ import (
 //
 // A Stored is safe for concurrent use.
 type Stored struct {
-	head    Definition // Activities nil
+	head    Workflow // Activities nil
 	entries map[string]json.RawMessage
 
 	mu      sync.Mutex
@@ -38,17 +38,18 @@ type storedEntry struct {
 	err error
 }
 
-// ReadStored reads a definition stored with an execution (see Stored). An
-// error means its workflow fields are unreadable: no entry can be trusted.
-func ReadStored(s string) (*Stored, error) {
+// readStored reads a definition stored with an execution (see Stored),
+// afresh. An error means its workflow fields are unreadable: no entry can
+// be trusted.
+func readStored(s string) (*Stored, error) {
 	var doc struct {
-		Definition
+		Workflow
 		Activities rawEntries `json:"activities"`
 	}
 	if err := json.Unmarshal([]byte(s), &doc); err != nil {
 		return nil, fmt.Errorf("stored definition: %w", err)
 	}
-	st := &Stored{head: doc.Definition, entries: doc.Activities, decoded: map[string]storedEntry{}}
+	st := &Stored{head: doc.Workflow, entries: doc.Activities, decoded: map[string]storedEntry{}}
 	st.head.Activities = nil
 	p := &problems{file: "stored definition"}
 	if len(st.entries) == 0 {
@@ -63,7 +64,7 @@ func ReadStored(s string) (*Stored, error) {
 	return st, nil
 }
 
-// shared holds the last stored definition read by ReadStoredShared: one
+// shared holds the last stored definition read by ReadStored: one
 // process (a wrapper: its data, then its advance) reads the same
 // definition more than once.
 var shared struct {
@@ -72,9 +73,13 @@ var shared struct {
 	def  *Stored
 }
 
-// ReadStoredShared is ReadStored, sharing the result with the other
-// callers in this process that read the same text.
-func ReadStoredShared(s string) (*Stored, error) {
+// ReadStored reads a definition stored with an execution for one activity
+// at a time (see Stored). An error means its workflow fields are
+// unreadable: no entry can be trusted. The result is shared with the other
+// callers in this process that read the same text: one process (a
+// wrapper: its data, then its advance) reads the same definition more
+// than once, and a Stored is safe for concurrent use.
+func ReadStored(s string) (*Stored, error) {
 	shared.Lock()
 	if shared.def != nil && shared.text == s {
 		d := shared.def
@@ -82,7 +87,7 @@ func ReadStoredShared(s string) (*Stored, error) {
 		return d, nil
 	}
 	shared.Unlock()
-	d, err := ReadStored(s)
+	d, err := readStored(s)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +140,7 @@ func (s *Stored) decode(name string) storedEntry {
 }
 
 // Effective returns the named activity's settings with the defaults
-// filled in (see Definition.Effective); an error as Activity's.
+// filled in (see Workflow.Effective); an error as Activity's.
 func (s *Stored) Effective(name string) (Settings, error) {
 	a, err := s.Activity(name)
 	if err != nil {
@@ -177,6 +182,7 @@ func (s *Stored) Dependents(name string) ([]string, error) {
 // value). Entries of a key given twice are merged, as into a map.
 type rawEntries map[string]json.RawMessage
 
+// UnmarshalJSON keeps each member of the activities object undecoded.
 func (r *rawEntries) UnmarshalJSON(b []byte) error {
 	if *r == nil {
 		*r = rawEntries{}
