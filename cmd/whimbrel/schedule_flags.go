@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -18,7 +17,9 @@ const rfc3339Example = "2026-11-21T02:00:00Z"
 func (t *rfc3339) Decode(ctx *kong.DecodeContext) error {
 	tok, err := ctx.Scan.PopValue("time")
 	if err != nil {
-		return errors.New("wants a time in RFC 3339, such as " + rfc3339Example)
+		// kong's own error, which the CLI rewrites to say that the flag
+		// needs a value and which (cli's explain).
+		return err
 	}
 	s := fmt.Sprint(tok.Value)
 	v, err := time.Parse(time.RFC3339, s)

@@ -277,7 +277,7 @@ func TestScheduleUsageErrorsExit2(t *testing.T) {
 		{[]string{"schedule", "set", "s", file, "--every", "1h", "--start", "2026-11-21T00:00:00Z", "--end", "2026-11-20T00:00:00Z"}, "--end 2026-11-20T00:00:00Z is before the start"},
 		{[]string{"schedule", "set", "s", file, "--every", "1h", "--start", "tomorrow"}, `--start: "tomorrow" is not a time in RFC 3339`},
 		{[]string{"schedule", "set", "s", file, "--every", "1h", "--param", "x=1"}, `param "x" is not declared by workflow nightly-etl`},
-		{[]string{"schedule", "tick", "--now"}, "--now: wants a time in RFC 3339, such as 2026-11-21T02:00:00Z"},
+		{[]string{"schedule", "tick", "--now"}, "--now needs a value: a time, RFC 3339, such as 2026-11-21T02:00:00Z"},
 		{[]string{"schedule", "tick", "--now", "noon"}, `--now: "noon" is not a time in RFC 3339`},
 	} {
 		_, errOut, code := whimbrel(t, env, tc.args...)
