@@ -15,6 +15,7 @@ import (
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
 	"github.com/whimbrel/whimbrel/internal/nudge"
 	"github.com/whimbrel/whimbrel/launcher"
+	"github.com/whimbrel/whimbrel/metrics"
 	"github.com/whimbrel/whimbrel/workflow"
 )
 
@@ -22,6 +23,7 @@ import (
 type CLI struct {
 	cli.LogFlags
 	cli.StoreFlags
+	metrics.Flag
 	Version kong.VersionFlag `name:"version" help:"Print the version and exit."`
 
 	Once        bool          `name:"once" help:"Make one pass and exit."`
@@ -60,6 +62,11 @@ func (c *CLI) Run(k *kong.Context) error {
 	if err := s.Check(ctx); err != nil {
 		return usage(err)
 	}
+	ms, err := c.Flag.Start(log, &c.Hooks)
+	if err != nil {
+		return err
+	}
+	defer ms.Stop()
 	st, err := c.Open(ctx, log)
 	if err != nil {
 		return err
@@ -76,7 +83,7 @@ func (c *CLI) Run(k *kong.Context) error {
 		defer nl.Close()
 	}
 	l, err := s.Launcher(st, launcher.Config{Interval: c.Interval, MaxRunning: c.MaxRunning, Workers: c.Workers,
-		RetryFor: c.RetryFor, CallTimeout: c.CallTimeout, Logger: log,
+		RetryFor: c.RetryFor, CallTimeout: c.CallTimeout, Logger: log, Observer: ms.Launcher(st, 0),
 		StoreEnv: map[string]string{"WHIMBREL_STORE": c.Resolved(cli.DefaultStore), "WHIMBREL_TABLE_PREFIX": c.Prefix}}, nl)
 	if err != nil {
 		return usage(err)

@@ -10,6 +10,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
+	"github.com/whimbrel/whimbrel/launcher"
+	"github.com/whimbrel/whimbrel/monitor"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -40,6 +42,10 @@ type here struct {
 	started func(workflowExecID string)
 	// params are the execution's parameters, when run starts it here.
 	params map[string]string
+	// launches and sweeps observe the run's launcher and monitor (nil:
+	// no metrics).
+	launches launcher.Observer
+	sweeps   monitor.Observer
 }
 
 // logDir is where the activities' output goes: beside the embedded store

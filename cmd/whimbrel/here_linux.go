@@ -45,6 +45,9 @@ func runHere(ctx context.Context, k *kong.Context, h here, st state.Store, d *wo
 		Started:    h.started,
 		Params:     h.params,
 		MaxRunning: h.MaxRunning,
+
+		LaunchObserver:  h.launches,
+		MonitorObserver: h.sweeps,
 	})
 	if err != nil {
 		return err

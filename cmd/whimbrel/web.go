@@ -8,6 +8,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
+	"github.com/whimbrel/whimbrel/metrics"
 	"github.com/whimbrel/whimbrel/web"
 )
 
@@ -37,13 +38,16 @@ func (c *WebCmd) Run(g *Globals, k *kong.Context) error {
 	if c.AllowActions {
 		a = writes
 	}
+	m := metrics.New() // served at /metrics, behind the token
+	c.Hooks = m.StoreHooks()
 	se, err := open(g, k, c.StoreFlags, a)
 	if err != nil {
 		return err
 	}
 	defer se.close()
 	ctx := se.ctx
-	srv, err := web.New(web.Options{Store: se.st, Token: token, AllowActions: c.AllowActions, Logger: g.Logger("whimbrel", k.Stderr)})
+	srv, err := web.New(web.Options{Store: se.st, Token: token, AllowActions: c.AllowActions, Logger: g.Logger("whimbrel", k.Stderr),
+		Metrics: m.Handler()})
 	if err != nil {
 		return &cli.UsageError{Msg: err.Error()}
 	}

@@ -94,6 +94,7 @@ var levels = map[string]int{
 	"simpleapi/inbox": 10, "simpleapi/report": 10, // the wing's items; the wrapper's reporter for --api simple
 	"simpleapi/dynamoinbox": 12, "simpleapi/sqliteinbox": 12, "simpleapi/inboxtest": 12,
 	"launcher": 12, "monitor": 12, "schedule": 12, "inspect": 12,
+	"metrics":          13, // launcher, monitor, schedule: their observers, for Prometheus
 	"simpleapi":        14, // the processor
 	"local":            14, // launcher, monitor
 	"web":              14, // inspect, schedule
