@@ -58,7 +58,8 @@ var (
 // Metrics holds one process's metrics. A nil *Metrics is valid and
 // observes nothing: a command without --metrics-addr has one.
 type Metrics struct {
-	reg *prometheus.Registry
+	reg   *prometheus.Registry
+	names []string // of Whimbrel's own metrics, as registered
 
 	// What is live, set by each sweep of a monitor.
 	activities      *prometheus.GaugeVec
@@ -96,16 +97,19 @@ type Metrics struct {
 func New() *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
 	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		m.names = append(m.names, Namespace+"_"+name)
 		g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help}, labels)
 		m.reg.MustRegister(g)
 		return g
 	}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		m.names = append(m.names, Namespace+"_"+name)
 		c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, labels)
 		m.reg.MustRegister(c)
 		return c
 	}
 	histogram := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+		m.names = append(m.names, Namespace+"_"+name)
 		h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: name, Help: help, Buckets: buckets}, labels)
 		m.reg.MustRegister(h)
 		return h
@@ -138,6 +142,9 @@ func New() *Metrics {
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
+
+// Names are the names of Whimbrel's own metrics (docs/metrics.md).
+func (m *Metrics) Names() []string { return append([]string(nil), m.names...) }
 
 // Registry is where the metrics are registered: tests gather from it.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
