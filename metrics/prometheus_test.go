@@ -107,15 +107,21 @@ func TestPrometheusScrapes(t *testing.T) {
 	dir := t.TempDir()
 	token := "metrics-test-token-0123456789"
 	monAddr, lnAddr, webAddr, promAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
+	mon2Addr, ln2Addr := freeAddr(t), freeAddr(t)
 	var logs bytes.Buffer
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("processes' output:\n%s", logs.String())
 		}
 	})
-	start(t, env, &logs, filepath.Join(bin, "whimbrel-monitor"), "--interval", "1s", "--metrics-addr", monAddr)
-	start(t, env, &logs, filepath.Join(bin, "whimbrel-launcher"), "--interval", "1s", "--metrics-addr", lnAddr,
-		"--wrapper", filepath.Join(bin, "whimbrel-run"), "--types", "local", "--log-dir", filepath.Join(dir, "logs"))
+	// Two of each: an ending is counted once however many run.
+	for _, addr := range []string{monAddr, mon2Addr} {
+		start(t, env, &logs, filepath.Join(bin, "whimbrel-monitor"), "--interval", "1s", "--metrics-addr", addr)
+	}
+	for _, addr := range []string{lnAddr, ln2Addr} {
+		start(t, env, &logs, filepath.Join(bin, "whimbrel-launcher"), "--interval", "1s", "--metrics-addr", addr,
+			"--wrapper", filepath.Join(bin, "whimbrel-run"), "--types", "local", "--log-dir", filepath.Join(dir, "logs"))
+	}
 	start(t, append(env, "WHIMBREL_WEB_TOKEN="+token), &logs, filepath.Join(bin, "whimbrel"), "web", "--addr", webAddr)
 	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -123,13 +129,13 @@ func TestPrometheusScrapes(t *testing.T) {
 	cfg := fmt.Sprintf(`global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}
 scrape_configs:
   - job_name: monitor
-    static_configs: [{targets: [%q]}]
+    static_configs: [{targets: [%q, %q]}]
   - job_name: launcher
-    static_configs: [{targets: [%q]}]
+    static_configs: [{targets: [%q, %q]}]
   - job_name: web
     authorization: {credentials_file: %q}
     static_configs: [{targets: [%q]}]
-`, monAddr, lnAddr, filepath.Join(dir, "token"), webAddr)
+`, monAddr, mon2Addr, lnAddr, ln2Addr, filepath.Join(dir, "token"), webAddr)
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -170,6 +176,14 @@ scrape_configs:
 	} {
 		waitFor(t, promAddr, q, want)
 	}
+	// And they stay so: nobody counts an ending again later.
+	time.Sleep(5 * time.Second)
+	for q, want := range map[string]float64{
+		`sum(whimbrel_activities_ended_total{workflow="x"})`: 3,
+		`sum(whimbrel_workflows_ended_total{workflow="x"})`:  1,
+	} {
+		waitFor(t, promAddr, q, want)
+	}
 
 	// promtool's own checks of each exposition, the web's behind its token.
 	for _, target := range []struct{ addr, token string }{{monAddr, ""}, {lnAddr, ""}, {webAddr, token}} {
@@ -191,23 +205,42 @@ scrape_configs:
 	}
 }
 
+// get answers a GET of path at addr, asked until it answers 200 or a
+// minute has passed (a process may still be starting).
 func get(t *testing.T, addr, path, token string) []byte {
 	t.Helper()
-	req, _ := http.NewRequest("GET", "http://"+addr+path, nil)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		b, err := tryGet(addr, path, token)
+		if err == nil {
+			return b
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET %s%s: %v", addr, path, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func tryGet(addr, path, token string) ([]byte, error) {
+	req, err := http.NewRequest("GET", "http://"+addr+path, nil)
+	if err != nil {
+		return nil, err
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	c := &http.Client{Timeout: 30 * time.Second}
 	resp, err := c.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("GET %s%s: %v %s\n%s", addr, path, err, resp.Status, b)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s: %s", resp.Status, b)
 	}
-	return b
+	return b, err
 }
 
 // waitFor asks Prometheus's HTTP API for q until it answers want, for at
