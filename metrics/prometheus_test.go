@@ -62,7 +62,7 @@ func freeAddr(t *testing.T) string {
 
 // start runs a process until the test ends, then stops it with SIGTERM
 // (SIGKILL after 20 s) and waits for it.
-func start(t *testing.T, env []string, out *bytes.Buffer, path string, args ...string) {
+func start(t *testing.T, env []string, out *testbin.Buffer, path string, args ...string) {
 	t.Helper()
 	cmd := exec.Command(path, args...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
@@ -108,7 +108,7 @@ func TestPrometheusScrapes(t *testing.T) {
 	token := "metrics-test-token-0123456789"
 	monAddr, lnAddr, webAddr, promAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
 	mon2Addr, ln2Addr := freeAddr(t), freeAddr(t)
-	var logs bytes.Buffer
+	var logs testbin.Buffer
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("processes' output:\n%s", logs.String())
