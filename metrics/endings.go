@@ -1,3 +1,5 @@
+//go:build linux
+
 package metrics
 
 import (
@@ -14,6 +16,9 @@ import (
 	"github.com/whimbrel/whimbrel/state"
 )
 
+// Endings are followed on Linux only, where the launcher runs (its
+// package supervises processes through Linux's process groups).
+//
 // Endings are counted once across the fleet, however many launchers and
 // monitors run, by this rule: an activity attempt's ending is counted by
 // the launcher that launched it (its conditional move to QUEUED made it
@@ -217,4 +222,20 @@ func later(a, b *state.ActivityExec) bool {
 		return a.EndTime.After(b.EndTime)
 	}
 	return a.ActivityExecID > b.ActivityExecID
+}
+
+// Launcher returns the observer of a launcher, which counts its launches
+// and follows what it launched to its end (see DefaultEndingsInterval),
+// reading st from a goroutine that Stop stops; nil on a nil s.
+func (s *Server) Launcher(st EndingsStore, interval time.Duration) launcher.Observer {
+	if s == nil {
+		return nil
+	}
+	e := newEndings(s.m, st, s.log.Named("endings"), interval)
+	s.wg.Add(1)
+	go func() { // owned: Stop cancels s.ctx and waits
+		defer s.wg.Done()
+		e.run(s.ctx)
+	}()
+	return e
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/monitor"
 	"github.com/whimbrel/whimbrel/schedule"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
@@ -109,22 +108,6 @@ func (s *Server) Monitor() monitor.Observer { return s.Metrics().Monitor() }
 
 // Ticked counts what a scheduler's tick started; a no-op on a nil s.
 func (s *Server) Ticked(r schedule.Report) { s.Metrics().Ticked(r) }
-
-// Launcher returns the observer of a launcher, which counts its launches
-// and follows what it launched to its end (see DefaultEndingsInterval),
-// reading st from a goroutine that Stop stops; nil on a nil s.
-func (s *Server) Launcher(st EndingsStore, interval time.Duration) launcher.Observer {
-	if s == nil {
-		return nil
-	}
-	e := newEndings(s.m, st, s.log.Named("endings"), interval)
-	s.wg.Add(1)
-	go func() { // owned: Stop cancels s.ctx and waits
-		defer s.wg.Done()
-		e.run(s.ctx)
-	}()
-	return e
-}
 
 // Stop stops what feeds the metrics, then the server, on a fresh context:
 // the one that said stop is done already. A scrape in flight gets a few

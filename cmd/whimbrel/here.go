@@ -10,8 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
-	"github.com/whimbrel/whimbrel/launcher"
-	"github.com/whimbrel/whimbrel/monitor"
+	"github.com/whimbrel/whimbrel/metrics"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -42,10 +41,9 @@ type here struct {
 	started func(workflowExecID string)
 	// params are the execution's parameters, when run starts it here.
 	params map[string]string
-	// launches and sweeps observe the run's launcher and monitor (nil:
-	// no metrics).
-	launches launcher.Observer
-	sweeps   monitor.Observer
+	// metrics, if not nil, serves what the run's launcher and monitor
+	// see (whimbrel run --metrics-addr).
+	metrics *metrics.Server
 }
 
 // logDir is where the activities' output goes: beside the embedded store

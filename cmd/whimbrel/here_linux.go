@@ -46,8 +46,8 @@ func runHere(ctx context.Context, k *kong.Context, h here, st state.Store, d *wo
 		Params:     h.params,
 		MaxRunning: h.MaxRunning,
 
-		LaunchObserver:  h.launches,
-		MonitorObserver: h.sweeps,
+		LaunchObserver:  h.metrics.Launcher(st, 0),
+		MonitorObserver: h.metrics.Monitor(),
 	})
 	if err != nil {
 		return err

@@ -61,7 +61,7 @@ func (c *RunCmd) Run(g *Globals, k *kong.Context) error {
 	if _, err := st.Install(ctx, false); err != nil {
 		return fmt.Errorf("install the store: %w", err)
 	}
-	h := here{HereFlags: c.HereFlags, choice: choice, prefix: c.Prefix, log: log, launches: ms.Launcher(st, 0), sweeps: ms.Monitor()}
+	h := here{HereFlags: c.HereFlags, choice: choice, prefix: c.Prefix, log: log, metrics: ms}
 	if c.Web {
 		view, err := web.StartBackground(st, c.WebAddr, log)
 		if err != nil {
