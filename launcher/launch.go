@@ -62,15 +62,16 @@ func (l *Launcher) try(ctx context.Context, p *pass, k state.ActivityKey) (launc
 	}
 	log := l.log.With("activity_exec_id", k.ActivityExecID)
 	if act == nil {
-		return false, l.fail(ctx, claimed, fmt.Errorf("activity %q is not in the workflow's definition", a.ActivityName))
+		return false, l.fail(ctx, claimed, "", FailedUnknownActivity, fmt.Errorf("activity %q is not in the workflow's definition", a.ActivityName))
 	}
 	job := l.job(claimed, w.def, act, settings)
 	job.Token = claimed.Owner
 	launchedAs, err := l.launch(ctx, backend, job, log)
 	if err != nil {
 		log.Warn("launch failed", "error", err)
-		return false, l.fail(ctx, claimed, err)
+		return false, l.fail(ctx, claimed, settings.Launch.Type, FailedBackend, err)
 	}
+	waited := waitedSince(a, time.Now())
 	log.Info("launched", "as", launchedAs, "type", settings.Launch.Type)
 	// The wrapper may have moved on already; the record goes beside
 	// whatever state it finds.
@@ -79,6 +80,9 @@ func (l *Launcher) try(ctx context.Context, p *pass, k state.ActivityKey) (launc
 		return err
 	}); err != nil {
 		log.Warn("recording the launch failed", "as", launchedAs, "error", err)
+	}
+	if l.cfg.Observer != nil {
+		l.cfg.Observer.Launched(claimed, settings.Launch.Type, waited)
 	}
 	return true, nil
 }
@@ -286,6 +290,9 @@ func (l *Launcher) Exited(ctx context.Context, j Job, exit error) {
 		return
 	}
 	l.log.Warn("a wrapper exited before claiming its activity", "activity_exec_id", j.Key.ActivityExecID, "status", exit.Error())
+	if l.cfg.Observer != nil {
+		l.cfg.Observer.LaunchFailed(j.Key, j.Settings.Launch.Type, FailedExited)
+	}
 	if _, err := workflow.Advance(ctx, l.st, failed, l.log.Named("advance")); err != nil {
 		l.log.Warn("advancing the workflow failed; the monitor will finish it", "error", err)
 	}
@@ -293,7 +300,7 @@ func (l *Launcher) Exited(ctx context.Context, j Job, exit error) {
 
 // fail records a launch that did not happen and advances the workflow,
 // on a fresh context: the launch's own deadline may be spent.
-func (l *Launcher) fail(ctx context.Context, a *state.ActivityExec, cause error) error {
+func (l *Launcher) fail(ctx context.Context, a *state.ActivityExec, launchType string, why LaunchFailure, cause error) error {
 	msg := cause.Error()
 	var failed *state.ActivityExec
 	err := l.record(ctx, func(rctx context.Context) error {
@@ -309,6 +316,9 @@ func (l *Launcher) fail(ctx context.Context, a *state.ActivityExec, cause error)
 	}
 	if err != nil {
 		return fmt.Errorf("record the failed launch of %s: %w", a.ActivityExecID, err)
+	}
+	if l.cfg.Observer != nil {
+		l.cfg.Observer.LaunchFailed(a.ActivityKey, launchType, why)
 	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()

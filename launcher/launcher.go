@@ -82,6 +82,8 @@ type Config struct {
 	// activities (whimbrel run's own launcher).
 	Workflow string
 	Logger   hclog.Logger
+	// Observer, when set, is told of each launch and each failed one.
+	Observer Observer
 }
 
 // Store is what a launcher needs of a store: the READY activities to

@@ -74,6 +74,10 @@ type Options struct {
 	// MaxRunning caps the activities running at once (0: no cap); the
 	// next starts as soon as one ends.
 	MaxRunning int
+	// LaunchObserver and MonitorObserver, when set, are told what the run's
+	// launcher and monitor do (whimbrel run --metrics-addr).
+	LaunchObserver  launcher.Observer
+	MonitorObserver monitor.Observer
 }
 
 // Result is how the run ended.
@@ -147,9 +151,10 @@ func startCrew(ctx context.Context, st Store, id, logDir string, nl *nudge.Liste
 	backend := &locallauncher.Backend{Wrapper: opts.Wrapper, LogDir: logDir, Logger: opts.Logger.Named("local")}
 	l := locallauncher.NewLauncher(st, launcher.Config{
 		Interval: launchInterval, MaxRunning: opts.MaxRunning, StoreEnv: opts.StoreEnv, Logger: opts.Logger.Named("launcher"), Workflow: id,
+		Observer: opts.LaunchObserver,
 	}, backend, nl)
 	m := monitor.New(st, monitor.Config{Interval: monitorInterval, Skew: monitor.DefaultSkew, AdvanceGrace: advanceGrace, SweepCost: 10,
-		Logger: opts.Logger.Named("monitor"), Workflow: id})
+		Logger: opts.Logger.Named("monitor"), Workflow: id, Observer: opts.MonitorObserver})
 	c := &crew{backend: backend}
 	var launchCtx, monitorCtx context.Context
 	launchCtx, c.stopLaunching = context.WithCancel(ctx)

@@ -69,6 +69,8 @@ type Config struct {
 	// DefaultAdoptPages; negative: no adoption). A monitor limited to one
 	// Workflow adopts nothing.
 	AdoptPages int
+	// Observer, when set, is told what each sweep saw and did.
+	Observer Observer
 }
 
 // Report counts what one sweep did.
@@ -161,13 +163,15 @@ type sweep struct {
 	defs      map[string]*definition.Workflow
 	report    Report
 	reexpired map[string]bool // workflows whose items this sweep marked to expire again
+	seen      Seen
 }
 
 // Sweep makes one pass. Errors on single items are logged and the sweep
 // goes on; the error returned is the first that stopped a whole step.
 func (m *Monitor) Sweep(ctx context.Context) (Report, error) {
+	began := time.Now()
 	s := &sweep{Monitor: m, now: m.cfg.Now(), workflows: map[string]*state.WorkflowExec{},
-		defs: map[string]*definition.Workflow{}, reexpired: map[string]bool{}}
+		defs: map[string]*definition.Workflow{}, reexpired: map[string]bool{}, seen: newSeen()}
 	var errs []error
 	var steps []func(context.Context) error
 	a, adopting := m.st.(Adopter)
@@ -202,7 +206,12 @@ func (m *Monitor) Sweep(ctx context.Context) (Report, error) {
 			break
 		}
 	}
-	return s.report, errors.Join(errs...)
+	err := errors.Join(errs...)
+	if m.cfg.Observer != nil {
+		s.seen.Report, s.seen.Took, s.seen.Err = s.report, time.Since(began), err
+		m.cfg.Observer.Swept(s.seen)
+	}
+	return s.report, err
 }
 
 // activities judges every activity in one live state.
@@ -211,6 +220,7 @@ func (s *sweep) activities(ctx context.Context, st state.ActivityState) error {
 	if err = s.skipped(err); err != nil {
 		return fmt.Errorf("list %s activities: %w", st, err)
 	}
+	s.seen.listedActivities(st, refs, s.cfg.Workflow, s.now)
 	for _, ref := range refs {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -298,6 +308,7 @@ func (s *sweep) heartbeat(ctx context.Context, a *state.ActivityExec) error {
 		timeout = state.DefaultHeartbeatTimeout
 	}
 	age := s.now.Sub(last)
+	s.seen.beat(a.WorkflowExecID, age)
 	if age <= timeout+s.cfg.Skew {
 		return nil
 	}
@@ -384,6 +395,7 @@ func (s *sweep) repair(ctx context.Context) error {
 	if err = s.skipped(err); err != nil {
 		return fmt.Errorf("list running workflows: %w", err)
 	}
+	s.seen.listedWorkflows(state.WorkflowRunning, wfs, s.cfg.Workflow)
 	for _, wf := range wfs {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -535,6 +547,7 @@ func (s *sweep) staleStarts(ctx context.Context) error {
 	if err = s.skipped(err); err != nil {
 		return fmt.Errorf("list requested workflows: %w", err)
 	}
+	s.seen.listedWorkflows(state.WorkflowRequested, wfs, s.cfg.Workflow)
 	for _, wf := range wfs {
 		if s.cfg.Workflow != "" && wf.WorkflowExecID != s.cfg.Workflow {
 			continue
@@ -557,48 +570,4 @@ func (s *sweep) staleStarts(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// skipped counts what a listing skipped because it could not be decoded
-// (the store reported each item) and returns any other error.
-func (s *sweep) skipped(err error) error {
-	bad, err := state.Skipped(err)
-	s.report.Undecodable += len(bad)
-	return err
-}
-
-// workflow reads a workflow once per sweep.
-func (s *sweep) workflow(ctx context.Context, id string) (*state.WorkflowExec, error) {
-	if wf := s.workflows[id]; wf != nil {
-		return wf, nil
-	}
-	wf, err := s.st.GetWorkflow(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	s.workflows[id] = wf
-	return wf, nil
-}
-
-// definition parses a workflow's stored definition once per sweep; nil if
-// it has none (a workflow started by a foreign client) or it cannot be read.
-func (s *sweep) definition(ctx context.Context, id string) *definition.Workflow {
-	if d, ok := s.defs[id]; ok {
-		return d
-	}
-	var d *definition.Workflow
-	wf, err := s.workflow(ctx, id)
-	if err != nil {
-		s.log.Warn("could not read a workflow's definition; using defaults", "workflow_exec_id", id, "error", err)
-		return nil // not cached: the next look may succeed
-	}
-	if wf.Definition != "" {
-		var err error
-		if d, err = definition.FromJSON(wf.Definition); err != nil {
-			s.log.Warn("stored definition unreadable; using defaults", "workflow_exec_id", id, "error", err)
-			d = nil
-		}
-	}
-	s.defs[id] = d
-	return d
 }

@@ -25,6 +25,16 @@ type Report struct {
 	Skipped int // fire times skipped by a catch-up rule
 	Counted int // upstream completions counted as tokens
 	Failed  int // runs that failed to start (in the run log, tried again later)
+	// Fired lists the runs this tick started (those Started counts).
+	Fired []Fired
+}
+
+// Fired is one run a tick started: the schedule's name, the fire time
+// it is for, and when it was started (the lag is the difference).
+type Fired struct {
+	Schedule string
+	Fire     time.Time
+	At       time.Time
 }
 
 // maxAttempts bounds how often, within one tick, one schedule's step is
@@ -62,8 +72,9 @@ func Tick(ctx context.Context, st Store, now time.Time, log hclog.Logger) (Repor
 }
 
 // Run ticks every interval until ctx is done: what a long-running
-// scheduler (whimbrel-monitor) does beside its sweeps.
-func Run(ctx context.Context, st Store, interval time.Duration, log hclog.Logger) error {
+// scheduler (whimbrel-monitor) does beside its sweeps. observe, when not
+// nil, is given each tick's report.
+func Run(ctx context.Context, st Store, interval time.Duration, log hclog.Logger, observe func(Report)) error {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
@@ -71,6 +82,9 @@ func Run(ctx context.Context, st Store, interval time.Duration, log hclog.Logger
 	defer t.Stop()
 	for {
 		r, err := Tick(ctx, st, time.Now(), log)
+		if observe != nil {
+			observe(r)
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -228,6 +242,7 @@ func stepClock(ctx context.Context, st Store, s *state.Schedule, now time.Time, 
 	}
 	if created {
 		r.Started++
+		r.Fired = append(r.Fired, Fired{Schedule: s.Name, Fire: f, At: now})
 	}
 	return false, nil
 }
@@ -373,6 +388,7 @@ func stepAfter(ctx context.Context, st Store, s *state.Schedule, now time.Time, 
 			}
 			if created {
 				r.Started++
+				r.Fired = append(r.Fired, Fired{Schedule: s.Name, Fire: f, At: now})
 			}
 			return false, nil
 		}

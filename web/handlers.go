@@ -85,6 +85,11 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /fragments/schedules/{name}", s.scheduleFragment)
 	mux.HandleFunc("GET /api/schedules", s.apiSchedules)
 	mux.HandleFunc("GET /api/schedules/{name}", s.apiSchedule)
+	if s.opts.Metrics != nil {
+		// Behind the token like every page: Prometheus sends it as
+		// "Authorization: Bearer TOKEN" (its authorization setting).
+		mux.Handle("GET /metrics", s.opts.Metrics)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if wantsJSON(r) {
 			writeJSONError(w, http.StatusNotFound, "no such endpoint")

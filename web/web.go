@@ -73,6 +73,8 @@ type Options struct {
 	// Now is the clock (default time.Now).
 	Now    func() time.Time
 	Logger hclog.Logger
+	// Metrics, when set, is served at /metrics, behind the token.
+	Metrics http.Handler
 }
 
 // Server serves the web view. Make one with New; it is an http.Handler.

@@ -15,12 +15,14 @@ import (
 	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/nudge"
 	"github.com/whimbrel/whimbrel/launcher"
+	"github.com/whimbrel/whimbrel/metrics"
 )
 
 // CLI is the whole grammar of whimbrel-launcher.
 type CLI struct {
 	cli.LogFlags
 	cli.StoreFlags
+	metrics.Flag
 	Version kong.VersionFlag `name:"version" help:"Print the version and exit."`
 
 	Once        bool          `name:"once" help:"Make one pass and exit."`
@@ -58,6 +60,11 @@ func (c *CLI) Run(k *kong.Context) error {
 	if err != nil {
 		return err
 	}
+	ms, err := c.Flag.Start(log, &c.Hooks)
+	if err != nil {
+		return err
+	}
+	defer ms.Stop()
 	st, err := c.Open(ctx, log)
 	if err != nil {
 		return err
@@ -74,7 +81,7 @@ func (c *CLI) Run(k *kong.Context) error {
 		defer nl.Close()
 	}
 	l, err := b.launcher(st, launcher.Config{Interval: c.Interval, MaxRunning: c.MaxRunning, Workers: c.Workers,
-		RetryFor: c.RetryFor, CallTimeout: c.CallTimeout, Logger: log,
+		RetryFor: c.RetryFor, CallTimeout: c.CallTimeout, Logger: log, Observer: ms.Launcher(st, 0),
 		StoreEnv: map[string]string{"WHIMBREL_STORE": c.Resolved(cli.DefaultStore), "WHIMBREL_TABLE_PREFIX": c.Prefix}}, log, nl)
 	if err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
 	"github.com/whimbrel/whimbrel/definition"
+	"github.com/whimbrel/whimbrel/metrics"
 	"github.com/whimbrel/whimbrel/monitor"
 	"github.com/whimbrel/whimbrel/schedule"
 	"github.com/whimbrel/whimbrel/state"
@@ -24,6 +25,7 @@ import (
 type CLI struct {
 	cli.LogFlags
 	cli.StoreFlags
+	metrics.Flag
 	Version kong.VersionFlag `name:"version" help:"Print the version and exit."`
 
 	Once          bool          `name:"once" help:"Sweep once and exit."`
@@ -46,13 +48,18 @@ func (c *CLI) Run(k *kong.Context) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	log := c.Logger("whimbrel-monitor", k.Stderr)
+	ms, err := c.Flag.Start(log, &c.Hooks)
+	if err != nil {
+		return err
+	}
+	defer ms.Stop()
 	st, err := c.Open(ctx, log)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	m := monitor.New(st, monitor.Config{Interval: c.Interval, Skew: c.Skew, QueuedTimeout: c.QueuedTimeout, Logger: log,
-		AdoptPages: cmp.Or(c.AdoptPages, -1)}) // the flag's 0 is none, the Config's the default
+		AdoptPages: cmp.Or(c.AdoptPages, -1), Observer: ms.Monitor()}) // the flag's 0 is none, the Config's the default
 	sched, _ := st.(schedule.Store)
 	if c.Once {
 		var tickErr error
@@ -76,7 +83,7 @@ func (c *CLI) Run(k *kong.Context) error {
 	go func() { // owned: cancelled and waited for below
 		defer close(ticked)
 		if sched != nil {
-			_ = schedule.Run(ctx, sched, c.Interval, log.Named("schedule"))
+			_ = schedule.Run(ctx, sched, c.Interval, log.Named("schedule"), ms.Ticked)
 		}
 	}()
 	err = m.Run(ctx)

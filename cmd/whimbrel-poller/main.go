@@ -12,6 +12,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
+	"github.com/whimbrel/whimbrel/metrics"
 	"github.com/whimbrel/whimbrel/simpleapi"
 	"github.com/whimbrel/whimbrel/simpleapi/poller"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
@@ -42,6 +43,7 @@ Examples:
 type CLI struct {
 	cli.LogFlags
 	cli.StoreFlags
+	metrics.Flag
 	Version kong.VersionFlag `name:"version" help:"Print the version and exit."`
 
 	Name         string        `name:"name" env:"WHIMBREL_PROCESSOR_NAME" default:"whimbrel-poller" help:"This processor's name: workflows registered with --lambda NAME are handled only by it; those registered without, by any processor."`
@@ -65,6 +67,11 @@ func (c *CLI) Run(k *kong.Context) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	log := c.Logger("whimbrel-poller", k.Stderr)
+	ms, err := c.Flag.Start(log, &c.Hooks) // the store's calls; the poller's own are not counted
+	if err != nil {
+		return err
+	}
+	defer ms.Stop()
 	opened, err := c.Open(ctx, log)
 	if err != nil {
 		return err
@@ -93,9 +100,7 @@ func (c *CLI) Run(k *kong.Context) error {
 		Streams:      streams,
 		Positions:    poller.StorePositions{Store: st},
 		StreamARNs:   arns,
-		PollInterval: c.PollInterval,
-		Discovery:    c.Discovery,
-		Logger:       log,
+		PollInterval: c.PollInterval, Discovery: c.Discovery, Logger: log,
 	})
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
 	"github.com/whimbrel/whimbrel/definition"
+	"github.com/whimbrel/whimbrel/metrics"
 	"github.com/whimbrel/whimbrel/state"
 )
 
@@ -40,6 +41,9 @@ type here struct {
 	started func(workflowExecID string)
 	// params are the execution's parameters, when run starts it here.
 	params map[string]string
+	// metrics, if not nil, serves what the run's launcher and monitor
+	// see (whimbrel run --metrics-addr).
+	metrics *metrics.Server
 }
 
 // logDir is where the activities' output goes: beside the embedded store

@@ -45,6 +45,9 @@ func runHere(ctx context.Context, k *kong.Context, h here, st state.Store, d *de
 		Started:    h.started,
 		Params:     h.params,
 		MaxRunning: h.MaxRunning,
+
+		LaunchObserver:  h.metrics.Launcher(st, 0),
+		MonitorObserver: h.metrics.Monitor(),
 	})
 	if err != nil {
 		return err

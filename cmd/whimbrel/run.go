@@ -7,6 +7,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
+	"github.com/whimbrel/whimbrel/metrics"
 	"github.com/whimbrel/whimbrel/web"
 )
 
@@ -19,6 +20,7 @@ const defaultRunStore = "sqlite:" + cli.StateFile
 type RunCmd struct {
 	cli.StoreFlags
 	HereFlags
+	metrics.Flag
 	File      string `arg:"" name:"file" help:"The workflow definition (YAML or JSON)."`
 	Retention string `name:"retention" help:"Keep the execution's items this long after it settles (30d, 72h). Overrides the definition's retention."`
 	Web       bool   `name:"web" help:"Serve a read-only web view of the run on loopback (--web-addr) and print its address."`
@@ -45,6 +47,11 @@ func (c *RunCmd) Run(g *Globals, k *kong.Context) error {
 	}
 	ctx := context.Background()
 	log := g.QuietLogger("whimbrel", k.Stderr)
+	ms, err := c.Flag.Start(log, &c.Hooks)
+	if err != nil {
+		return err
+	}
+	defer ms.Stop()
 	choice := c.Choose(defaultRunStore)
 	st, err := c.OpenChoice(ctx, log, choice)
 	if err != nil {
@@ -54,7 +61,7 @@ func (c *RunCmd) Run(g *Globals, k *kong.Context) error {
 	if _, err := st.Install(ctx, false); err != nil {
 		return fmt.Errorf("install the store: %w", err)
 	}
-	h := here{HereFlags: c.HereFlags, choice: choice, prefix: c.Prefix, log: log}
+	h := here{HereFlags: c.HereFlags, choice: choice, prefix: c.Prefix, log: log, metrics: ms}
 	if c.Web {
 		view, err := web.StartBackground(st, c.listen(c.WebAddr), log)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
+	"github.com/whimbrel/whimbrel/metrics"
 	"github.com/whimbrel/whimbrel/web"
 )
 
@@ -39,6 +40,8 @@ func (c *WebCmd) Run(g *Globals, k *kong.Context) error {
 	if c.AllowActions {
 		a = writes
 	}
+	m := metrics.New() // served at /metrics, behind the token
+	c.Hooks = m.StoreHooks()
 	se, err := open(g, k, c.StoreFlags, a)
 	if err != nil {
 		return err
@@ -48,7 +51,8 @@ func (c *WebCmd) Run(g *Globals, k *kong.Context) error {
 	if weak := web.WeakToken(token); given && weak != "" {
 		log.Warn(weak)
 	}
-	srv, err := web.New(web.Options{Store: se.st, Token: token, AllowActions: c.AllowActions, Logger: log})
+	srv, err := web.New(web.Options{Store: se.st, Token: token, AllowActions: c.AllowActions, Logger: log,
+		Metrics: m.Handler()})
 	if err != nil {
 		return &cli.UsageError{Msg: err.Error()}
 	}

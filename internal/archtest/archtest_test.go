@@ -99,6 +99,7 @@ var levels = map[string]int{
 	// The launcher's backends, each on the launcher and none on another,
 	// and what their tests share.
 	"launcher/local": 13, "launcher/docker": 13, "launcher/ecs": 13, "launcher/internal/launchtest": 13,
+	"metrics":          13, // launcher, monitor, schedule: their observers, for Prometheus
 	"simpleapi":        14, // the processor
 	"local":            14, // launcher, launcher/local, monitor
 	"web":              14, // inspect, schedule

@@ -127,7 +127,7 @@ func Serve(ctx context.Context, st Store, opts Options) error {
 	var g group
 	stopWeb := g.start(func(ctx context.Context) { _ = view.Serve(ctx, opts.Web) })
 	stopMonitor := g.start(func(ctx context.Context) { _ = m.Run(ctx) })
-	stopSchedules := g.start(func(ctx context.Context) { _ = schedule.Run(ctx, st, scheduleInterval, log.Named("schedule")) })
+	stopSchedules := g.start(func(ctx context.Context) { _ = schedule.Run(ctx, st, scheduleInterval, log.Named("schedule"), nil) })
 	stopLauncher := g.start(func(ctx context.Context) { _ = l.Run(ctx) })
 	defer g.wait()
 

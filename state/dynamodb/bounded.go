@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/whimbrel/whimbrel/state"
@@ -40,6 +41,24 @@ type bounded struct {
 	timeout  time.Duration
 	endpoint string
 	prefix   string
+	observe  func(Call)
+}
+
+// Call is one call to DynamoDB as Options.Observe sees it.
+type Call struct {
+	Op   string        // DynamoDB's name of the operation: "UpdateItem", "Query", …
+	Took time.Duration // the whole call, the SDK's retries inside
+	// Code is "OK" for a call that succeeded; else DynamoDB's error code
+	// ("ConditionalCheckFailedException", "ThrottlingException", …), or
+	// "Timeout", "Canceled" or "Unreachable" when no answer came.
+	Code string
+}
+
+// Hooks are Options.Observe and Options.Capacity as one value, which a
+// command that serves metrics hands to the store it opens.
+type Hooks struct {
+	Observe  func(Call)
+	Capacity func(Capacity)
 }
 
 // call makes one bounded call; table names the table it is on (for a
@@ -47,11 +66,35 @@ type bounded struct {
 func call[T any](ctx context.Context, b *bounded, op, table string, fn func(context.Context) (T, error)) (T, error) {
 	cctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
+	began := time.Now()
 	out, err := fn(cctx)
+	if b.observe != nil {
+		b.observe(Call{Op: op, Took: time.Since(began), Code: codeOf(ctx, cctx, err)})
+	}
 	if err != nil {
 		err = b.translate(ctx, cctx.Err() != nil, op, table, err)
 	}
 	return out, err
+}
+
+// codeOf names how a call ended, for Call.Code: a small, fixed set of
+// values, since it becomes a label.
+func codeOf(parent, bounded context.Context, err error) string {
+	var api smithy.APIError
+	var send *smithyhttp.RequestSendError
+	switch {
+	case err == nil:
+		return "OK"
+	case errors.As(err, &api) && api.ErrorCode() != "":
+		return api.ErrorCode()
+	case parent.Err() != nil:
+		return "Canceled"
+	case bounded.Err() != nil:
+		return "Timeout"
+	case errors.As(err, &send):
+		return "Unreachable"
+	}
+	return "Error"
 }
 
 // What to check when DynamoDB cannot be reached, and when it does not

@@ -70,6 +70,10 @@ type Options struct {
 	// Endpoint names where DynamoDB is reached, for messages (Open fills
 	// it in from the environment).
 	Endpoint string
+	// Observe, when set, is told of every call to DynamoDB once it has
+	// ended, from several goroutines at once; it must not block. Metrics
+	// use it.
+	Observe func(Call)
 }
 
 // Capacity is what one call consumed, in read or write units.
@@ -113,7 +117,7 @@ func New(api API, opts Options) *Store {
 	if opts.Endpoint == "" {
 		opts.Endpoint = "DynamoDB's endpoint"
 	}
-	api = &bounded{api: api, timeout: opts.CallTimeout, endpoint: opts.Endpoint, prefix: opts.Prefix}
+	api = &bounded{api: api, timeout: opts.CallTimeout, endpoint: opts.Endpoint, prefix: opts.Prefix, observe: opts.Observe}
 	return &Store{api: api, prefix: opts.Prefix, log: opts.Logger, capacity: opts.Capacity, tableWait: opts.TableWait,
 		undecoded: attr.NewReporter(opts.Logger)}
 }

@@ -22,6 +22,12 @@ type StoreFlags struct {
 	// wait, never a hang.
 	StoreTimeout        time.Duration `name:"store-timeout" env:"WHIMBREL_STORE_TIMEOUT" default:"${default_store_timeout}" help:"Longest wait for one DynamoDB call, the SDK's retries included; then a command fails and a daemon tries again at its next pass."`
 	StoreAttemptTimeout time.Duration `name:"store-attempt-timeout" env:"WHIMBREL_STORE_ATTEMPT_TIMEOUT" default:"${default_store_attempt_timeout}" help:"Longest wait for one HTTP attempt to DynamoDB (connecting included), within --store-timeout."`
+	// Hooks, set by a command that serves metrics before it opens the
+	// store, are told of the DynamoDB store's calls and what they cost
+	// (the embedded store has none). They are funcs, not a metrics type,
+	// so that a binary without metrics (whimbrel-run) links no metrics
+	// library.
+	Hooks dynamodb.Hooks `kong:"-"`
 }
 
 // Open connects to the chosen store, DefaultStore if none is.
@@ -53,7 +59,8 @@ func (f StoreFlags) OpenChoice(ctx context.Context, log hclog.Logger, c Choice) 
 			return nil, &UsageError{Msg: "--store-timeout and --store-attempt-timeout must not be negative"}
 		}
 		st, err := dynamodb.Open(ctx, dynamodb.Options{Prefix: f.Prefix, Logger: log.Named("dynamodb"),
-			CallTimeout: f.StoreTimeout, AttemptTimeout: f.StoreAttemptTimeout})
+			CallTimeout: f.StoreTimeout, AttemptTimeout: f.StoreAttemptTimeout,
+			Observe: f.Hooks.Observe, Capacity: f.Hooks.Capacity})
 		if err != nil {
 			return nil, err
 		}
