@@ -22,6 +22,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/whimbrel/whimbrel/internal/clock"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -272,7 +273,7 @@ func (l *Launcher) pass(ctx context.Context) (*pass, error) {
 	}
 	l.undecodable.Add(int64(len(skipped)))
 	p := &pass{workflows: map[string]*passWorkflow{}}
-	now := time.Now()
+	now := clock.Now()
 	l.mu.Lock()
 	for k, t := range l.waiting {
 		if !now.Before(t) {
@@ -485,7 +486,7 @@ func (l *Launcher) try(ctx context.Context, p *pass, k state.ActivityKey) (launc
 	if a.State != state.Ready {
 		return false, nil
 	}
-	if !a.NotBefore.IsZero() && time.Now().Before(a.NotBefore) {
+	if !a.NotBefore.IsZero() && clock.Now().Before(a.NotBefore) {
 		l.mu.Lock()
 		l.waiting[k] = a.NotBefore
 		l.mu.Unlock()

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/whimbrel/whimbrel/internal/clock"
 	"github.com/whimbrel/whimbrel/state"
 )
 
@@ -243,7 +244,7 @@ func retry(ctx context.Context, st Settler, g graph, a *state.ActivityExec, log 
 	}
 	n := AttemptOf(a)
 	nextID := state.RetryIDFor(a.ActivityExecID)
-	now := state.Truncate(time.Now())
+	now := state.Truncate(clock.Now())
 	delay := p.Delay(n, nil)
 	why := fmt.Sprintf("attempt %d of %d ended %s", n, p.Attempts(), a.State)
 	if a.ExitCode != nil && a.State == state.Failed {

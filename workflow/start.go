@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
+	"github.com/whimbrel/whimbrel/internal/clock"
 	"github.com/whimbrel/whimbrel/state"
 )
 
@@ -44,7 +44,7 @@ func Start(ctx context.Context, st Starter, d *Definition, opts StartOptions) (i
 	if err != nil {
 		return "", false, fmt.Errorf("start %s: %w", d.Name, err)
 	}
-	now := state.Truncate(time.Now())
+	now := state.Truncate(clock.Now())
 	reqID := opts.RequestID
 	if reqID == "" {
 		reqID = state.NewWorkflowRequestID(d.Name)
