@@ -11,13 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
-	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/state"
-	"github.com/whimbrel/whimbrel/state/dynamodb"
 	"github.com/whimbrel/whimbrel/workflow"
 )
 
@@ -85,13 +79,8 @@ func (s *ownStore) stop() {
 	}
 }
 
-func (s *ownStore) store(prefix string) *dynamodb.Store {
-	return dynamodb.New(awsdynamodb.New(awsdynamodb.Options{
-		Region: "us-east-1", BaseEndpoint: aws.String(s.endpoint()),
-		Credentials:                     credentials.NewStaticCredentialsProvider("whimbrel", "whimbrel", ""),
-		DisableValidateResponseChecksum: true,
-	}), dynamodb.Options{Prefix: prefix})
-}
+// outageSkew is TestStoreOutage's monitor's --skew.
+const outageSkew = 10 * time.Second
 
 // TestStoreOutage stops the store mid-run. An outage shorter than the lease
 // stops no command and loses no outcome; one longer than the lease stops
@@ -110,18 +99,16 @@ func TestStoreOutage(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			own := newOwnStore(t)
-			prefix := dynamotest.Prefix(t)
-			st := own.store(prefix)
+			r := newRig(t, own.endpoint())
+			r.tolerance = outageSkew
+			st := r.st
 			ctx := context.Background()
-			if _, err := st.Install(ctx, false); err != nil {
-				t.Fatal(err)
-			}
 			dir := t.TempDir()
 			finished := filepath.Join(dir, "finished.log")
-			env := []string{"WHIMBREL_STORE=dynamodb", "WHIMBREL_TABLE_PREFIX=" + prefix, "AWS_ENDPOINT_URL_DYNAMODB=" + own.endpoint(),
+			env := []string{"WHIMBREL_STORE=dynamodb", "WHIMBREL_TABLE_PREFIX=" + st.Prefix(), "AWS_ENDPOINT_URL_DYNAMODB=" + r.endpoint(own.endpoint()),
 				"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=whimbrel", "AWS_SECRET_ACCESS_KEY=whimbrel", "AWS_EC2_METADATA_DISABLED=true"}
 			f := newFleet(t, env)
-			f.start("launcher", "whimbrel-launcher", "--interval", "300ms", "--log-dir", dir)
+			f.skewed(r.clock(0), "launcher", "whimbrel-launcher", "--interval", "300ms", "--log-dir", dir)
 			// The lease: no heartbeat for 20 s, so that a JVM slow to start
 			// again on a loaded machine still makes a short outage. The
 			// monitor waits longer to judge (skew), as one across a real
@@ -163,7 +150,7 @@ activities:
 			own.stop()
 			time.Sleep(tc.outage)
 			own.start()
-			f.start("monitor", "whimbrel-monitor", "--interval", "1s", "--skew", "10s")
+			f.skewed(r.monitorClock(), "monitor", "whimbrel-monitor", "--interval", "1s", "--skew", outageSkew.String())
 
 			wf := settle(t, st, []string{id}, 3*time.Minute)[0]
 			// The monitor may judge an activity TIMED_OUT before its
@@ -205,6 +192,7 @@ activities:
 				t.Errorf("%d commands ran to their end through an outage longer than the lease; want them stopped", ranToEnd)
 			}
 			t.Logf("outage %s: workflow %s; activities %s", tc.outage, wf.State, describe(acts))
+			r.report(t)
 		})
 	}
 }
