@@ -24,7 +24,7 @@ type adoption struct {
 // Adopt puts the live items that another client wrote without their shard
 // attributes (a Full Logic API client writes the seed's attributes only)
 // under their shards, so that the launcher and the monitor, which read
-// only the sharded indexes, find them. It reads at most pages pages of
+// only the sharded indexes, find them. It reads at most pages ×
 // AdoptPageItems items of workflow_exec and of activity_exec each, with a
 // filtered, projected, eventually consistent Scan, from where the last call
 // on this Store stopped, wrapping round at the end of the table: a table of
@@ -64,10 +64,11 @@ func (st *Store) Adopt(ctx context.Context, pages int) (int, error) {
 		if err != nil {
 			return stamped, fmt.Errorf("adopt the items of %s: %w", st.prefix+tb.sp.base, err)
 		}
-		for range max(pages, 0) {
+		budget := max(pages, 0) * AdoptPageItems
+		for budget > 0 {
 			out, err := st.api.Scan(ctx, &dynamodb.ScanInput{
 				TableName:                 st.table(tb.sp.base),
-				Limit:                     aws.Int32(AdoptPageItems),
+				Limit:                     aws.Int32(int32(min(budget, AdoptPageItems))),
 				ExclusiveStartKey:         st.adopt.from[tb.sp.base],
 				FilterExpression:          expr.Filter(),
 				ProjectionExpression:      expr.Projection(),
@@ -79,6 +80,7 @@ func (st *Store) Adopt(ctx context.Context, pages int) (int, error) {
 				return stamped, fmt.Errorf("scan %s for items without their shards: %w", st.prefix+tb.sp.base, err)
 			}
 			st.report("Adopt", reportOne(out.ConsumedCapacity)...)
+			budget -= max(int(out.ScannedCount), 1)
 			for _, m := range out.Items {
 				if st.restamp(ctx, tb.sp, fromAVItem(m)) {
 					stamped++
