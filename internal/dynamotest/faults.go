@@ -67,6 +67,9 @@ type Faults struct {
 	// between half IndexLag and IndexLag (in order, item by item), so
 	// that a test can count on a write not being visible at once.
 	IndexLag time.Duration
+	// IndexLags sets the lag of the indexes it names (by index name, on
+	// every table), in place of IndexLag.
+	IndexLags map[string]time.Duration
 	// Throttle is the share of data calls answered, without forwarding,
 	// ThrottlingException or ProvisionedThroughputExceededException (in
 	// turn).
@@ -200,6 +203,14 @@ func (p *FaultProxy) Stats() FaultStats {
 func (s FaultStats) String() string {
 	return fmt.Sprintf("%d calls: %d throttled, %d answered 500 (%d after the write applied), %d transactions cancelled, %d batches left partly unprocessed, %d pages cut short, %d index reads from the lagging view (%d stale, %d forwarded unlagged)",
 		s.Calls, s.Throttled, s.Errors, s.ErrorsAfterWrite, s.Conflicts, s.PartialBatches, s.Paged, s.IndexReads, s.StaleReads, s.Unlagged)
+}
+
+// lag is the lag of the named index.
+func (f Faults) lag(index string) time.Duration {
+	if l, ok := f.IndexLags[index]; ok {
+		return l
+	}
+	return f.IndexLag
 }
 
 // roll draws a number in [0, 1) and returns the faults in force.
@@ -416,7 +427,7 @@ func (p *FaultProxy) read(ctx context.Context, h http.Header, op string, req map
 			req["Limit"] = float64(f.PageSize)
 		}
 	}
-	if faulty && f.IndexLag > 0 && str(req["IndexName"]) != "" {
+	if faulty && str(req["IndexName"]) != "" && f.lag(str(req["IndexName"])) > 0 {
 		info, err := p.info(ctx, str(req["TableName"]))
 		if err == nil && info != nil {
 			q, err := parseIndexQuery(op, req, info)
@@ -545,7 +556,7 @@ func (p *FaultProxy) info(ctx context.Context, table string) (*tableInfo, error)
 			return nil, err
 		}
 		for _, it := range asList(page["Items"]) {
-			p.model.record(table, info, asMap(it), asMap(it), 0)
+			p.model.record(table, info, asMap(it), asMap(it), func(string) time.Duration { return 0 })
 		}
 		if start = page["LastEvaluatedKey"]; start == nil {
 			break

@@ -101,7 +101,7 @@ func (p *FaultProxy) write(ctx context.Context, h map[string][]string, op string
 		return resp, nil
 	}
 	p.mu.Lock()
-	lag := p.faults.IndexLag
+	lag := p.faults.lag
 	p.mu.Unlock()
 	leftOver := len(asMap(out["UnprocessedItems"])) > 0
 	for _, t := range ts {

@@ -14,8 +14,9 @@ import (
 // The lagging view of the indexes. The proxy sees every write its
 // participants make (all of them must reach DynamoDB through it) and
 // records each item's versions in the order they were applied, each with
-// the moment it becomes visible in the indexes: when it was applied plus
-// a random delay of up to the lag, never before the version it replaces.
+// the moment it becomes visible in each index: when it was applied plus
+// a random delay of up to that index's lag, never before the version it
+// replaces (each index is updated on its own, as on DynamoDB).
 // A query on an index is then answered from the versions visible now: an
 // item appears late, leaves late and carries stale projected attributes,
 // as on DynamoDB, where an index is updated asynchronously.
@@ -32,9 +33,10 @@ type indexInfo struct {
 	include    []string
 }
 
-// version is one state of an item: nil when deleted.
+// version is one state of an item (nil when deleted), and when it
+// becomes visible in each index.
 type version struct {
-	visible time.Time
+	visible map[string]time.Time
 	item    record
 }
 
@@ -74,8 +76,8 @@ func hashString(v any) string {
 }
 
 // record adds a version of an item applied now (item nil: deleted), with
-// an index delay between lag/2 and lag.
-func (m *model) record(table string, info *tableInfo, key record, item record, lag time.Duration) {
+// a delay in each index between half its lag and its lag.
+func (m *model) record(table string, info *tableInfo, key record, item record, lag func(index string) time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	tm := m.tables[table]
@@ -90,20 +92,28 @@ func (m *model) record(table string, info *tableInfo, key record, item record, l
 		tm.items[k] = h
 	}
 	now := time.Now()
-	at := now
-	if lag > 0 {
-		at = now.Add(lag/2 + time.Duration(m.rnd.Int64N(int64(lag/2)+1)))
-	}
-	if n := len(h.versions); n > 0 && h.versions[n-1].visible.After(at) {
-		at = h.versions[n-1].visible // an index applies an item's changes in order
-	}
-	h.versions = append(h.versions, version{visible: at, item: item})
-	// Keep the version visible now and those to come.
-	keep := 0
-	for i, v := range h.versions {
-		if !v.visible.After(now) {
-			keep = i
+	v := version{visible: map[string]time.Time{}, item: item}
+	for name := range info.indexes {
+		at := now
+		if l := lag(name); l > 0 {
+			at = now.Add(l/2 + time.Duration(m.rnd.Int64N(int64(l/2)+1)))
 		}
+		if n := len(h.versions); n > 0 && h.versions[n-1].visible[name].After(at) {
+			at = h.versions[n-1].visible[name] // an index applies an item's changes in order
+		}
+		v.visible[name] = at
+	}
+	h.versions = append(h.versions, v)
+	// Keep, for every index, the version it shows now and those to come.
+	keep := len(h.versions) - 1
+	for name := range info.indexes {
+		shown := 0
+		for i, v := range h.versions {
+			if !v.visible[name].After(now) {
+				shown = i
+			}
+		}
+		keep = min(keep, shown)
 	}
 	h.versions = h.versions[keep:]
 	if item != nil {
@@ -133,13 +143,13 @@ func (m *model) forget(table string) {
 	delete(m.tables, table)
 }
 
-// view is an item as the indexes see it at now, and whether that differs
+// view is an item as an index sees it at now, and whether that differs
 // from the item as it stands.
-func (h *itemHistory) view(now time.Time) (record, bool) {
+func (h *itemHistory) view(index string, now time.Time) (record, bool) {
 	var seen record
 	idx := -1
 	for i, v := range h.versions {
-		if !v.visible.After(now) {
+		if !v.visible[index].After(now) {
 			seen, idx = v.item, i
 		}
 	}
@@ -195,7 +205,7 @@ func (m *model) answer(q *indexQuery) (out map[string]any, stale bool, err error
 		if h == nil {
 			continue
 		}
-		it, differs := h.view(now)
+		it, differs := h.view(q.index, now)
 		if q.hashValue != nil && !h.mayCarry(ix.hash, q.hashValue) {
 			delete(tm.byHash[q.index][hashString(q.hashValue)], k) // no kept version has it
 		}
