@@ -41,6 +41,12 @@ type rig struct {
 
 func newRig(t *testing.T, target string) *rig {
 	t.Helper()
+	return newRigWith(t, target, suiteFaults())
+}
+
+// newRigWith is newRig with the faults f.
+func newRigWith(t *testing.T, target string, f dynamotest.Faults) *rig {
+	t.Helper()
 	r := &rig{tolerance: monitor.DefaultSkew}
 	prefix := dynamotest.Prefix(t)
 	if os.Getenv("WHIMBREL_RELIABILITY_PROXY") == "off" {
@@ -53,7 +59,7 @@ func newRig(t *testing.T, target string) *rig {
 		r.install(t)
 		return r
 	}
-	r.proxy = dynamotest.NewFaultProxy(t, target, suiteFaults())
+	r.proxy = dynamotest.NewFaultProxy(t, target, f)
 	r.st = dynamodb.New(r.proxy.Client(true), dynamodb.Options{Prefix: prefix, CallTimeout: dynamotest.CallTimeout})
 	r.install(t)
 	r.env = r.proxy.Env(t, prefix)
