@@ -2,6 +2,7 @@ package dynamodb_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -56,5 +57,65 @@ func TestAdoptShortPages(t *testing.T) {
 	}
 	if s := p.Stats(); s.Paged == 0 {
 		t.Errorf("the proxy cut no page: %s", s)
+	}
+}
+
+// TestTransactionConflict: DynamoDB cancels a transaction that meets
+// another on one of its items (TransactionConflict), which the emulator
+// never does. The store reports it as a failure to try again, never as a
+// conflict of its own conditions (someone else moved first) or as an
+// existing item, and nothing is written.
+func TestTransactionConflict(t *testing.T) {
+	t.Parallel()
+	st, p := behindProxy(t, dynamotest.Faults{Conflicts: 1})
+	clean := dynamodb.New(p.Client(true), dynamodb.Options{Prefix: st.Prefix(), CallTimeout: dynamotest.CallTimeout})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	now := state.Truncate(time.Now())
+	s := &state.Schedule{Name: "after-up", WorkflowName: "etl", Definition: `{"name":"etl"}`, After: "up", Threshold: 2, SetTime: now}
+	err := st.PutSchedule(ctx, s, 0, "up::1")
+	if err == nil || errors.Is(err, state.ErrConflict) || errors.Is(err, state.ErrExists) {
+		t.Errorf("a cancelled transaction: %v; want an error that is neither a conflict nor an existing item", err)
+	}
+	if _, err := clean.GetSchedule(ctx, "after-up"); !errors.Is(err, state.ErrNotFound) {
+		t.Errorf("after the cancelled transaction the schedule is there (%v): it wrote something", err)
+	}
+	if s := p.Stats(); s.Conflicts == 0 {
+		t.Errorf("no transaction was cancelled: %s", s)
+	}
+}
+
+// TestListingsThroughShortPagesAndPartialBatches: every listing follows
+// LastEvaluatedKey through pages of 5 items and reads again what a batch
+// left unprocessed, so it returns every item.
+func TestListingsThroughShortPagesAndPartialBatches(t *testing.T) {
+	t.Parallel()
+	st, p := behindProxy(t, dynamotest.Faults{PageSize: 5, PartialBatches: true})
+	clean := dynamodb.New(p.Client(true), dynamodb.Options{Prefix: st.Prefix(), CallTimeout: dynamotest.CallTimeout})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const n = 37
+	w := wideWorkflow(t, "pages", n-1)
+	if err := clean.CreateWorkflow(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	acts, err := st.Activities(ctx, w.Exec.WorkflowExecID)
+	if err != nil || len(acts) != n {
+		t.Errorf("Activities: %d, %v; want %d", len(acts), err, n)
+	}
+	deps, err := st.Dependencies(ctx, w.Exec.WorkflowExecID)
+	if err != nil || len(deps) != n-1 {
+		t.Errorf("Dependencies: %d, %v; want %d", len(deps), err, n-1)
+	}
+	refs, err := st.ActivitiesInState(ctx, state.ActivityQuery{State: state.Requested})
+	if err != nil || len(refs) != n {
+		t.Errorf("ActivitiesInState: %d, %v; want %d", len(refs), err, n)
+	}
+	refs, err = st.ActivitiesInState(ctx, state.ActivityQuery{State: state.Requested, Limit: 7})
+	if err != nil || len(refs) != 7 {
+		t.Errorf("ActivitiesInState with a limit of 7: %d, %v", len(refs), err)
+	}
+	if s := p.Stats(); s.Paged == 0 || s.PartialBatches == 0 {
+		t.Errorf("the proxy cut no page or batch: %s", s)
 	}
 }
