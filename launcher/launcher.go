@@ -706,7 +706,14 @@ func (l *Launcher) claim(ctx context.Context, k state.ActivityKey) (*state.Activ
 	case errors.As(err, &ce):
 		// Our own move landed; fall through to read it.
 	}
-	a, rerr := l.st.GetActivity(ctx, k)
+	// The read-back is retried as a record is: a claim that landed and is
+	// not launched stays QUEUED until the monitor fails it, unrun.
+	var a *state.ActivityExec
+	rerr := l.record(ctx, func(rctx context.Context) error {
+		var err error
+		a, err = l.st.GetActivity(rctx, k)
+		return err
+	})
 	if rerr != nil {
 		return nil, fmt.Errorf("claim %s: %w (and reading it back: %v)", k.ActivityExecID, err, rerr)
 	}

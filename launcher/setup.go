@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
 	"github.com/aws/smithy-go"
+	"github.com/cenkalti/backoff/v4"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/whimbrel/whimbrel/internal/nudge"
@@ -129,19 +130,38 @@ func (s *Setup) drop(t string) {
 	s.Types = slices.DeleteFunc(s.Types, func(u string) bool { return u == t })
 }
 
-// CheckStore makes one bounded read of the state index, so that a store
+// CheckStore makes a bounded read of the state index, so that a store
 // that cannot be reached stops the launcher at start with one line; where
 // names the store in that line. A malformed item among those read does
-// not stop it: one bad item must never stop the fleet.
+// not stop it: one bad item must never stop the fleet. Nor does a store
+// that answers but refuses this once (DynamoDB's throttling, or a 500,
+// still there after the SDK's own retries): the read is tried again
+// within the start timeout.
 func (s *Setup) CheckStore(ctx context.Context, st interface {
 	ActivitiesInState(context.Context, state.ActivityQuery) ([]state.ActivityRef, error)
 }, where string) error {
 	cctx, cancel := context.WithTimeout(ctx, s.startTimeout())
 	defer cancel()
-	_, err := st.ActivitiesInState(cctx, state.ActivityQuery{State: state.Ready, Limit: 1})
-	// A READY item the store could not decode was read, so the store is
-	// reachable; the store has reported the item, and passes skip it.
-	if _, err = state.Skipped(err); err != nil {
+	b := backoff.WithContext(backoff.NewExponentialBackOff(backoff.WithInitialInterval(200*time.Millisecond), backoff.WithMaxElapsedTime(0)), cctx)
+	var last error
+	err := backoff.Retry(func() error {
+		_, err := st.ActivitiesInState(cctx, state.ActivityQuery{State: state.Ready, Limit: 1})
+		// A READY item the store could not decode was read, so the store
+		// is reachable; the store has reported the item, and passes skip
+		// it.
+		if _, err = state.Skipped(err); err == nil {
+			return nil
+		}
+		last = err
+		if errors.Is(err, state.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			return backoff.Permanent(err) // unreachable, or not set up: say so now
+		}
+		return err
+	}, b)
+	if err != nil {
+		if last != nil {
+			err = last
+		}
 		return fmt.Errorf("cannot reach the store (%s): %w", where, err)
 	}
 	return nil

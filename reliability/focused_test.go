@@ -199,3 +199,41 @@ func TestClocksBeyondTheTolerance(t *testing.T) {
 		})
 	}
 }
+
+// TestAnswersLostAfterWrites: a third of the data calls fail with a 500,
+// and every such write was applied first (the request timed out after it
+// succeeded): the SDK sends it again and meets its own write. Every
+// participant recognises its own move (the launcher's hold token, the
+// wrapper's owner token) instead of taking it for another's: every
+// command runs exactly once and the workflow completes.
+func TestAnswersLostAfterWrites(t *testing.T) {
+	r := newRigWith(t, "", dynamotest.Faults{Errors: 0.3, AfterWrite: 1})
+	dir := t.TempDir()
+	log := filepath.Join(dir, "runs.log")
+	f := newFleet(t, r.env)
+	f.start("launcher", "whimbrel-launcher", "--interval", "200ms", "--log-dir", dir)
+	f.start("monitor", "whimbrel-monitor", "--interval", "1s")
+	d := definition(t, "lost", 12, calmTimeouts, `echo $WHIMBREL_ACTIVITY_EXEC_ID >> `+log, "")
+	id, _, err := workflow.Start(context.Background(), r.st, d, workflow.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf := settle(t, r.st, []string{id}, 3*time.Minute)[0]
+	acts, err := r.st.Activities(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := runs(t, log)
+	for _, a := range acts {
+		if n := seen[a.ActivityExecID]; n != 1 || a.State != state.Completed {
+			t.Errorf("%s ran %d times and is %s (%s)", a.ActivityName, n, a.State, a.Reason)
+		}
+	}
+	if wf.State != state.WorkflowCompleted {
+		t.Errorf("workflow %s: %s", wf.State, wf.Reason)
+	}
+	if s := r.proxy.Stats(); s.ErrorsAfterWrite < 10 {
+		t.Errorf("only %d writes were answered 500 after they were applied: the test proves little (%s)", s.ErrorsAfterWrite, s)
+	}
+	r.report(t)
+}

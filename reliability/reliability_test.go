@@ -73,6 +73,13 @@ func (f *fleet) start(name string, args ...string) {
 	f.mu.Unlock()
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "WHIMBREL_LOG_LEVEL=warn", clock.Env + "=" + offset.String()}, f.env...)
 	cmd.Stderr = nil
+	if d := os.Getenv("WHIMBREL_RELIABILITY_LOGS"); d != "" {
+		// Each participant's log, for a person looking into a failure.
+		if lf, err := os.OpenFile(filepath.Join(d, name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err == nil {
+			cmd.Stderr = lf
+			defer lf.Close()
+		}
+	}
 	if err := cmd.Start(); err != nil {
 		f.t.Fatal(err)
 	}
@@ -181,6 +188,18 @@ func settle(t *testing.T, st state.Store, ids []string, timeout time.Duration) [
 			return wfs
 		}
 		if time.Now().After(deadline) {
+			for _, wf := range wfs {
+				if !wf.State.Terminal() {
+					acts, _ := st.Activities(context.Background(), wf.WorkflowExecID)
+					var live []string
+					for _, a := range acts {
+						if !a.State.Terminal() {
+							live = append(live, fmt.Sprintf("%s %s (%s; owner %q)", a.ActivityName, a.State, a.Reason, a.Owner))
+						}
+					}
+					t.Logf("%s is %s; not ended: %s", wf.WorkflowExecID, wf.State, strings.Join(live, "; "))
+				}
+			}
 			t.Fatalf("%d of %d workflows settled within %s", done, len(ids), timeout)
 		}
 		time.Sleep(250 * time.Millisecond)
