@@ -136,14 +136,16 @@ func TestSettleWaitsForAnInvisibleRetry(t *testing.T) {
 // each wrapper, at its next heartbeat, stops its command and records how
 // it ended beside TIMED_OUT. Nothing runs twice and no outcome is lost.
 func TestClocksBeyondTheTolerance(t *testing.T) {
-	const skew = time.Second
+	// A lease of 5 s, so that a loaded machine does not lose one; the
+	// monitor allows 2 s of skew.
+	const skew, timeout = 2 * time.Second, 5 * time.Second
 	for _, tc := range []struct {
 		name     string
 		offset   time.Duration
 		timedOut bool
 	}{
 		{"half the tolerance", -skew / 2, false},
-		{"beyond the tolerance", -(skew + 5*time.Second), true},
+		{"beyond the tolerance", -(skew + timeout + 3*time.Second), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRigWith(t, "", dynamotest.Faults{})
@@ -152,7 +154,7 @@ func TestClocksBeyondTheTolerance(t *testing.T) {
 			f := newFleet(t, r.env)
 			f.skewed(tc.offset, "launcher", "whimbrel-launcher", "--interval", "200ms", "--log-dir", dir)
 			f.start("monitor", "whimbrel-monitor", "--interval", "300ms", "--skew", skew.String())
-			d := definition(t, "skew", 4, "heartbeat_interval: 300ms, heartbeat_timeout: 2s, queued_timeout: 2m, kill_grace: 1s",
+			d := definition(t, "skew", 4, "heartbeat_interval: 500ms, heartbeat_timeout: "+timeout.String()+", queued_timeout: 2m, kill_grace: 1s",
 				`echo $WHIMBREL_ACTIVITY_EXEC_ID >> `+log+`; sleep 4`, "")
 			id, _, err := workflow.Start(context.Background(), r.st, d, workflow.StartOptions{})
 			if err != nil {
