@@ -147,9 +147,17 @@ activities:
 				time.Sleep(200 * time.Millisecond)
 			}
 
+			stopped := time.Now()
 			own.stop()
 			time.Sleep(tc.outage)
 			own.start()
+			for ctx, cancel := context.WithTimeout(ctx, time.Minute); ; time.Sleep(100 * time.Millisecond) {
+				if _, err := st.GetWorkflow(ctx, id); err == nil || ctx.Err() != nil {
+					cancel()
+					break
+				}
+			}
+			t.Logf("the store answered again %s after it stopped", time.Since(stopped).Round(100*time.Millisecond))
 			f.skewed(r.monitorClock(), "monitor", "whimbrel-monitor", "--interval", "1s", "--skew", outageSkew.String())
 
 			wf := settle(t, st, []string{id}, 3*time.Minute)[0]
