@@ -38,6 +38,12 @@ func size() int {
 	return 60
 }
 
+// settleTime bounds the wait for a suite's workflows to settle: 5 min,
+// and a minute more for every 100 activities past 500.
+func settleTime() time.Duration {
+	return 5*time.Minute + time.Duration(max(size()-500, 0)/100)*time.Minute
+}
+
 // fleet is a set of participant processes that can be killed and
 // restarted.
 type fleet struct {
@@ -254,7 +260,7 @@ func TestExactlyOnce(t *testing.T) {
 			items += n
 		}
 	}
-	wfs := settle(t, st, ids, 5*time.Minute)
+	wfs := settle(t, st, ids, settleTime())
 	seen := runs(t, log)
 	ran := 0
 	for _, wf := range wfs {
@@ -371,7 +377,7 @@ func TestCrashes(t *testing.T) {
 			}
 		}
 	}()
-	wfs := settle(t, st, ids, 5*time.Minute)
+	wfs := settle(t, st, ids, settleTime())
 	close(stop)
 	chaos.Wait()
 
