@@ -312,7 +312,10 @@ func TestCrashes(t *testing.T) {
 		f.skewed(r.clock(i), fmt.Sprintf("launcher-%d", i), "whimbrel-launcher", "--interval", "300ms", "--log-dir", dir)
 	}
 	for i := 0; i < 2; i++ {
-		f.skewed(r.monitorClock(), fmt.Sprintf("monitor-%d", i), "whimbrel-monitor", "--interval", "500ms", "--skew", crashSkew.String(), "--queued-timeout", "5s")
+		// One page of adoption: the chaos kills each monitor every few
+		// seconds, and a sweep must get past its adoption scan (10 calls a
+		// table in the proxy's pages of 5) to judge anything.
+		f.skewed(r.monitorClock(), fmt.Sprintf("monitor-%d", i), "whimbrel-monitor", "--interval", "500ms", "--skew", crashSkew.String(), "--queued-timeout", "5s", "--adopt-pages", "1")
 	}
 	var ids []string
 	total := 0
