@@ -73,6 +73,14 @@ func (f *fleet) skewed(offset time.Duration, name string, args ...string) {
 
 func (f *fleet) start(name string, args ...string) {
 	f.t.Helper()
+	if d := os.Getenv("WHIMBREL_RELIABILITY_LOGS"); d != "" {
+		// The wrappers' logs there too.
+		for i := range args[:len(args)-1] {
+			if args[i] == "--log-dir" {
+				args = append(append([]string{}, args[:i+1]...), append([]string{d}, args[i+2:]...)...)
+			}
+		}
+	}
 	cmd := exec.Command(filepath.Join(bin, args[0]), args[1:]...)
 	f.mu.Lock()
 	offset := f.clocks[name]

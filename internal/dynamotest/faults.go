@@ -53,7 +53,7 @@ type FaultProxy struct {
 	infos    map[string]*tableInfo
 	infoMu   sync.Mutex
 	model    *model
-	locks    [512]sync.Mutex
+	locks    [512]chan struct{} // one slot each: a lock a waiter can give up
 	stats    faultCounters
 	servers  []*http.Server
 	closeOne sync.Once
@@ -126,6 +126,9 @@ func NewFaultProxy(t testing.TB, target string, f Faults) *FaultProxy {
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}},
 		auth:   "AWS4-HMAC-SHA256 Credential=" + AccessKey + "/20260101/" + Region + "/dynamodb/aws4_request, SignedHeaders=host, Signature=00",
 		faults: f, rnd: rand.New(rand.NewPCG(seed, 7)), infos: map[string]*tableInfo{}, model: newModel(seed),
+	}
+	for i := range p.locks {
+		p.locks[i] = make(chan struct{}, 1)
 	}
 	for _, faulty := range []bool{true, false} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -292,7 +295,7 @@ func (p *FaultProxy) serve(w http.ResponseWriter, r *http.Request, faulty bool) 
 	case op == "BatchGetItem" && faulty && f.PartialBatches:
 		resp, err = p.batchGet(ctx, r.Header, req)
 	case writeOps[op]:
-		resp, err = p.write(ctx, r.Header, op, req, faulty && f.PartialBatches)
+		resp, err = p.write(r.Context(), ctx, r.Header, op, req, faulty && f.PartialBatches)
 	default:
 		if op == "CreateTable" || op == "DeleteTable" || op == "UpdateTable" {
 			p.forgetTable(str(req["TableName"]))
@@ -500,8 +503,11 @@ func asList(v any) []any {
 }
 
 // lockKeys takes the locks of the given items, in one order, so that the
-// proxy records each item's writes in the order they were applied.
-func (p *FaultProxy) lockKeys(keys []string) func() {
+// proxy records each item's writes in the order they were applied. A
+// caller that gives up while it waits (its request timed out) gets
+// ctx's error and no lock: its write is never forwarded, so abandoned
+// resends do not queue up behind each other on a slow store.
+func (p *FaultProxy) lockKeys(ctx context.Context, keys []string) (func(), error) {
 	idx := map[int]bool{}
 	for _, k := range keys {
 		idx[int(crc32.ChecksumIEEE([]byte(k))%uint32(len(p.locks)))] = true
@@ -511,12 +517,18 @@ func (p *FaultProxy) lockKeys(keys []string) func() {
 		order = append(order, i)
 	}
 	sort.Ints(order)
-	for _, i := range order {
-		p.locks[i].Lock()
-	}
-	return func() {
-		for _, i := range order {
-			p.locks[i].Unlock()
+	unlock := func(n int) {
+		for _, i := range order[:n] {
+			<-p.locks[i]
 		}
 	}
+	for n, i := range order {
+		select {
+		case p.locks[i] <- struct{}{}:
+		case <-ctx.Done():
+			unlock(n)
+			return nil, ctx.Err()
+		}
+	}
+	return func() { unlock(len(order)) }, nil
 }

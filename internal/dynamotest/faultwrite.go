@@ -21,7 +21,9 @@ type touched struct {
 // write forwards a write, holding the locks of the items it changes, and
 // records their new versions in the lagging view. partial leaves the
 // second half of a BatchWriteItem's requests for each table unprocessed.
-func (p *FaultProxy) write(ctx context.Context, h map[string][]string, op string, req map[string]any, partial bool) (*response, error) {
+// waiting is the caller's request: the locks are waited for while it
+// lasts; ctx bounds the write once forwarded.
+func (p *FaultProxy) write(waiting, ctx context.Context, h map[string][]string, op string, req map[string]any, partial bool) (*response, error) {
 	var ts []touched
 	strip := false
 	unprocessed := map[string]any{}
@@ -90,7 +92,10 @@ func (p *FaultProxy) write(ctx context.Context, h map[string][]string, op string
 			keys = append(keys, ts[i].table+"\x00"+keyString(info, ts[i].key))
 		}
 	}
-	unlock := p.lockKeys(keys)
+	unlock, err := p.lockKeys(waiting, keys)
+	if err != nil {
+		return nil, err
+	}
 	defer unlock()
 	resp, err := p.forward(ctx, h, marshalReq(req))
 	if err != nil || resp.status != 200 {
