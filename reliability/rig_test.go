@@ -41,24 +41,27 @@ type rig struct {
 
 func newRig(t *testing.T, target string) *rig {
 	t.Helper()
-	return newRigWith(t, target, suiteFaults())
+	if os.Getenv("WHIMBREL_RELIABILITY_PROXY") != "off" {
+		return newRigWith(t, target, suiteFaults())
+	}
+	r := &rig{tolerance: monitor.DefaultSkew}
+	prefix := dynamotest.Prefix(t)
+	if target != "" {
+		r.st = dynamodb.New(dynamotest.ClientAt(t, target), dynamodb.Options{Prefix: prefix, CallTimeout: dynamotest.CallTimeout})
+	} else {
+		r.st = dynamodb.New(dynamotest.Client(t), dynamodb.Options{Prefix: prefix, CallTimeout: dynamotest.CallTimeout})
+	}
+	r.env = dynamotest.Env(t, prefix)
+	r.install(t)
+	return r
 }
 
-// newRigWith is newRig with the faults f.
+// newRigWith is newRig with the faults f, always behind the proxy (the
+// focused tests need it).
 func newRigWith(t *testing.T, target string, f dynamotest.Faults) *rig {
 	t.Helper()
 	r := &rig{tolerance: monitor.DefaultSkew}
 	prefix := dynamotest.Prefix(t)
-	if os.Getenv("WHIMBREL_RELIABILITY_PROXY") == "off" {
-		if target != "" {
-			r.st = dynamodb.New(dynamotest.ClientAt(t, target), dynamodb.Options{Prefix: prefix, CallTimeout: dynamotest.CallTimeout})
-		} else {
-			r.st = dynamotest.NewStore(t, dynamodb.Options{Prefix: prefix})
-		}
-		r.env = dynamotest.Env(t, prefix)
-		r.install(t)
-		return r
-	}
 	r.proxy = dynamotest.NewFaultProxy(t, target, f)
 	r.st = dynamodb.New(r.proxy.Client(true), dynamodb.Options{Prefix: prefix, CallTimeout: dynamotest.CallTimeout})
 	r.install(t)
