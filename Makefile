@@ -59,7 +59,9 @@ test-docker: dynamodb-local-install
 	scripts/docker-engine run -- scripts/dynamodb-local run -- $(GO) test -tags docker -count=1 -timeout 15m -v ./internal/dockertest/ 2>&1 | \
 		grep -Ev '^=== (RUN|PAUSE|CONT)'
 
-## reliability: the reliability suite at full size (RELIABILITY_SIZE activities, default 1000); make test runs it at 60
+## reliability: the reliability suite at full size (RELIABILITY_SIZE activities, default 1000), behind the fault
+## proxy (lagging indexes, throttles, 500s, conflicts, partial batches, small pages) on skewed clocks; make test
+## runs it at 60 (WHIMBREL_RELIABILITY_PROXY=off: straight on the emulator, for comparison)
 RELIABILITY_SIZE ?= 1000
 reliability: dynamodb-local-install
 	WHIMBREL_RELIABILITY_SIZE=$(RELIABILITY_SIZE) scripts/dynamodb-local run -- $(GO) test -count=1 -v -timeout 60m ./reliability/

@@ -14,6 +14,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/whimbrel/whimbrel/internal/clock"
 	"github.com/whimbrel/whimbrel/state"
 )
 
@@ -101,13 +102,13 @@ func New(st Store, cfg Config) (*Pump, error) {
 		return nil, errors.New("heartbeat: no owner token")
 	}
 	if cfg.Since.IsZero() {
-		cfg.Since = time.Now()
+		cfg.Since = clock.Now()
 	}
 	log := cfg.Logger
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return &Pump{st: st, cfg: cfg, log: log.With("activity_exec_id", cfg.Key.ActivityExecID), now: time.Now}, nil
+	return &Pump{st: st, cfg: cfg, log: log.With("activity_exec_id", cfg.Key.ActivityExecID), now: clock.Now}, nil
 }
 
 // LostError says why the lease is lost.
@@ -166,7 +167,7 @@ func (p *Pump) beat(ctx context.Context, last time.Time) (time.Time, error) {
 		// not outlive the lease, and one that is slow but lands in time
 		// keeps it.
 		attempt := func() (context.Context, context.CancelFunc) {
-			return context.WithTimeout(ctx, max(time.Until(deadline), minAttempt))
+			return context.WithTimeout(ctx, max(deadline.Sub(p.now()), minAttempt))
 		}
 		at := p.now()
 		actx, cancel := attempt()

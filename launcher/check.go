@@ -2,9 +2,12 @@ package launcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/cenkalti/backoff/v4"
 
 	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
@@ -41,17 +44,35 @@ type IndexReader interface {
 // DefaultStartTimeout), so that a store that cannot be reached stops a
 // launcher at start with one line; where names the store in that line. A
 // malformed item among those read does not stop it: one bad item must
-// never stop the fleet.
+// never stop the fleet. Nor does a store that answers but refuses the read
+// once (DynamoDB's throttling, or a 500, still there after the SDK's own
+// retries): it is tried again within the timeout.
 func CheckStore(ctx context.Context, st IndexReader, where string, timeout time.Duration) error {
 	if timeout <= 0 {
 		timeout = DefaultStartTimeout
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	_, err := st.ActivitiesInState(cctx, state.ActivityQuery{State: state.Ready, Limit: 1})
-	// A READY item the store could not decode was read, so the store is
-	// reachable; the store has reported the item, and passes skip it.
-	if _, err = state.Skipped(err); err != nil {
+	b := backoff.WithContext(backoff.NewExponentialBackOff(backoff.WithInitialInterval(200*time.Millisecond), backoff.WithMaxElapsedTime(0)), cctx)
+	var last error
+	err := backoff.Retry(func() error {
+		_, err := st.ActivitiesInState(cctx, state.ActivityQuery{State: state.Ready, Limit: 1})
+		// A READY item the store could not decode was read, so the store
+		// is reachable; the store has reported the item, and passes skip
+		// it.
+		if _, err = state.Skipped(err); err == nil {
+			return nil
+		}
+		last = err
+		if errors.Is(err, state.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			return backoff.Permanent(err) // unreachable, or not set up: say so now
+		}
+		return err
+	}, b)
+	if err != nil {
+		if last != nil {
+			err = last
+		}
 		return fmt.Errorf("cannot reach the store (%s): %w", where, err)
 	}
 	return nil

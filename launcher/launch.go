@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/whimbrel/whimbrel/definition"
+	"github.com/whimbrel/whimbrel/internal/clock"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -27,7 +28,7 @@ func (l *Launcher) try(ctx context.Context, p *pass, k state.ActivityKey) (launc
 	if a.State != state.Ready {
 		return false, nil
 	}
-	if !a.NotBefore.IsZero() && time.Now().Before(a.NotBefore) {
+	if !a.NotBefore.IsZero() && clock.Now().Before(a.NotBefore) {
 		l.slots.wait(k, a.NotBefore)
 		return false, nil // a retry waiting out its delay
 	}
@@ -249,7 +250,14 @@ func (l *Launcher) claim(ctx context.Context, k state.ActivityKey) (*state.Activ
 	case errors.As(err, &ce):
 		// Our own move landed; fall through to read it.
 	}
-	a, rerr := l.st.GetActivity(ctx, k)
+	// The read-back is retried as a record is: a claim that landed and is
+	// not launched stays QUEUED until the monitor fails it, unrun.
+	var a *state.ActivityExec
+	rerr := l.record(ctx, func(rctx context.Context) error {
+		var err error
+		a, err = l.st.GetActivity(rctx, k)
+		return err
+	})
 	if rerr != nil {
 		return nil, fmt.Errorf("claim %s: %w (and reading it back: %v)", k.ActivityExecID, err, rerr)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/whimbrel/whimbrel/definition"
+	"github.com/whimbrel/whimbrel/internal/clock"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -220,7 +221,7 @@ func (l *Launcher) pass(ctx context.Context) (*pass, error) {
 	}
 	l.undecodable.Add(int64(len(skipped)))
 	p := &pass{workflows: map[string]*passWorkflow{}}
-	now := time.Now()
+	now := clock.Now()
 	l.slots.prune(now)
 	for _, ref := range fair(refs, l.cfg.Workflow) {
 		k := ref.ActivityKey

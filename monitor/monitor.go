@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/whimbrel/whimbrel/definition"
+	"github.com/whimbrel/whimbrel/internal/clock"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -47,7 +48,7 @@ type Config struct {
 	// definition.DefaultQueuedTimeout).
 	QueuedTimeout time.Duration
 	Logger        hclog.Logger
-	// Now is the clock (default time.Now); tests move it.
+	// Now is the clock (default clock.Now); tests move it.
 	Now func() time.Time
 	// Workflow, when set, limits the sweeps to that execution (whimbrel
 	// run's own monitor).
@@ -128,7 +129,7 @@ func New(st Store, cfg Config) *Monitor {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = clock.Now
 	}
 	if cfg.AdoptPages == 0 {
 		cfg.AdoptPages = DefaultAdoptPages

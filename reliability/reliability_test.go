@@ -16,10 +16,9 @@ import (
 	"time"
 
 	"github.com/whimbrel/whimbrel/definition"
-	"github.com/whimbrel/whimbrel/internal/dynamotest"
+	"github.com/whimbrel/whimbrel/internal/clock"
 	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/state"
-	"github.com/whimbrel/whimbrel/state/dynamodb"
 	"github.com/whimbrel/whimbrel/workflow"
 )
 
@@ -29,7 +28,7 @@ func TestMain(m *testing.M) {
 	testbin.Main(func(dir string) int {
 		bin = dir
 		return m.Run()
-	}, nil, map[string]string{"whimbrel-run": "../cmd/whimbrel-run", "whimbrel-launcher": "../cmd/whimbrel-launcher",
+	}, []string{"-tags", "whimbrel_fault"}, map[string]string{"whimbrel-run": "../cmd/whimbrel-run", "whimbrel-launcher": "../cmd/whimbrel-launcher",
 		"whimbrel-monitor": "../cmd/whimbrel-monitor"})
 }
 
@@ -40,6 +39,12 @@ func size() int {
 	return 60
 }
 
+// settleTime bounds the wait for a suite's workflows to settle: 5 min,
+// and a minute more for every 100 activities past 500.
+func settleTime() time.Duration {
+	return 5*time.Minute + time.Duration(max(size()-500, 0)/100)*time.Minute
+}
+
 // fleet is a set of participant processes that can be killed and
 // restarted.
 type fleet struct {
@@ -48,19 +53,48 @@ type fleet struct {
 	mu   sync.Mutex
 	cmds map[string]*exec.Cmd // by name
 	args map[string][]string
+	// clocks offsets each participant's clock (clock.Env), by name; a
+	// launcher's wrappers inherit its clock, as on one host.
+	clocks map[string]time.Duration
 }
 
 func newFleet(t *testing.T, env []string) *fleet {
-	f := &fleet{t: t, env: env, cmds: map[string]*exec.Cmd{}, args: map[string][]string{}}
+	f := &fleet{t: t, env: env, cmds: map[string]*exec.Cmd{}, args: map[string][]string{}, clocks: map[string]time.Duration{}}
 	t.Cleanup(f.stopAll)
 	return f
 }
 
+// skewed starts a participant whose clock is off by offset.
+func (f *fleet) skewed(offset time.Duration, name string, args ...string) {
+	f.mu.Lock()
+	f.clocks[name] = offset
+	f.mu.Unlock()
+	f.start(name, args...)
+}
+
 func (f *fleet) start(name string, args ...string) {
 	f.t.Helper()
+	if d := os.Getenv("WHIMBREL_RELIABILITY_LOGS"); d != "" {
+		// The wrappers' logs there too.
+		for i := range args[:len(args)-1] {
+			if args[i] == "--log-dir" {
+				args = append(append([]string{}, args[:i+1]...), append([]string{d}, args[i+2:]...)...)
+			}
+		}
+	}
 	cmd := exec.Command(filepath.Join(bin, args[0]), args[1:]...)
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "WHIMBREL_LOG_LEVEL=warn"}, f.env...)
+	f.mu.Lock()
+	offset := f.clocks[name]
+	f.mu.Unlock()
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "WHIMBREL_LOG_LEVEL=warn", clock.Env + "=" + offset.String()}, f.env...)
 	cmd.Stderr = nil
+	if d := os.Getenv("WHIMBREL_RELIABILITY_LOGS"); d != "" {
+		// Each participant's log, for a person looking into a failure.
+		if lf, err := os.OpenFile(filepath.Join(d, name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644); err == nil {
+			cmd.Stderr = lf
+			defer lf.Close()
+		}
+	}
 	if err := cmd.Start(); err != nil {
 		f.t.Fatal(err)
 	}
@@ -169,6 +203,18 @@ func settle(t *testing.T, st state.Store, ids []string, timeout time.Duration) [
 			return wfs
 		}
 		if time.Now().After(deadline) {
+			for _, wf := range wfs {
+				if !wf.State.Terminal() {
+					acts, _ := st.Activities(context.Background(), wf.WorkflowExecID)
+					var live []string
+					for _, a := range acts {
+						if !a.State.Terminal() {
+							live = append(live, fmt.Sprintf("%s %s (%s; owner %q)", a.ActivityName, a.State, a.Reason, a.Owner))
+						}
+					}
+					t.Logf("%s is %s; not ended: %s", wf.WorkflowExecID, wf.State, strings.Join(live, "; "))
+				}
+			}
 			t.Fatalf("%d of %d workflows settled within %s", done, len(ids), timeout)
 		}
 		time.Sleep(250 * time.Millisecond)
@@ -181,16 +227,18 @@ func settle(t *testing.T, st state.Store, ids []string, timeout time.Duration) [
 // its first attempt and is retried (retry.max_attempts 3): every attempt
 // runs exactly once, and each of those activities has exactly 2.
 func TestExactlyOnce(t *testing.T) {
-	st := dynamotest.NewStore(t, dynamodb.Options{})
+	r := newRig(t, "")
+	st := r.st
 	dir := t.TempDir()
 	log := filepath.Join(dir, "runs.log")
-	env := dynamotest.Env(t, st.Prefix())
-	f := newFleet(t, env)
+	f := newFleet(t, r.env)
+	// The monitors keep whimbrel-monitor's default --skew: clocks may
+	// disagree by half of it.
 	for i := 0; i < 8; i++ {
-		f.start(fmt.Sprintf("launcher-%d", i), "whimbrel-launcher", "--interval", "200ms", "--log-dir", dir)
+		f.skewed(r.clock(i), fmt.Sprintf("launcher-%d", i), "whimbrel-launcher", "--interval", "200ms", "--log-dir", dir)
 	}
 	for i := 0; i < 4; i++ {
-		f.start(fmt.Sprintf("monitor-%d", i), "whimbrel-monitor", "--interval", "1s")
+		f.skewed(r.monitorClock(), fmt.Sprintf("monitor-%d", i), "whimbrel-monitor", "--interval", "1s")
 	}
 	per := 20
 	var ids []string
@@ -221,7 +269,7 @@ func TestExactlyOnce(t *testing.T) {
 			items += n
 		}
 	}
-	wfs := settle(t, st, ids, 5*time.Minute)
+	wfs := settle(t, st, ids, settleTime())
 	seen := runs(t, log)
 	ran := 0
 	for _, wf := range wfs {
@@ -236,6 +284,9 @@ func TestExactlyOnce(t *testing.T) {
 		for _, a := range acts {
 			ran++
 			perName[a.ActivityName]++
+			if !a.State.Terminal() || a.State == state.TimedOut {
+				t.Errorf("%s is %s (%s) in a settled workflow", a.ActivityExecID, a.State, a.Reason)
+			}
 			if n := seen[a.ActivityExecID]; n != 1 {
 				t.Errorf("%s ran %d times: %s (%s), queued %s, started %s, owner %q, launched as %q",
 					a.ActivityExecID, n, a.State, a.Reason, a.QueuedTime.Format(time.StampMilli),
@@ -252,6 +303,7 @@ func TestExactlyOnce(t *testing.T) {
 		t.Errorf("%d attempts recorded, %d ran; want %d", ran, len(seen), items)
 	}
 	t.Logf("%d activities (%d attempts) in %d workflows, 8 launchers and 4 monitors: each attempt ran once", total, items, len(ids))
+	r.report(t)
 }
 
 // TestCrashes: while workflows run, wrappers, launchers and monitors are
@@ -259,16 +311,20 @@ func TestExactlyOnce(t *testing.T) {
 // Every workflow still settles, consistently with its activities, and no
 // activity runs twice.
 func TestCrashes(t *testing.T) {
-	st := dynamotest.NewStore(t, dynamodb.Options{})
+	r := newRig(t, "")
+	r.tolerance = crashSkew
+	st := r.st
 	dir := t.TempDir()
 	log := filepath.Join(dir, "runs.log")
-	env := dynamotest.Env(t, st.Prefix())
-	f := newFleet(t, env)
+	f := newFleet(t, r.env)
 	for i := 0; i < 3; i++ {
-		f.start(fmt.Sprintf("launcher-%d", i), "whimbrel-launcher", "--interval", "300ms", "--log-dir", dir)
+		f.skewed(r.clock(i), fmt.Sprintf("launcher-%d", i), "whimbrel-launcher", "--interval", "300ms", "--log-dir", dir)
 	}
 	for i := 0; i < 2; i++ {
-		f.start(fmt.Sprintf("monitor-%d", i), "whimbrel-monitor", "--interval", "500ms", "--skew", "0s", "--queued-timeout", "5s")
+		// One page of adoption: the chaos kills each monitor every few
+		// seconds, and a sweep must get past its adoption scan (10 calls a
+		// table in the proxy's pages of 5) to judge anything.
+		f.skewed(r.monitorClock(), fmt.Sprintf("monitor-%d", i), "whimbrel-monitor", "--interval", "500ms", "--skew", crashSkew.String(), "--queued-timeout", "5s", "--adopt-pages", "1")
 	}
 	var ids []string
 	total := 0
@@ -333,7 +389,7 @@ func TestCrashes(t *testing.T) {
 			}
 		}
 	}()
-	wfs := settle(t, st, ids, 5*time.Minute)
+	wfs := settle(t, st, ids, settleTime())
 	close(stop)
 	chaos.Wait()
 
@@ -365,6 +421,7 @@ func TestCrashes(t *testing.T) {
 		}
 	}
 	t.Logf("%d activities in %d workflows; killed %v; workflows %v", total, len(ids), killed, outcomes)
+	r.report(t)
 	if killed["wrapper"] == 0 || killed["launcher"] == 0 || killed["monitor"] == 0 {
 		t.Errorf("the chaos killed too little to mean anything: %v", killed)
 	}

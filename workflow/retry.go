@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/whimbrel/whimbrel/definition"
+	"github.com/whimbrel/whimbrel/internal/clock"
 	"github.com/whimbrel/whimbrel/state"
 )
 
@@ -80,7 +81,7 @@ func retry(ctx context.Context, st Settler, g graph, a *state.ActivityExec, log 
 	}
 	n := AttemptOf(a)
 	nextID := state.RetryIDFor(a.ActivityExecID)
-	now := state.Truncate(time.Now())
+	now := state.Truncate(clock.Now())
 	delay := p.Delay(n, nil)
 	why := fmt.Sprintf("attempt %d of %d ended %s", n, p.Attempts(), a.State)
 	if a.ExitCode != nil && a.State == state.Failed {

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/whimbrel/whimbrel/definition"
+	"github.com/whimbrel/whimbrel/internal/clock"
 	"github.com/whimbrel/whimbrel/state"
 )
 
@@ -45,7 +45,7 @@ func Start(ctx context.Context, st Starter, d *definition.Workflow, opts StartOp
 	if err != nil {
 		return "", false, fmt.Errorf("start %s: %w", d.Name, err)
 	}
-	now := state.Truncate(time.Now())
+	now := state.Truncate(clock.Now())
 	reqID := opts.RequestID
 	if reqID == "" {
 		reqID = state.NewWorkflowRequestID(d.Name)

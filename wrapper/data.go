@@ -341,7 +341,28 @@ func (r *run) upstreams(ctx context.Context, workflowExecID string, names []stri
 	if _, err = state.Skipped(err); err != nil { // a bad item is reported by the store
 		return nil, fmt.Errorf("read the outputs of the upstream activities: %w", err)
 	}
-	return workflow.Latest(acts), nil
+	latest := workflow.Latest(acts)
+	for _, up := range names {
+		// The listing goes through the workflow index, which on DynamoDB
+		// may not show an upstream's last attempt yet (a retry that
+		// completed within the index's lag). This activity runs because
+		// every upstream completed: follow the links from the attempt the
+		// index shows, with consistent reads, to the one that did.
+		if a := latest[up]; a == nil || a.State != state.Completed {
+			k := state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(workflowExecID, up), WorkflowExecID: workflowExecID}
+			if a != nil {
+				k.ActivityExecID = a.ActivityExecID
+			}
+			final, err := r.finalAttempt(ctx, k)
+			if err != nil {
+				return nil, fmt.Errorf("read the output of upstream %s: %w", up, err)
+			}
+			if final != nil {
+				latest[up] = final
+			}
+		}
+	}
+	return latest, nil
 }
 
 // finalAttempt follows an activity's retried_by links from its first

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/whimbrel/whimbrel/heartbeat"
+	"github.com/whimbrel/whimbrel/internal/clock"
 	"github.com/whimbrel/whimbrel/internal/fault"
 	"github.com/whimbrel/whimbrel/internal/nudge"
 	"github.com/whimbrel/whimbrel/process"
@@ -510,7 +511,7 @@ func (r *run) supervise(ctx context.Context, p *process.Process, since time.Time
 						r.log.Warn("lease lost; letting the command run as asked, and beating on", "reason", lost.Reason)
 						pump, _ = heartbeat.New(r.st, heartbeat.Config{
 							Key: r.cfg.Key, Owner: r.owner, Interval: r.cfg.HeartbeatInterval,
-							Timeout: r.cfg.HeartbeatTimeout, Since: time.Now(), Logger: r.log.Named("heartbeat"),
+							Timeout: r.cfg.HeartbeatTimeout, Since: clock.Now(), Logger: r.log.Named("heartbeat"),
 							Progress: r.progress, Wake: wake.changed,
 						})
 					default:

@@ -63,7 +63,12 @@ func Streams(t testing.TB) *dynamodbstreams.Client {
 // Client returns an SDK client for the emulator.
 func Client(t testing.TB) *awsdynamodb.Client {
 	t.Helper()
-	ep := Endpoint(t)
+	return ClientAt(t, Endpoint(t))
+}
+
+// ClientAt returns an SDK client for an emulator at ep.
+func ClientAt(t testing.TB, ep string) *awsdynamodb.Client {
+	t.Helper()
 	return awsdynamodb.New(awsdynamodb.Options{
 		Region:                          Region,
 		BaseEndpoint:                    aws.String(ep),

@@ -12,8 +12,16 @@ import (
 
 // AdoptPageItems is how many items one page of the adoption scan reads
 // (before its filter: DynamoDB charges for what it reads, not for what it
-// returns).
+// returns). DynamoDB also ends a page at 1 MB, so a page of large items
+// (workflows carry their definitions) holds fewer: the scan counts the
+// items it read, not the pages it got, up to adoptCallsPerPage calls for
+// each page of its budget.
 const AdoptPageItems = 1000
+
+// adoptCallsPerPage bounds the Scan calls of a page's budget: pages of
+// large items (100 of 10 KB in 1 MB) still cover a page's items, and a
+// table of tiny pages does not make a sweep thousands of calls long.
+const adoptCallsPerPage = 10
 
 // adoption is where the adoption scan of each table stopped.
 type adoption struct {
@@ -24,7 +32,7 @@ type adoption struct {
 // Adopt puts the live items that another client wrote without their shard
 // attributes (a Full Logic API client writes the base contract's only)
 // under their shards, so that the launcher and the monitor, which read
-// only the sharded indexes, find them. It reads at most pages pages of
+// only the sharded indexes, find them. It reads at most pages ×
 // AdoptPageItems items of workflow_exec and of activity_exec each, with a
 // filtered, projected, eventually consistent Scan, from where the last call
 // on this Store stopped, wrapping round at the end of the table: a table of
@@ -64,10 +72,11 @@ func (st *Store) Adopt(ctx context.Context, pages int) (int, error) {
 		if err != nil {
 			return stamped, fmt.Errorf("adopt the items of %s: %w", st.prefix+tb.sp.base, err)
 		}
-		for range max(pages, 0) {
+		budget, calls := max(pages, 0)*AdoptPageItems, max(pages, 0)*adoptCallsPerPage
+		for ; budget > 0 && calls > 0; calls-- {
 			out, err := st.api.Scan(ctx, &dynamodb.ScanInput{
 				TableName:                 st.table(tb.sp.base),
-				Limit:                     aws.Int32(AdoptPageItems),
+				Limit:                     aws.Int32(int32(min(budget, AdoptPageItems))),
 				ExclusiveStartKey:         st.adopt.from[tb.sp.base],
 				FilterExpression:          expr.Filter(),
 				ProjectionExpression:      expr.Projection(),
@@ -79,6 +88,7 @@ func (st *Store) Adopt(ctx context.Context, pages int) (int, error) {
 				return stamped, fmt.Errorf("scan %s for items without their shards: %w", st.prefix+tb.sp.base, err)
 			}
 			st.report("Adopt", reportOne(out.ConsumedCapacity)...)
+			budget -= max(int(out.ScannedCount), 1)
 			for _, m := range out.Items {
 				if st.restamp(ctx, tb.sp, fromAVItem(m)) {
 					stamped++

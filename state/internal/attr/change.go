@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/whimbrel/whimbrel/internal/clock"
 	"github.com/whimbrel/whimbrel/state"
 )
 
@@ -220,7 +221,7 @@ func ActivityChangeWith(c state.ActivityChange, swap *Swap) (Cond, Update, error
 	}
 	at := c.At
 	if at.IsZero() {
-		at = time.Now()
+		at = clock.Now()
 	}
 	cond := Cond{Owner: c.Owner, HeartbeatSeen: c.HeartbeatSeen}
 	for _, f := range c.From {
@@ -365,7 +366,7 @@ func WorkflowChange(c state.WorkflowChange) (Cond, Update, error) {
 	}
 	at := c.At
 	if at.IsZero() {
-		at = time.Now()
+		at = clock.Now()
 	}
 	set := Item{"state": S(c.To)}
 	if c.To.Terminal() {
