@@ -162,6 +162,15 @@ func TestTypedParamRefusesInjection(t *testing.T) {
 	if wfs, err := st.Workflows(ctx, state.WorkflowQuery{}); err != nil || len(wfs) != 0 {
 		t.Errorf("executions after a refused start: %d (%v); want none", len(wfs), err)
 	}
+	// A schedule's params are checked at set as a start's are: the
+	// injection never reaches a fire.
+	_, errOut, code = whimbrel(t, nil, "schedule", "set", "--store", store, "inj", def, "--every", "1h", "--param", injectParam)
+	if code != 2 || !strings.Contains(errOut, want) {
+		t.Fatalf("schedule set: exit %d, want 2 with %q\n%s", code, want, errOut)
+	}
+	if scheds, err := st.Schedules(ctx); err != nil || len(scheds) != 0 {
+		t.Errorf("schedules after a refused set: %d (%v); want none", len(scheds), err)
+	}
 	out, errOut, code = whimbrelIn(t, t.TempDir(), nil, "run", def, "--param", "base=41")
 	if code != 0 {
 		t.Fatalf("run with an int: exit %d\n%s\n%s", code, out, errOut)
