@@ -45,14 +45,14 @@ func TestForeignItemsAreEachShown(t *testing.T) {
 	if len(s.Activities) != 3 {
 		t.Fatalf("status shows %d activities, want 3: %+v", len(s.Activities), s.Activities)
 	}
-	seen := map[string]string{}
+	seen := map[string]state.ActivityState{}
 	for _, a := range s.Activities {
 		seen[a.ID] = a.State
 		if len(a.Earlier) > 0 {
 			t.Errorf("%s shows earlier attempts %+v: another client's items are no attempts of each other", a.ID, a.Earlier)
 		}
 	}
-	if got := seen[storetest.Key(w, "b").ActivityExecID]; got != string(state.Cancelled) {
+	if got := seen[storetest.Key(w, "b").ActivityExecID]; got != state.Cancelled {
 		t.Errorf("b shows %q, want CANCELLED", got)
 	}
 }

@@ -454,7 +454,7 @@ func TestRunLogShowsStateAndError(t *testing.T) {
 		tick(t, st, t0)
 		s := get(t, st, "log")
 		r, ok, err := schedule.LastRun(ctx(t), st, s)
-		if err != nil || !ok || r.State != string(state.WorkflowRunning) || r.RequestID != "log@2026-11-21T00:00:00Z" {
+		if err != nil || !ok || r.State != state.WorkflowRunning || r.RequestID != "log@2026-11-21T00:00:00Z" {
 			t.Fatalf("LastRun = %+v, %v, %v; want the 00:00 run RUNNING", r, ok, err)
 		}
 		w, err := st.GetWorkflow(ctx(t), r.WorkflowExecID)
@@ -486,7 +486,7 @@ func TestRunLogShowsStateAndError(t *testing.T) {
 			t.Fatal(err)
 		}
 		r, _, err = schedule.LastRun(ctx(t), st, s)
-		if err != nil || r.State != string(state.WorkflowFailed) || r.Error != "a FAILED (exit 3): starting | connecting | no route to host" {
+		if err != nil || r.State != state.WorkflowFailed || r.Error != "a FAILED (exit 3): starting | connecting | no route to host" {
 			t.Errorf("LastRun = %+v, %v; want FAILED with the stderr tail", r, err)
 		}
 	})

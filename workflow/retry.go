@@ -156,7 +156,7 @@ func (r *Retry) Retries(a *state.ActivityExec) bool {
 	if r == nil || AttemptOf(a) >= r.Attempts() {
 		return false
 	}
-	if a.State != state.Failed && a.State != state.TimedOut {
+	if !a.State.EndedBadly() {
 		return false
 	}
 	on := r.RetryOn

@@ -9,6 +9,7 @@ import (
 
 	"github.com/whimbrel/whimbrel/inspect"
 	"github.com/whimbrel/whimbrel/local"
+	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
 
@@ -96,6 +97,35 @@ func TestTerminalTree(t *testing.T) {
 		if !strings.Contains(coloured, want) {
 			t.Errorf("coloured output lacks %q:\n%q", want, coloured)
 		}
+	}
+}
+
+// TestEveryStateHasAMarkAndAColour walks the state package's list: each
+// activity state shows in the tree with a symbol of its own and painted,
+// so a state added there without them here fails.
+func TestEveryStateHasAMarkAndAColour(t *testing.T) {
+	d, err := workflow.Parse("w.yaml", []byte("name: w\nactivities:\n  a: {command: [\"true\"]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	for _, s := range state.ActivityStates {
+		m, ok := marks[s]
+		if !ok || m == "" {
+			t.Errorf("%s has no mark", s)
+		}
+		var out bytes.Buffer
+		show := New(d, Options{Out: &out, TTY: true, Width: 80, Colors: inspect.Colors{On: true}})
+		show(local.Event{Time: t0, Kind: local.EventActivity, WorkflowExecID: "w::1", Activity: "a", ActivityExecID: "a::1", State: s.String()})
+		if want := "  " + m + " a"; !strings.Contains(out.String(), want) {
+			t.Errorf("%s: the tree lacks %q:\n%q", s, want, out.String())
+		}
+		if plain := s.String(); !strings.Contains(out.String(), "m"+plain+"\x1b[0m") {
+			t.Errorf("%s is not painted:\n%q", s, out.String())
+		}
+	}
+	if got := mark("<script>"); got != "?" {
+		t.Errorf("a state that is not the contract's has mark %q, want ?", got)
 	}
 }
 
