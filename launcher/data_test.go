@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
@@ -83,7 +84,7 @@ func TestDataThroughDocker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _, err := workflow.Start(bg(t), st, d, workflow.StartOptions{Params: map[string]string{"base": "1"}})
+	id, _, err := workflow.Start(testbin.Context(t), st, d, workflow.StartOptions{Params: map[string]string{"base": "1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +104,7 @@ func TestDataThroughDocker(t *testing.T) {
 		}
 		t.Fatalf("workflow %s: %s", wf.State, wf.Reason)
 	}
-	a, err := st.GetActivity(bg(t), state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, "second"), WorkflowExecID: id})
+	a, err := st.GetActivity(testbin.Context(t), state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, "second"), WorkflowExecID: id})
 	if err != nil {
 		t.Fatal(err)
 	}

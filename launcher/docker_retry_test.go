@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
@@ -55,7 +56,7 @@ esac
 		"  missing: {command: [run], launch: {type: docker, image: 'etl:missing'}}\n")
 	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchDocker: &launcher.Docker{Binary: fake, Timeout: time.Second}},
 		CallTimeout: 2 * time.Second, RetryInterval: 10 * time.Millisecond})
-	if n, err := l.Once(bg(t)); n != 2 || err != nil {
+	if n, err := l.Once(testbin.Context(t)); n != 2 || err != nil {
 		t.Fatalf("Once: launched %d, %v; want 2", n, err)
 	}
 	for name, want := range map[string]string{"flaky": "container:id-3", "slow": "container:c0ffee"} {

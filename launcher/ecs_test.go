@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
 
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
@@ -206,7 +207,7 @@ func ecsActivities(name string, taskDefs map[string]string, extra string) string
 
 func activity(t *testing.T, st state.Store, wf, name string) *state.ActivityExec {
 	t.Helper()
-	a, err := st.GetActivity(bg(t), state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(wf, name), WorkflowExecID: wf})
+	a, err := st.GetActivity(testbin.Context(t), state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(wf, name), WorkflowExecID: wf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +235,7 @@ func TestECSHangingRunTask(t *testing.T) {
 		CallTimeout: 2 * time.Second,
 	}))
 	began := time.Now()
-	n, err := l.Once(bg(t))
+	n, err := l.Once(testbin.Context(t))
 	if err != nil || n != 4 {
 		t.Fatalf("Once: launched %d, %v; want 4 (all but the one ECS never answers)", n, err)
 	}
@@ -290,7 +291,7 @@ func TestECSTemporaryErrors(t *testing.T) {
 		"throttled": "throttle-6", "agent": "agent-2", "capacity": "capacity-3", "server": "server-2",
 	}, ""))
 	l := launcher.New(st, fastRetries(launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchECS: &launcher.ECS{API: client}}}))
-	if n, err := l.Once(bg(t)); n != 4 || err != nil {
+	if n, err := l.Once(testbin.Context(t)); n != 4 || err != nil {
 		t.Fatalf("Once: launched %d, %v; want 4", n, err)
 	}
 	for name, tc := range map[string]struct {
@@ -321,14 +322,14 @@ func TestECSSustainedThrottling(t *testing.T) {
 	}
 	id, _ := start(t, st, ecsActivities("throttled", tds, ""))
 	l := launcher.New(st, fastRetries(launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchECS: &launcher.ECS{API: client}}}))
-	if n, err := l.Once(bg(t)); n != 60 || err != nil {
+	if n, err := l.Once(testbin.Context(t)); n != 60 || err != nil {
 		t.Fatalf("Once: launched %d, %v; want 60", n, err)
 	}
 	req, tasks := fake.counts("throttle-3")
 	if tasks != 60 || req != 60*4 {
 		t.Errorf("%d tasks after %d requests, want 60 after 240", tasks, req)
 	}
-	acts, err := st.Activities(bg(t), id)
+	acts, err := st.Activities(testbin.Context(t), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +357,7 @@ func TestECSPermanentErrors(t *testing.T) {
 	bigID, _ := start(t, st, big)
 	l := launcher.New(st, fastRetries(launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchECS: &launcher.ECS{API: client}}}))
 	began := time.Now()
-	if n, err := l.Once(bg(t)); n != 0 || err != nil {
+	if n, err := l.Once(testbin.Context(t)); n != 0 || err != nil {
 		t.Fatalf("Once: launched %d, %v; want 0", n, err)
 	}
 	for _, tc := range []struct {
@@ -389,7 +390,7 @@ func TestECSPermanentErrors(t *testing.T) {
 	if req, _ := fake.counts("ok"); req != 0 {
 		t.Errorf("ECS was called %d times for overrides too large to send", req)
 	}
-	if wf, err := st.GetWorkflow(bg(t), id); err != nil || wf.State != state.WorkflowFailed {
+	if wf, err := st.GetWorkflow(testbin.Context(t), id); err != nil || wf.State != state.WorkflowFailed {
 		t.Errorf("workflow after failed launches: %+v, %v", wf, err)
 	}
 }
@@ -417,7 +418,7 @@ func TestECSThreeLaunchersFiftyActivities(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := l.Once(bg(t)); err != nil {
+			if _, err := l.Once(testbin.Context(t)); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -436,7 +437,7 @@ func TestECSThreeLaunchersFiftyActivities(t *testing.T) {
 	if repeats < 10 {
 		t.Errorf("%d repeated requests, want at least the 10 whose answer was lost", repeats)
 	}
-	acts, err := st.Activities(bg(t), id)
+	acts, err := st.Activities(testbin.Context(t), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,7 +462,7 @@ func TestConcurrentLaunchesHonourMaxRunning(t *testing.T) {
 	backend := &gauge{delay: 300 * time.Millisecond}
 	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: backend}, Workers: 4, MaxRunning: 10})
 	began := time.Now()
-	n, err := l.Once(bg(t))
+	n, err := l.Once(testbin.Context(t))
 	took := time.Since(began)
 	if n != 10 || err != nil {
 		t.Fatalf("Once: launched %d, %v; want the cap of 10", n, err)
@@ -483,7 +484,7 @@ func TestFairAcrossWorkflows(t *testing.T) {
 	small, _ := start(t, st, manyActivities("small", 3, ""))
 	backend := &counting{}
 	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: backend}, MaxRunning: 6, Workers: 1})
-	if n, err := l.Once(bg(t)); n != 6 || err != nil {
+	if n, err := l.Once(testbin.Context(t)); n != 6 || err != nil {
 		t.Fatalf("Once: %d, %v", n, err)
 	}
 	got := 0
@@ -532,7 +533,7 @@ func TestRunDoesNotWaitForSlowLaunches(t *testing.T) {
 		Interval:    100 * time.Millisecond,
 		CallTimeout: 3 * time.Second,
 	}))
-	ctx, cancel := context.WithCancel(bg(t))
+	ctx, cancel := context.WithCancel(testbin.Context(t))
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- l.Run(ctx) }()

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/whimbrel/whimbrel/internal/testbin"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/internal/nudge"
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
@@ -57,19 +57,13 @@ func waitSettled(tb testing.TB, st state.Store, id string, timeout time.Duration
 	}
 }
 
-func bg(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func start(t *testing.T, st state.Store, yaml string) (string, *workflow.Definition) {
 	t.Helper()
 	d, err := workflow.Parse("test.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _, err := workflow.Start(bg(t), st, d, workflow.StartOptions{Source: "test"})
+	id, _, err := workflow.Start(testbin.Context(t), st, d, workflow.StartOptions{Source: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,15 +125,15 @@ func TestEightLaunchersLaunchEachOnce(t *testing.T) {
 	rootKey := state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(idB, "root"), WorkflowExecID: idB}
 	for _, c := range []state.ActivityChange{
 		{From: []state.ActivityState{state.Ready}, To: state.Queued},
-		{From: []state.ActivityState{state.Queued}, To: state.Running, Claim: &state.Claim{Owner: "o"}},
+		{From: []state.ActivityState{state.Queued}, To: state.Running, Claim: storetest.Claim("o")},
 		{From: []state.ActivityState{state.Running}, To: state.Completed, Owner: "o"},
 	} {
-		if _, err := st.UpdateActivity(bg(t), rootKey, c); err != nil {
+		if _, err := st.UpdateActivity(testbin.Context(t), rootKey, c); err != nil {
 			t.Fatal(err)
 		}
 	}
-	root, _ := st.GetActivity(bg(t), rootKey)
-	if res, err := workflow.Advance(bg(t), st, root, nil); err != nil || len(res.Readied) != 500 {
+	root, _ := st.GetActivity(testbin.Context(t), rootKey)
+	if res, err := workflow.Advance(testbin.Context(t), st, root, nil); err != nil || len(res.Readied) != 500 {
 		t.Fatalf("advance: %d readied, %v", len(res.Readied), err)
 	}
 
@@ -151,7 +145,7 @@ func TestEightLaunchersLaunchEachOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for idle := 0; idle < 3; { // until three passes in a row find nothing
-				n, err := l.Once(bg(t))
+				n, err := l.Once(testbin.Context(t))
 				if err != nil {
 					t.Error(err)
 					return
@@ -175,7 +169,7 @@ func TestEightLaunchersLaunchEachOnce(t *testing.T) {
 		}
 	}
 	for _, id := range []string{idA, idB} {
-		acts, err := st.Activities(bg(t), id)
+		acts, err := st.Activities(testbin.Context(t), id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -228,7 +222,7 @@ func TestDAGRunsToCompletion(t *testing.T) {
 		Interval: 200 * time.Millisecond, Nudge: nl.C(),
 		StoreEnv: map[string]string{"WHIMBREL_TABLE_PREFIX": st.Prefix()},
 	})
-	ctx, cancel := context.WithCancel(bg(t))
+	ctx, cancel := context.WithCancel(testbin.Context(t))
 	done := make(chan error, 1)
 	go func() { done <- l.Run(ctx) }()
 	defer func() {
@@ -240,7 +234,7 @@ func TestDAGRunsToCompletion(t *testing.T) {
 	if wf := waitSettled(t, st, id, 2*time.Minute); wf.State != state.WorkflowCompleted {
 		t.Fatalf("workflow %s: %s", wf.State, wf.Reason)
 	}
-	acts, err := st.Activities(bg(t), id)
+	acts, err := st.Activities(testbin.Context(t), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +303,7 @@ func TestECSBackend(t *testing.T) {
 	defer ts.Close()
 	t.Setenv("AWS_ENDPOINT_URL_ECS", ts.URL)
 	t.Setenv("AWS_REGION", "eu-west-1")
-	cfg, err := config.LoadDefaultConfig(bg(t), config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("k", "s", "")),
+	cfg, err := config.LoadDefaultConfig(testbin.Context(t), config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("k", "s", "")),
 		config.WithRetryMaxAttempts(1))
 	if err != nil {
 		t.Fatal(err)
@@ -320,7 +314,7 @@ func TestECSBackend(t *testing.T) {
 		StoreEnv: map[string]string{"WHIMBREL_TABLE_PREFIX": st.Prefix()}})
 
 	id, _ := start(t, st, ecsWorkflow)
-	if n, err := l.Once(bg(t)); n != 1 || err != nil {
+	if n, err := l.Once(testbin.Context(t)); n != 1 || err != nil {
 		t.Fatalf("Once: %d, %v", n, err)
 	}
 	if len(srv.requests) != 1 {
@@ -345,7 +339,7 @@ func TestECSBackend(t *testing.T) {
 	if fmt.Sprint(net["subnets"]) != "[subnet-1 subnet-2]" || net["assignPublicIp"] != "DISABLED" {
 		t.Errorf("network: %v", net)
 	}
-	a, err := st.GetActivity(bg(t), key)
+	a, err := st.GetActivity(testbin.Context(t), key)
 	if err != nil || a.State != state.Queued || !strings.HasSuffix(a.LaunchedAs, "/"+req["clientToken"].(string)) {
 		t.Errorf("activity after launch: %+v, %v", a, err)
 	}
@@ -354,7 +348,7 @@ func TestECSBackend(t *testing.T) {
 	// start a second task.
 	job := launcher.Job{Key: key, ActivityName: "extract", Settings: workflow.Settings{Launch: &workflow.Launch{Type: "ecs", TaskDefinition: "etl:3", Container: "main"}}}
 	for i := 0; i < 2; i++ {
-		if _, err := backend.Launch(bg(t), job); err != nil {
+		if _, err := backend.Launch(testbin.Context(t), job); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -366,15 +360,15 @@ func TestECSBackend(t *testing.T) {
 	// workflow with it.
 	srv.fail = "No Container Instances were found in your cluster."
 	id2, _ := start(t, st, ecsWorkflow)
-	if _, err := l.Once(bg(t)); err != nil {
+	if _, err := l.Once(testbin.Context(t)); err != nil {
 		t.Fatal(err)
 	}
-	failed, err := st.GetActivity(bg(t), state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id2, "extract"), WorkflowExecID: id2})
+	failed, err := st.GetActivity(testbin.Context(t), state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id2, "extract"), WorkflowExecID: id2})
 	if err != nil || failed.State != state.Failed || !strings.Contains(failed.Error, "No Container Instances") ||
 		!strings.HasPrefix(failed.Reason, "launch failed") {
 		t.Errorf("after a failed RunTask: %+v, %v", failed, err)
 	}
-	wf, err := st.GetWorkflow(bg(t), id2)
+	wf, err := st.GetWorkflow(testbin.Context(t), id2)
 	if err != nil || wf.State != state.WorkflowFailed {
 		t.Errorf("workflow after a failed launch: %+v, %v", wf, err)
 	}
@@ -399,7 +393,7 @@ echo 4f2c9e1d8b7a
 	st := dynamotest.NewStore(t, dynamodb.Options{})
 	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchDocker: &launcher.Docker{Binary: fake}}})
 	id, _ := start(t, st, "name: d\nactivities:\n  a:\n    command: [./etl.sh, nightly]\n    launch: {type: docker, image: 'etl:9', docker_args: [--network, host]}\n")
-	if n, err := l.Once(bg(t)); n != 1 || err != nil {
+	if n, err := l.Once(testbin.Context(t)); n != 1 || err != nil {
 		t.Fatalf("Once: %d %v", n, err)
 	}
 	b, err := os.ReadFile(record)
@@ -414,15 +408,15 @@ echo 4f2c9e1d8b7a
 			t.Errorf("docker got:\n%s\nwant it to contain %q", got, want)
 		}
 	}
-	if a, err := st.GetActivity(bg(t), key); err != nil || a.LaunchedAs != "container:4f2c9e1d8b7a" {
+	if a, err := st.GetActivity(testbin.Context(t), key); err != nil || a.LaunchedAs != "container:4f2c9e1d8b7a" {
 		t.Errorf("activity: %+v %v", a, err)
 	}
 
 	id2, _ := start(t, st, "name: d\nactivities:\n  a:\n    launch: {type: docker, image: 'etl:missing'}\n")
-	if _, err := l.Once(bg(t)); err != nil {
+	if _, err := l.Once(testbin.Context(t)); err != nil {
 		t.Fatal(err)
 	}
-	a, err := st.GetActivity(bg(t), state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id2, "a"), WorkflowExecID: id2})
+	a, err := st.GetActivity(testbin.Context(t), state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id2, "a"), WorkflowExecID: id2})
 	if err != nil || a.State != state.Failed || !strings.Contains(a.Error, "Unable to find image") {
 		t.Errorf("failed docker run: %+v %v", a, err)
 	}
@@ -434,25 +428,25 @@ func TestMaxRunning(t *testing.T) {
 	id, _ := start(t, st, manyActivities("capped", 5, ""))
 	backend := &counting{}
 	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: backend}, MaxRunning: 2})
-	if n, err := l.Once(bg(t)); n != 2 || err != nil {
+	if n, err := l.Once(testbin.Context(t)); n != 2 || err != nil {
 		t.Fatalf("first pass launched %d (%v), want the cap of 2", n, err)
 	}
-	if n, _ := l.Once(bg(t)); n != 0 {
+	if n, _ := l.Once(testbin.Context(t)); n != 0 {
 		t.Fatalf("second pass launched %d while 2 run, want 0", n)
 	}
 	// One of them ends: room for one more.
 	for k := range backend.launches {
 		for _, c := range []state.ActivityChange{
-			{From: []state.ActivityState{state.Queued}, To: state.Running, Claim: &state.Claim{Owner: "o"}},
+			{From: []state.ActivityState{state.Queued}, To: state.Running, Claim: storetest.Claim("o")},
 			{From: []state.ActivityState{state.Running}, To: state.Completed, Owner: "o"},
 		} {
-			if _, err := st.UpdateActivity(bg(t), k, c); err != nil {
+			if _, err := st.UpdateActivity(testbin.Context(t), k, c); err != nil {
 				t.Fatal(err)
 			}
 		}
 		break
 	}
-	if n, _ := l.Once(bg(t)); n != 1 {
+	if n, _ := l.Once(testbin.Context(t)); n != 1 {
 		t.Errorf("after one ended, launched %d, want 1", n)
 	}
 	_ = id
@@ -467,7 +461,7 @@ func TestDrainFinishesClaimedLaunches(t *testing.T) {
 	backend := &counting{block: make(chan struct{})}
 	// One worker: the other two are not claimed before the stop.
 	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: backend}, Workers: 1})
-	ctx, cancel := context.WithCancel(bg(t))
+	ctx, cancel := context.WithCancel(testbin.Context(t))
 	done := make(chan int, 1)
 	go func() {
 		n, _ := l.Once(ctx)
@@ -476,7 +470,7 @@ func TestDrainFinishesClaimedLaunches(t *testing.T) {
 	// Wait for the first claim, then stop the launcher mid-launch.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		acts, err := st.Activities(bg(t), id)
+		acts, err := st.Activities(testbin.Context(t), id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -500,7 +494,7 @@ func TestDrainFinishesClaimedLaunches(t *testing.T) {
 	if n != 1 {
 		t.Errorf("launched %d after the stop, want the 1 in flight", n)
 	}
-	acts, err := st.Activities(bg(t), id)
+	acts, err := st.Activities(testbin.Context(t), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -543,7 +537,7 @@ func TestClaimWhoseAnswerWasLostIsLaunched(t *testing.T) {
 	start(t, st, manyActivities("lost", 1, ""))
 	backend := &counting{}
 	l := launcher.New(&lostAnswer{Store: st}, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: backend}})
-	if n, err := l.Once(bg(t)); n != 1 || err != nil || len(backend.launches) != 1 {
+	if n, err := l.Once(testbin.Context(t)); n != 1 || err != nil || len(backend.launches) != 1 {
 		t.Errorf("launched %d (%v), backend saw %d; want the claimed activity launched", n, err, len(backend.launches))
 	}
 }
@@ -558,7 +552,7 @@ func TestWorkflowWithoutDefinition(t *testing.T) {
 	w.Exec.Definition = ""
 	storetest.Create(t, st, w)
 	for _, n := range []string{"a", "b", "c"} {
-		if _, err := st.UpdateActivity(bg(t), storetest.Key(w, n), state.ActivityChange{
+		if _, err := st.UpdateActivity(testbin.Context(t), storetest.Key(w, n), state.ActivityChange{
 			From: []state.ActivityState{state.Requested}, To: state.Ready}); err != nil {
 			t.Fatal(err)
 		}
@@ -566,7 +560,7 @@ func TestWorkflowWithoutDefinition(t *testing.T) {
 	start(t, st, manyActivities("ours", 1, ""))
 	backend := &counting{}
 	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: backend}})
-	if n, err := l.Once(bg(t)); n != 1 || err != nil {
+	if n, err := l.Once(testbin.Context(t)); n != 1 || err != nil {
 		t.Errorf("launched %d (%v), want only the activity with a definition", n, err)
 	}
 }
@@ -585,11 +579,11 @@ func TestWrapperThatNeverClaims(t *testing.T) {
 	local := &launcher.Local{Wrapper: broken, LogDir: t.TempDir()}
 	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: local}})
 	local.Exited = func(j launcher.Job, status string) { l.Exited(context.Background(), j, status) }
-	if n, err := l.Once(bg(t)); n != 1 || err != nil {
+	if n, err := l.Once(testbin.Context(t)); n != 1 || err != nil {
 		t.Fatalf("Once: %d %v", n, err)
 	}
 	local.Wait()
-	a, err := st.GetActivity(bg(t), state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, "a"), WorkflowExecID: id})
+	a, err := st.GetActivity(testbin.Context(t), state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, "a"), WorkflowExecID: id})
 	if err != nil || a.State != state.Failed || !strings.Contains(a.Reason, "exit status 125") || !strings.Contains(a.Reason, "before claiming") {
 		t.Errorf("activity: %+v %v", a, err)
 	}
@@ -617,14 +611,14 @@ func TestWrapperExitedZeroIsNotFailed(t *testing.T) {
 		l.Exited(context.Background(), j, status)
 		exited <- status
 	}
-	if n, err := l.Once(bg(t)); n != 1 || err != nil {
+	if n, err := l.Once(testbin.Context(t)); n != 1 || err != nil {
 		t.Fatalf("Once: %d %v", n, err)
 	}
 	local.Wait()
 	if s := <-exited; s != "exit status 0" {
 		t.Fatalf("status %q, want exit status 0", s)
 	}
-	a, err := st.GetActivity(bg(t), state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, "a"), WorkflowExecID: id})
+	a, err := st.GetActivity(testbin.Context(t), state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, "a"), WorkflowExecID: id})
 	if err != nil || a.State != state.Queued {
 		t.Errorf("activity: %+v %v, want QUEUED", a, err)
 	}
@@ -643,7 +637,7 @@ func TestMaxRunningRefillsWhenAChildExits(t *testing.T) {
 		Env: append(dynamotest.Env(t, st.Prefix()), "PATH="+os.Getenv("PATH"))}
 	l, _ := launcher.NewWithLocal(st, launcher.Config{Interval: time.Hour, MaxRunning: 1,
 		StoreEnv: map[string]string{"WHIMBREL_TABLE_PREFIX": st.Prefix()}}, local, nil)
-	ctx, cancel := context.WithCancel(bg(t))
+	ctx, cancel := context.WithCancel(testbin.Context(t))
 	done := make(chan error, 1)
 	go func() { done <- l.Run(ctx) }()
 	defer func() {

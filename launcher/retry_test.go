@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
@@ -24,14 +25,14 @@ func TestRetryWaitsForNotBefore(t *testing.T) {
 	id, _ := start(t, st, "name: w\nactivities:\n  a: {command: [\"true\"], retry: {max_attempts: 2, interval: 2s}}\n")
 	failing := &counting{err: errors.New("no such image")}
 	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: failing}})
-	if _, err := l.Once(bg(t)); err != nil {
+	if _, err := l.Once(testbin.Context(t)); err != nil {
 		t.Fatal(err)
 	}
-	first, err := st.GetActivity(bg(t), state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, "a"), WorkflowExecID: id})
+	first, err := st.GetActivity(testbin.Context(t), state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, "a"), WorkflowExecID: id})
 	if err != nil || first.State != state.Failed || first.RetriedBy == "" {
 		t.Fatalf("first attempt: %+v %v; want FAILED and retried", first, err)
 	}
-	retry, err := st.GetActivity(bg(t), state.ActivityKey{ActivityExecID: first.RetriedBy, WorkflowExecID: id})
+	retry, err := st.GetActivity(testbin.Context(t), state.ActivityKey{ActivityExecID: first.RetriedBy, WorkflowExecID: id})
 	if err != nil || retry.State != state.Ready || retry.NotBefore.IsZero() {
 		t.Fatalf("retry: %+v %v", retry, err)
 	}
@@ -40,7 +41,7 @@ func TestRetryWaitsForNotBefore(t *testing.T) {
 	reads := &countingReads{Store: st, key: retry.ActivityKey}
 	l = launcher.New(reads, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: ok}})
 	for time.Until(retry.NotBefore) > 300*time.Millisecond {
-		if n, err := l.Once(bg(t)); n != 0 || err != nil {
+		if n, err := l.Once(testbin.Context(t)); n != 0 || err != nil {
 			t.Fatalf("launched %d (%v) %s before the retry's not_before", n, err, time.Until(retry.NotBefore))
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -50,7 +51,7 @@ func TestRetryWaitsForNotBefore(t *testing.T) {
 		t.Errorf("the waiting retry was read %d times before its not_before, want once", n)
 	}
 	time.Sleep(time.Until(retry.NotBefore))
-	if n, err := l.Once(bg(t)); n != 1 || err != nil {
+	if n, err := l.Once(testbin.Context(t)); n != 1 || err != nil {
 		t.Fatalf("after not_before: launched %d (%v), want the retry", n, err)
 	}
 	if len(ok.jobs) != 1 || ok.jobs[0].Key != retry.ActivityKey || !time.Now().After(retry.NotBefore) {
@@ -107,7 +108,7 @@ func TestUnknownLaunchClaimedIsNotRepeated(t *testing.T) {
 	b := &claimingThenSilent{st: st, claimer: "wrapper-token"}
 	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{workflow.LaunchLocal: b},
 		CallTimeout: 300 * time.Millisecond, RetryInterval: 10 * time.Millisecond})
-	n, err := l.Once(bg(t))
+	n, err := l.Once(testbin.Context(t))
 	if err != nil {
 		t.Fatal(err)
 	}

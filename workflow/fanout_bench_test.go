@@ -8,6 +8,7 @@ import (
 
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/sqlite"
+	"github.com/whimbrel/whimbrel/state/storetest"
 )
 
 // BenchmarkWrapperAdvance is what one wrapper of a fan-out (one root, n
@@ -73,7 +74,7 @@ func BenchmarkWrapperAdvance(b *testing.B) {
 // complete claims a READY activity and records it COMPLETED.
 func complete(b *testing.B, st state.Store, k state.ActivityKey) *state.ActivityExec {
 	ctx := context.Background()
-	if _, err := st.UpdateActivity(ctx, k, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running, Claim: &state.Claim{Owner: "o"}}); err != nil {
+	if _, err := st.UpdateActivity(ctx, k, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running, Claim: storetest.Claim("o")}); err != nil {
 		b.Fatal(err)
 	}
 	a, err := st.UpdateActivity(ctx, k, state.ActivityChange{From: []state.ActivityState{state.Running}, To: state.Completed, Owner: "o"})
