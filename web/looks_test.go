@@ -1,9 +1,12 @@
 package web
 
 import (
+	"bytes"
 	"regexp"
+	"strings"
 	"testing"
 
+	"github.com/whimbrel/whimbrel/inspect"
 	"github.com/whimbrel/whimbrel/state"
 )
 
@@ -38,5 +41,25 @@ func TestEveryStateHasALook(t *testing.T) {
 	}
 	if got := activityLook("<script>"); got != unknownLook {
 		t.Errorf("a state that is not the contract's looks %+v, want %+v", got, unknownLook)
+	}
+}
+
+// TestActionsFollowTheWorkflowState walks every workflow state: one that
+// can still move offers Cancel, a settled one Rerun, and Rerun from
+// failure unless it completed.
+func TestActionsFollowTheWorkflowState(t *testing.T) {
+	for _, s := range state.WorkflowStates {
+		v := &workflowView{ID: "w::1", Actions: true, CSRF: "token", Workflow: workflowLook(s),
+			Status: &inspect.Status{Workflow: inspect.Workflow{ID: "w::1", Name: "w", State: s}}}
+		var b bytes.Buffer
+		if err := pages.ExecuteTemplate(&b, "workflow-live", v); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		page := b.String()
+		cancel, rerun, fromFailure := strings.Contains(page, ">Cancel</button>"), strings.Contains(page, ">Rerun</button>"),
+			strings.Contains(page, ">Rerun from failure</button>")
+		if cancel != !s.Terminal() || rerun != s.Terminal() || fromFailure != (s.Terminal() && s != state.WorkflowCompleted) {
+			t.Errorf("%s offers cancel %v, rerun %v, rerun from failure %v", s, cancel, rerun, fromFailure)
+		}
 	}
 }
