@@ -48,7 +48,7 @@ func claimed(t *testing.T, st state.Store) state.ActivityKey {
 		t.Fatal(err)
 	}
 	if _, err := st.UpdateActivity(ctx, k, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running,
-		Claim: &state.Claim{Owner: "me", HeartbeatEnabled: true}}); err != nil {
+		Claim: storetest.Claim("me")}); err != nil {
 		t.Fatal(err)
 	}
 	return k

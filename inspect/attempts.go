@@ -26,16 +26,16 @@ type Retries struct {
 
 // Attempt is one earlier attempt of an activity.
 type Attempt struct {
-	ID         string     `json:"activity_exec_id"`
-	Attempt    int        `json:"attempt"`
-	State      string     `json:"state"`
-	Reason     string     `json:"reason,omitempty"`
-	Started    *time.Time `json:"start_time,omitempty"`
-	Ended      *time.Time `json:"end_time,omitempty"`
-	Host       string     `json:"host,omitempty"`
-	PID        int        `json:"pid,omitempty"`
-	ExitCode   *int       `json:"exit_code,omitempty"`
-	StderrTail string     `json:"stderr_tail,omitempty"`
+	ID         string              `json:"activity_exec_id"`
+	Attempt    int                 `json:"attempt"`
+	State      state.ActivityState `json:"state"`
+	Reason     string              `json:"reason,omitempty"`
+	Started    *time.Time          `json:"start_time,omitempty"`
+	Ended      *time.Time          `json:"end_time,omitempty"`
+	Host       string              `json:"host,omitempty"`
+	PID        int                 `json:"pid,omitempty"`
+	ExitCode   *int                `json:"exit_code,omitempty"`
+	StderrTail string              `json:"stderr_tail,omitempty"`
 	// Rejected lists the Simple Lambda API's events a processor refused
 	// for this attempt.
 	Rejected []RejectedEvent `json:"rejected_events,omitempty"`
@@ -58,7 +58,7 @@ func retriesOf(def *definition.Workflow, latest *state.ActivityExec, acts []*sta
 		if final[a.ActivityExecID] != latest || a == latest {
 			continue
 		}
-		r.Earlier = append(r.Earlier, Attempt{ID: a.ActivityExecID, Attempt: workflow.AttemptOf(a), State: string(a.State),
+		r.Earlier = append(r.Earlier, Attempt{ID: a.ActivityExecID, Attempt: workflow.AttemptOf(a), State: a.State,
 			Reason: a.Reason, Started: timePtr(a.StartTime), Ended: timePtr(a.EndTime), Host: a.Host, PID: a.PID,
 			ExitCode: a.ExitCode, StderrTail: a.Error})
 	}

@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"golang.org/x/term"
+
+	"github.com/whimbrel/whimbrel/internal/inert"
+	"github.com/whimbrel/whimbrel/state"
 )
 
 // Colors paints states for a terminal. The zero value paints nothing: it
@@ -32,29 +35,51 @@ const (
 	faint  = "2"
 )
 
-// State paints a state (an activity's or a workflow's) by what it means:
-// done green, failed red, running yellow, waiting blue, cancelled faint.
-// s must already be inert.
-func (c Colors) State(s string) string {
-	if !c.On {
-		return s
+// activityColors paints each activity state by what it means: done green,
+// ended badly red, running yellow, waiting blue, cancelled faint. Every
+// state has one (a test walks state.ActivityStates).
+var activityColors = map[state.ActivityState]string{
+	state.Requested:        blue,
+	state.Ready:            blue,
+	state.Queued:           blue,
+	state.Preparing:        blue,
+	state.Running:          yellow,
+	state.Completed:        green,
+	state.Failed:           red,
+	state.TimedOut:         red,
+	state.Cancelled:        faint,
+	state.CancelledRunning: faint,
+}
+
+// workflowColors paints each workflow state as activityColors paints the
+// activity state of the same meaning.
+var workflowColors = map[state.WorkflowState]string{
+	state.WorkflowRequested: blue,
+	state.WorkflowRunning:   yellow,
+	state.WorkflowCompleted: green,
+	state.WorkflowFailed:    red,
+	state.WorkflowCancelled: faint,
+}
+
+// Activity is an activity's state as a person reads it: made inert and
+// painted by what it means. A state that is not one of the contract's (a
+// raw item's) is shown unpainted.
+func (c Colors) Activity(s state.ActivityState) string {
+	return c.paint(activityColors[s], inert.String(string(s)))
+}
+
+// Workflow is a workflow's state as a person reads it, as Activity.
+func (c Colors) Workflow(s state.WorkflowState) string {
+	return c.paint(workflowColors[s], inert.String(string(s)))
+}
+
+// paint wraps shown in the colour code, when colours are on and the state
+// has a colour.
+func (c Colors) paint(code, shown string) string {
+	if !c.On || code == "" {
+		return shown
 	}
-	var code string
-	switch s {
-	case "COMPLETED":
-		code = green
-	case "FAILED", "TIMED_OUT":
-		code = red
-	case "RUNNING":
-		code = yellow
-	case "READY", "QUEUED", "REQUESTED":
-		code = blue
-	case "CANCELLED", "CANCELLED_RUNNING":
-		code = faint
-	default:
-		return s
-	}
-	return "\x1b[" + code + "m" + s + "\x1b[0m"
+	return "\x1b[" + code + "m" + shown + "\x1b[0m"
 }
 
 // Took is how every view writes a duration: rounded to 10 ms, so that

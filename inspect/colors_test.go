@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/whimbrel/whimbrel/state"
 )
 
 func TestColorsFor(t *testing.T) {
@@ -25,7 +27,7 @@ func TestColorsFor(t *testing.T) {
 			t.Errorf("%s: colours %v, want %v", tc.name, got.On, tc.want)
 		}
 	}
-	if s := (Colors{}).State("FAILED"); s != "FAILED" {
+	if s := (Colors{}).Activity(state.Failed); s != "FAILED" {
 		t.Errorf("no colours painted %q", s)
 	}
 }
@@ -51,5 +53,37 @@ func TestStatusColorsKeepColumns(t *testing.T) {
 	}
 	if !strings.Contains(plain.String(), "\n  b ") {
 		t.Errorf("b is not indented under a:\n%s", plain.String())
+	}
+}
+
+// TestEveryStateHasAColour walks the state package's lists: a state added
+// there without a colour here fails.
+func TestEveryStateHasAColour(t *testing.T) {
+	on := Colors{On: true}
+	for _, s := range state.ActivityStates {
+		if activityColors[s] == "" {
+			t.Errorf("activity state %s has no colour", s)
+		}
+		if got, want := on.Activity(s), "\x1b["+activityColors[s]+"m"+string(s)+"\x1b[0m"; got != want {
+			t.Errorf("activity state %s painted %q, want %q", s, got, want)
+		}
+	}
+	for _, s := range state.WorkflowStates {
+		if workflowColors[s] == "" {
+			t.Errorf("workflow state %s has no colour", s)
+		}
+		if got, want := on.Workflow(s), "\x1b["+workflowColors[s]+"m"+string(s)+"\x1b[0m"; got != want {
+			t.Errorf("workflow state %s painted %q, want %q", s, got, want)
+		}
+	}
+	// A workflow state is painted as the activity state of the same name.
+	for _, s := range state.WorkflowStates {
+		if got, want := workflowColors[s], activityColors[state.ActivityState(s)]; got != want {
+			t.Errorf("workflow state %s is %q, activity state %s is %q", s, got, s, want)
+		}
+	}
+	// What is not a state (a raw item's) is shown inert and unpainted.
+	if got, want := on.Activity("\x1b[31mEVIL"), "\\x1b[31mEVIL"; got != want {
+		t.Errorf("a hostile state shows as %q, want %q", got, want)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/whimbrel/whimbrel/state"
 )
 
 // hostile holds what a broken or hostile client could write into items.
@@ -31,7 +33,7 @@ func TestTextIsInert(t *testing.T) {
 	if err := WriteList(&text, []Workflow{s.Workflow}); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteStats(&text, []Stats{{Name: hostile, ByState: map[string]int{}}}); err != nil {
+	if err := WriteStats(&text, []Stats{{Name: hostile, ByState: map[state.WorkflowState]int{}}}); err != nil {
 		t.Fatal(err)
 	}
 	out := text.String()

@@ -30,38 +30,38 @@ type Status struct {
 
 // Workflow is what Status and List show of an execution.
 type Workflow struct {
-	ID        string     `json:"workflow_exec_id"`
-	Name      string     `json:"workflow_name"`
-	State     string     `json:"state"`
-	Reason    string     `json:"reason,omitempty"`
-	RequestID string     `json:"workflow_request_id,omitempty"`
-	Source    string     `json:"source,omitempty"`
-	Started   *time.Time `json:"start_time,omitempty"`
-	Ended     *time.Time `json:"end_time,omitempty"`
-	Seconds   *float64   `json:"duration_seconds,omitempty"`
-	Expires   *time.Time `json:"expires_at,omitempty"`
+	ID        string              `json:"workflow_exec_id"`
+	Name      string              `json:"workflow_name"`
+	State     state.WorkflowState `json:"state"`
+	Reason    string              `json:"reason,omitempty"`
+	RequestID string              `json:"workflow_request_id,omitempty"`
+	Source    string              `json:"source,omitempty"`
+	Started   *time.Time          `json:"start_time,omitempty"`
+	Ended     *time.Time          `json:"end_time,omitempty"`
+	Seconds   *float64            `json:"duration_seconds,omitempty"`
+	Expires   *time.Time          `json:"expires_at,omitempty"`
 	// Params are the execution's parameters.
 	Params map[string]string `json:"params,omitempty"`
 }
 
 // Activity is what Status shows of an activity.
 type Activity struct {
-	ID         string     `json:"activity_exec_id"`
-	Name       string     `json:"activity_name"`
-	State      string     `json:"state"`
-	Reason     string     `json:"reason,omitempty"`
-	DependsOn  []string   `json:"depends_on,omitempty"`
-	Depth      int        `json:"depth"`
-	Started    *time.Time `json:"start_time,omitempty"`
-	Ended      *time.Time `json:"end_time,omitempty"`
-	Seconds    *float64   `json:"duration_seconds,omitempty"`
-	Attempt    int        `json:"attempt"`
-	Host       string     `json:"host,omitempty"`
-	PID        int        `json:"pid,omitempty"`
-	LaunchedAs string     `json:"launched_as,omitempty"`
-	ExitCode   *int       `json:"exit_code,omitempty"`
-	Signal     string     `json:"signal,omitempty"`
-	StderrTail string     `json:"stderr_tail,omitempty"`
+	ID         string              `json:"activity_exec_id"`
+	Name       string              `json:"activity_name"`
+	State      state.ActivityState `json:"state"`
+	Reason     string              `json:"reason,omitempty"`
+	DependsOn  []string            `json:"depends_on,omitempty"`
+	Depth      int                 `json:"depth"`
+	Started    *time.Time          `json:"start_time,omitempty"`
+	Ended      *time.Time          `json:"end_time,omitempty"`
+	Seconds    *float64            `json:"duration_seconds,omitempty"`
+	Attempt    int                 `json:"attempt"`
+	Host       string              `json:"host,omitempty"`
+	PID        int                 `json:"pid,omitempty"`
+	LaunchedAs string              `json:"launched_as,omitempty"`
+	ExitCode   *int                `json:"exit_code,omitempty"`
+	Signal     string              `json:"signal,omitempty"`
+	StderrTail string              `json:"stderr_tail,omitempty"`
 	// HeartbeatAge is the age of the last heartbeat of a RUNNING activity.
 	HeartbeatAge *float64 `json:"last_heartbeat_age_seconds,omitempty"`
 	// Rejected lists the Simple Lambda API's events a processor refused.
@@ -102,7 +102,7 @@ func viewWorkflow(w *state.WorkflowExec, now time.Time) Workflow {
 	if end.IsZero() && !w.State.Terminal() {
 		end = now
 	}
-	return Workflow{ID: w.WorkflowExecID, Name: w.WorkflowName, State: string(w.State), Reason: w.Reason,
+	return Workflow{ID: w.WorkflowExecID, Name: w.WorkflowName, State: w.State, Reason: w.Reason,
 		RequestID: w.WorkflowRequestID, Source: w.Source, Started: timePtr(w.StartTime), Ended: timePtr(w.EndTime),
 		Seconds: seconds(w.StartTime, end), Expires: timePtr(w.Expires), Params: viewParams(w.Params)}
 }
@@ -165,7 +165,7 @@ func Load(ctx context.Context, st workflow.Reader, id string, now time.Time) (*S
 		if end.IsZero() && a.State == state.Running {
 			end = now
 		}
-		v := Activity{ID: a.ActivityExecID, Name: n, State: string(a.State), Reason: a.Reason, DependsOn: deps[n],
+		v := Activity{ID: a.ActivityExecID, Name: n, State: a.State, Reason: a.Reason, DependsOn: deps[n],
 			Depth: depth[n], Started: timePtr(a.StartTime), Ended: timePtr(a.EndTime), Seconds: seconds(a.StartTime, end),
 			Attempt: a.Attempt, Host: a.Host, PID: a.PID, LaunchedAs: a.LaunchedAs, ExitCode: a.ExitCode,
 			Signal: a.Signal, StderrTail: a.Error, Retries: retriesOf(def, a, acts, final)}
@@ -196,7 +196,7 @@ func Load(ctx context.Context, st workflow.Reader, id string, now time.Time) (*S
 		if err != nil {
 			name = "?"
 		}
-		s.Activities = append(s.Activities, Activity{ID: de.ID, Name: name, State: de.State,
+		s.Activities = append(s.Activities, Activity{ID: de.ID, Name: name, State: state.ActivityState(de.State),
 			Undecodable: fmt.Sprintf("attribute %s: %s", de.Attr, de.Err)})
 	}
 	return s, nil
@@ -251,7 +251,7 @@ func (s *Status) WriteText(w io.Writer) error {
 // activities as the DAG, each under what it depends on.
 func (s *Status) WriteTextColors(w io.Writer, c Colors) error {
 	wf := s.Workflow
-	fmt.Fprintf(w, "workflow %s  %s\n", inert.String(wf.ID), c.State(inert.String(wf.State)))
+	fmt.Fprintf(w, "workflow %s  %s\n", inert.String(wf.ID), c.Workflow(wf.State))
 	fmt.Fprintf(w, "  started %s UTC, ended %s, took %s\n", clock(wf.Started), clock(wf.Ended), took(wf.Seconds))
 	if wf.Reason != "" {
 		fmt.Fprintf(w, "  why: %s\n", inert.String(wf.Reason))
@@ -285,14 +285,14 @@ func (s *Status) WriteTextColors(w io.Writer, c Colors) error {
 			hb = fmt.Sprintf("%s ago", time.Duration(*a.HeartbeatAge*float64(time.Second)).Round(time.Second))
 		}
 		attempt := a.attemptText()
-		name, st := a.Name, a.State
+		name, st := a.Name, string(a.State)
 		if a.Undecodable != "" {
 			if name == "?" {
 				name = a.ID
 			}
 			name, st = quoteUnprintable(name), "undecodable"
 			if a.State != "" {
-				st += " (" + quoteUnprintable(a.State) + ")"
+				st += " (" + quoteUnprintable(string(a.State)) + ")"
 			}
 		}
 		rows = append(rows, []string{strings.Repeat("  ", a.Depth) + inert.String(name), inert.String(st), clock(a.Started), took(a.Seconds), attempt, inert.String(orDash(where)), exit, hb})
@@ -303,12 +303,14 @@ func (s *Status) WriteTextColors(w io.Writer, c Colors) error {
 			widths[i] = max(widths[i], len([]rune(c)))
 		}
 	}
-	line := func(cells []string, paint bool) {
+	// line writes a row; painted, if not empty, is its state cell as the
+	// colours show it.
+	line := func(cells []string, painted string) {
 		var b strings.Builder
 		for i, cell := range cells {
 			shown := cell
-			if paint && i == 1 { // the state
-				shown = c.State(cell)
+			if painted != "" && i == 1 { // the state
+				shown = painted
 			}
 			if i == len(cells)-1 {
 				b.WriteString(shown)
@@ -318,11 +320,15 @@ func (s *Status) WriteTextColors(w io.Writer, c Colors) error {
 		}
 		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
 	}
-	line(header, false)
+	line(header, "")
 	for i, a := range s.Activities {
-		line(rows[i], true)
+		painted := ""
+		if a.Undecodable == "" {
+			painted = c.Activity(a.State)
+		}
+		line(rows[i], painted)
 		indent := strings.Repeat("  ", a.Depth) + "  "
-		ended := state.ActivityState(a.State).Terminal() && a.State != string(state.Completed)
+		ended := a.State.Terminal() && a.State != state.Completed
 		if ended && a.Reason != "" {
 			fmt.Fprintf(w, "%swhy: %s\n", indent, inert.String(a.Reason))
 		}
@@ -386,20 +392,20 @@ func WriteList(w io.Writer, rows []Workflow) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORKFLOW_EXEC_ID\tSTATE\tSTARTED (UTC)\tTOOK\tWHY")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", inert.String(r.ID), inert.String(r.State), clock(r.Started), took(r.Seconds), inert.String(r.Reason))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", inert.String(r.ID), inert.String(r.State.String()), clock(r.Started), took(r.Seconds), inert.String(r.Reason))
 	}
 	return tw.Flush()
 }
 
 // Stats are the counts and durations of one workflow's executions.
 type Stats struct {
-	Name        string         `json:"workflow_name"`
-	Total       int            `json:"total"`
-	ByState     map[string]int `json:"by_state"`
-	SuccessRate *float64       `json:"success_rate,omitempty"` // completed / settled
-	P50         *float64       `json:"duration_p50_seconds,omitempty"`
-	P95         *float64       `json:"duration_p95_seconds,omitempty"`
-	Max         *float64       `json:"duration_max_seconds,omitempty"`
+	Name        string                      `json:"workflow_name"`
+	Total       int                         `json:"total"`
+	ByState     map[state.WorkflowState]int `json:"by_state"`
+	SuccessRate *float64                    `json:"success_rate,omitempty"` // completed / settled
+	P50         *float64                    `json:"duration_p50_seconds,omitempty"`
+	P95         *float64                    `json:"duration_p95_seconds,omitempty"`
+	Max         *float64                    `json:"duration_max_seconds,omitempty"`
 }
 
 // Compute groups executions by workflow name. Durations are those of the
@@ -410,20 +416,20 @@ func Compute(wfs []*state.WorkflowExec) []Stats {
 	for _, w := range wfs {
 		s := by[w.WorkflowName]
 		if s == nil {
-			s = &Stats{Name: w.WorkflowName, ByState: map[string]int{}}
+			s = &Stats{Name: w.WorkflowName, ByState: map[state.WorkflowState]int{}}
 			by[w.WorkflowName] = s
 		}
 		s.Total++
-		s.ByState[string(w.State)]++
+		s.ByState[w.State]++
 		if w.State == state.WorkflowCompleted && !w.EndTime.IsZero() {
 			durations[w.WorkflowName] = append(durations[w.WorkflowName], w.EndTime.Sub(w.StartTime).Seconds())
 		}
 	}
 	var out []Stats
 	for name, s := range by {
-		settled := s.ByState[string(state.WorkflowCompleted)] + s.ByState[string(state.WorkflowFailed)] + s.ByState[string(state.WorkflowCancelled)]
+		settled := s.ByState[state.WorkflowCompleted] + s.ByState[state.WorkflowFailed] + s.ByState[state.WorkflowCancelled]
 		if settled > 0 {
-			r := float64(s.ByState[string(state.WorkflowCompleted)]) / float64(settled)
+			r := float64(s.ByState[state.WorkflowCompleted]) / float64(settled)
 			s.SuccessRate = &r
 		}
 		if d := durations[name]; len(d) > 0 {
@@ -446,8 +452,8 @@ func WriteStats(w io.Writer, stats []Stats) error {
 			rate = fmt.Sprintf("%.1f%%", *s.SuccessRate*100)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", inert.String(s.Name), s.Total,
-			s.ByState[string(state.WorkflowCompleted)], s.ByState[string(state.WorkflowFailed)],
-			s.ByState[string(state.WorkflowCancelled)], s.ByState[string(state.WorkflowRunning)]+s.ByState[string(state.WorkflowRequested)],
+			s.ByState[state.WorkflowCompleted], s.ByState[state.WorkflowFailed],
+			s.ByState[state.WorkflowCancelled], s.ByState[state.WorkflowRunning]+s.ByState[state.WorkflowRequested],
 			rate, took(s.P50), took(s.P95), took(s.Max))
 	}
 	return tw.Flush()

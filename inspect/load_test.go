@@ -46,14 +46,14 @@ func TestForeignItemsAreEachShown(t *testing.T) {
 	if len(s.Activities) != 3 {
 		t.Fatalf("status shows %d activities, want 3: %+v", len(s.Activities), s.Activities)
 	}
-	seen := map[string]string{}
+	seen := map[string]state.ActivityState{}
 	for _, a := range s.Activities {
 		seen[a.ID] = a.State
 		if len(a.Earlier) > 0 {
 			t.Errorf("%s shows earlier attempts %+v: another client's items are no attempts of each other", a.ID, a.Earlier)
 		}
 	}
-	if got := seen[storetest.Key(w, "b").ActivityExecID]; got != string(state.Cancelled) {
+	if got := seen[storetest.Key(w, "b").ActivityExecID]; got != state.Cancelled {
 		t.Errorf("b shows %q, want CANCELLED", got)
 	}
 }
@@ -85,7 +85,7 @@ func TestEarlierAttemptsShowTheirRejectedEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, "a"), WorkflowExecID: id}
-	if _, err := st.UpdateActivity(ctx, k, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running, Claim: &state.Claim{Owner: "o"}}); err != nil {
+	if _, err := st.UpdateActivity(ctx, k, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running, Claim: storetest.Claim("o")}); err != nil {
 		t.Fatal(err)
 	}
 	failed, err := st.UpdateActivity(ctx, k, state.ActivityChange{From: []state.ActivityState{state.Running}, To: state.Failed, Owner: "o"})

@@ -25,7 +25,10 @@ const (
 
 // Event is one thing that happened in a run, for a view to show. Times
 // and durations are the store's, so that a view says what `whimbrel
-// status` says.
+// status` says. State is the contract name of the activity's state
+// (EventActivity) or the workflow's (EventWorkflow, EventEnded), one JSON
+// attribute for both; a view reads it typed, with ActivityState or
+// WorkflowState.
 type Event struct {
 	Time           time.Time `json:"time"`
 	Kind           EventKind `json:"event"`
@@ -50,6 +53,13 @@ type Event struct {
 	Message string `json:"message,omitempty"`
 }
 
+// ActivityState is State as an activity's state, for an EventActivity.
+func (e Event) ActivityState() state.ActivityState { return state.ActivityState(e.State) }
+
+// WorkflowState is State as the workflow's state, for an EventWorkflow or
+// an EventEnded.
+func (e Event) WorkflowState() state.WorkflowState { return state.WorkflowState(e.State) }
+
 // watcher turns what Run reads from the store into events: one per change
 // of state it sees, of each item (each attempt of an activity is its own).
 type watcher struct {
@@ -66,7 +76,7 @@ func (w *watcher) activity(a *state.ActivityExec, s state.ActivityState, at time
 		LogFile: filepath.Join(w.logDir, a.ActivityExecID+".log")}
 	if s == a.State {
 		e.Reason, e.ExitCode, e.EndTime = a.Reason, a.ExitCode, a.EndTime
-		if s == state.Failed || s == state.TimedOut {
+		if s.EndedBadly() {
 			e.StderrTail = a.Error
 		}
 	}
@@ -94,7 +104,7 @@ func (w *watcher) observe(wf *state.WorkflowExec, acts []*state.ActivityExec) {
 		}
 		w.last[a.ActivityExecID] = a.State
 		changed = true
-		if a.State != state.Running && !a.StartTime.IsZero() && (!seen || notYetRun(prev)) {
+		if a.State != state.Running && !a.StartTime.IsZero() && (!seen || prev.NotStarted()) {
 			evs = append(evs, w.activity(a, state.Running, a.StartTime))
 		}
 		at := now
@@ -120,15 +130,6 @@ func (w *watcher) observe(wf *state.WorkflowExec, acts []*state.ActivityExec) {
 	if !changed {
 		w.emit(Event{Time: now, Kind: EventTick, WorkflowExecID: w.id})
 	}
-}
-
-// notYetRun reports whether an activity in s has not started its command.
-func notYetRun(s state.ActivityState) bool {
-	switch s {
-	case state.Requested, state.Ready, state.Queued:
-		return true
-	}
-	return false
 }
 
 func (w *watcher) note(msg string) {

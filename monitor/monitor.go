@@ -494,7 +494,7 @@ func (s *sweep) repairWorkflow(ctx context.Context, id string) error {
 	// failed attempt to it (retried_by): link it now.
 	for _, a := range acts {
 		prev := byID[a.RetryOf]
-		if a.RetryOf == "" || prev == nil || prev.RetriedBy != "" || (prev.State != state.Failed && prev.State != state.TimedOut) {
+		if a.RetryOf == "" || prev == nil || prev.RetriedBy != "" || !prev.State.EndedBadly() {
 			continue
 		}
 		_, err := s.st.UpdateActivity(ctx, prev.ActivityKey, state.ActivityChange{

@@ -39,12 +39,6 @@ func TestMain(m *testing.M) {
 	}, []string{"-tags", "whimbrel_fault"}, map[string]string{"whimbrel-run": "../cmd/whimbrel-run"})
 }
 
-func bg(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // fixture is a store with one workflow started from a definition.
 type fixture struct {
 	st *dynamodb.Store
@@ -58,7 +52,7 @@ func newFixture(t *testing.T, yaml string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _, err := workflow.Start(bg(t), st, d, workflow.StartOptions{})
+	id, _, err := workflow.Start(testbin.Context(t), st, d, workflow.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +65,7 @@ func (f *fixture) key(name string) state.ActivityKey {
 
 func (f *fixture) get(t *testing.T, name string) *state.ActivityExec {
 	t.Helper()
-	a, err := f.st.GetActivity(bg(t), f.key(name))
+	a, err := f.st.GetActivity(testbin.Context(t), f.key(name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +74,7 @@ func (f *fixture) get(t *testing.T, name string) *state.ActivityExec {
 
 func (f *fixture) workflow(t *testing.T) *state.WorkflowExec {
 	t.Helper()
-	wf, err := f.st.GetWorkflow(bg(t), f.id)
+	wf, err := f.st.GetWorkflow(testbin.Context(t), f.id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +83,7 @@ func (f *fixture) workflow(t *testing.T) *state.WorkflowExec {
 
 func (f *fixture) move(t *testing.T, name string, c state.ActivityChange) {
 	t.Helper()
-	if _, err := f.st.UpdateActivity(bg(t), f.key(name), c); err != nil {
+	if _, err := f.st.UpdateActivity(testbin.Context(t), f.key(name), c); err != nil {
 		t.Fatalf("move %s: %v", name, err)
 	}
 }
@@ -248,7 +242,7 @@ func TestSlowHeartbeatsAreNotTimedOut(t *testing.T) {
 	waitFor(t, "RUNNING", 30*time.Second, func() bool { return f.get(t, "long").State == state.Running })
 	mon := monitor.New(f.st, monitor.Config{}) // no skew allowance at all
 	for end := time.Now().Add(2*timeout + time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		r, err := mon.Sweep(bg(t))
+		r, err := mon.Sweep(testbin.Context(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -278,7 +272,7 @@ func TestRepairAfterDeathAfterFinish(t *testing.T) {
 	if b := f.get(t, "b"); b.State != state.Requested {
 		t.Fatalf("b is %s before the sweep: the fault fired too late", b.State)
 	}
-	r, err := monitor.New(f.st, monitor.Config{}).Sweep(bg(t))
+	r, err := monitor.New(f.st, monitor.Config{}).Sweep(testbin.Context(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +285,7 @@ func TestRepairAfterDeathAfterFinish(t *testing.T) {
 		}
 	}
 	// Nothing is left to repair.
-	if r, _ := monitor.New(f.st, monitor.Config{}).Sweep(bg(t)); r != (monitor.Report{}) {
+	if r, _ := monitor.New(f.st, monitor.Config{}).Sweep(testbin.Context(t)); r != (monitor.Report{}) {
 		t.Errorf("second sweep did %+v, want nothing", r)
 	}
 }
@@ -306,10 +300,10 @@ func TestQueuedNeverStarted(t *testing.T) {
 	at := func(d time.Duration) monitor.Config {
 		return monitor.Config{Now: func() time.Time { return now.Add(d) }}
 	}
-	if r, err := monitor.New(f.st, at(time.Minute)).Sweep(bg(t)); err != nil || r.FailedLaunches != 0 {
+	if r, err := monitor.New(f.st, at(time.Minute)).Sweep(testbin.Context(t)); err != nil || r.FailedLaunches != 0 {
 		t.Fatalf("before the timeout: %+v %v", r, err)
 	}
-	r, err := monitor.New(f.st, at(3*time.Minute)).Sweep(bg(t))
+	r, err := monitor.New(f.st, at(3*time.Minute)).Sweep(testbin.Context(t))
 	if err != nil || r.FailedLaunches != 1 || r.CancelledDown != 1 {
 		t.Fatalf("after the timeout: %+v %v", r, err)
 	}
@@ -329,7 +323,7 @@ func TestQueuedNeverStarted(t *testing.T) {
 	g.move(t, "a", state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Queued})
 	cfg := at(3 * time.Minute)
 	cfg.QueuedTimeout = time.Minute
-	if r, err := monitor.New(g.st, cfg).Sweep(bg(t)); err != nil || r.FailedLaunches != 1 {
+	if r, err := monitor.New(g.st, cfg).Sweep(testbin.Context(t)); err != nil || r.FailedLaunches != 1 {
 		t.Errorf("with --queued-timeout 1m, 3 minutes QUEUED: %+v %v; want it failed", r, err)
 	}
 }
@@ -350,7 +344,7 @@ func TestFourMonitorsActOnce(t *testing.T) {
 		n := fmt.Sprintf("a%02d", i)
 		f.move(t, n, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Queued, At: past})
 		f.move(t, n, state.ActivityChange{From: []state.ActivityState{state.Queued}, To: state.Running, At: past,
-			Claim: &state.Claim{Owner: "gone-" + n, HeartbeatEnabled: true, HeartbeatInterval: 15 * time.Second, HeartbeatTimeout: time.Minute}})
+			Claim: storetest.Claim("gone-" + n)})
 	}
 	var mu sync.Mutex
 	var total monitor.Report
@@ -361,7 +355,7 @@ func TestFourMonitorsActOnce(t *testing.T) {
 			defer wg.Done()
 			m := monitor.New(f.st, monitor.Config{})
 			for j := 0; j < 2; j++ {
-				r, err := m.Sweep(bg(t))
+				r, err := m.Sweep(testbin.Context(t))
 				if err != nil {
 					t.Error(err)
 				}
@@ -399,11 +393,11 @@ func TestCleanup(t *testing.T) {
 	f.move(t, "run", state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Queued})
 	f.move(t, "run", state.ActivityChange{From: []state.ActivityState{state.Queued}, To: state.Running,
 		Claim: &state.Claim{Owner: "o", HeartbeatEnabled: true, HeartbeatTimeout: time.Hour}})
-	if _, err := f.st.UpdateWorkflow(bg(t), f.id, state.WorkflowChange{
+	if _, err := f.st.UpdateWorkflow(testbin.Context(t), f.id, state.WorkflowChange{
 		From: []state.WorkflowState{state.WorkflowRunning}, To: state.WorkflowCancelled, Reason: "operator"}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := monitor.New(f.st, monitor.Config{}).Sweep(bg(t))
+	r, err := monitor.New(f.st, monitor.Config{}).Sweep(testbin.Context(t))
 	if err != nil || r.Cancelled != 2 || r.CancelledRunning != 1 {
 		t.Fatalf("sweep: %+v %v", r, err)
 	}
@@ -420,26 +414,26 @@ func TestStaleStart(t *testing.T) {
 	t.Parallel()
 	st := dynamotest.NewStore(t, dynamodb.Options{})
 	w := withDefinition(t, storetest.NewWorkflow(t, "half", storetest.DAG{"a": nil}), "name: half\nactivities:\n  a: {command: [\"true\"]}\n")
-	if err := st.CreateWorkflow(bg(t), w); err != nil {
+	if err := st.CreateWorkflow(testbin.Context(t), w); err != nil {
 		t.Fatal(err)
 	}
 	// Another client's workflow, without a definition, stays as it is.
 	foreign := storetest.NewWorkflow(t, "foreign", storetest.DAG{"a": nil})
 	foreign.Exec.Definition = ""
-	if err := st.CreateWorkflow(bg(t), foreign); err != nil {
+	if err := st.CreateWorkflow(testbin.Context(t), foreign); err != nil {
 		t.Fatal(err)
 	}
 	later := func() time.Time { return time.Now().Add(time.Hour) }
-	r, err := monitor.New(st, monitor.Config{Now: later}).Sweep(bg(t))
+	r, err := monitor.New(st, monitor.Config{Now: later}).Sweep(testbin.Context(t))
 	if err != nil || r.FailedStarts != 1 {
 		t.Fatalf("sweep: %+v %v", r, err)
 	}
-	wf, err := st.GetWorkflow(bg(t), w.Exec.WorkflowExecID)
+	wf, err := st.GetWorkflow(testbin.Context(t), w.Exec.WorkflowExecID)
 	if err != nil || wf.State != state.WorkflowFailed || !strings.Contains(wf.Reason, "start did not finish") {
 		t.Errorf("workflow %+v %v", wf, err)
 	}
 	// Its activities are then cancelled by the next sweep.
-	if r, _ := monitor.New(st, monitor.Config{Now: later}).Sweep(bg(t)); r.Cancelled != 1 {
+	if r, _ := monitor.New(st, monitor.Config{Now: later}).Sweep(testbin.Context(t)); r.Cancelled != 1 {
 		t.Errorf("next sweep: %+v, want the activity cancelled", r)
 	}
 }
@@ -464,7 +458,7 @@ func TestSweepCostIgnoresHistory(t *testing.T) {
 		mu.Lock()
 		units = 0
 		mu.Unlock()
-		if _, err := monitor.New(st, monitor.Config{}).Sweep(bg(t)); err != nil {
+		if _, err := monitor.New(st, monitor.Config{}).Sweep(testbin.Context(t)); err != nil {
 			t.Fatal(err)
 		}
 		mu.Lock()
@@ -477,7 +471,7 @@ func TestSweepCostIgnoresHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 30; i++ {
-		id, _, err := workflow.Start(bg(t), st, d, workflow.StartOptions{})
+		id, _, err := workflow.Start(testbin.Context(t), st, d, workflow.StartOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -488,12 +482,12 @@ func TestSweepCostIgnoresHistory(t *testing.T) {
 				{From: []state.ActivityState{state.Queued}, To: state.Running, Claim: &state.Claim{Owner: "o"}},
 				{From: []state.ActivityState{state.Running}, To: state.Completed, Owner: "o"},
 			} {
-				if _, err := st.UpdateActivity(bg(t), k, c); err != nil {
+				if _, err := st.UpdateActivity(testbin.Context(t), k, c); err != nil {
 					t.Fatal(err)
 				}
 			}
 		}
-		if _, err := workflow.Settle(bg(t), st, id, nil); err != nil {
+		if _, err := workflow.Settle(testbin.Context(t), st, id, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -516,12 +510,12 @@ func TestReadiesWhatAStartLeft(t *testing.T) {
 	w := withDefinition(t, storetest.NewWorkflow(t, "half", storetest.DAG{"a": nil, "b": nil, "c": {"a"}}),
 		"name: half\nactivities:\n  a: {command: [\"true\"]}\n  b: {command: [\"true\"]}\n  c: {command: [\"true\"], depends_on: [a]}\n")
 	storetest.Create(t, st, w) // RUNNING, every activity REQUESTED
-	r, err := monitor.New(st, monitor.Config{}).Sweep(bg(t))
+	r, err := monitor.New(st, monitor.Config{}).Sweep(testbin.Context(t))
 	if err != nil || r.Readied != 2 {
 		t.Fatalf("sweep: %+v %v; want a and b readied", r, err)
 	}
 	for n, want := range map[string]state.ActivityState{"a": state.Ready, "b": state.Ready, "c": state.Requested} {
-		if a, _ := st.GetActivity(bg(t), storetest.Key(w, n)); a.State != want {
+		if a, _ := st.GetActivity(testbin.Context(t), storetest.Key(w, n)); a.State != want {
 			t.Errorf("%s is %s, want %s", n, a.State, want)
 		}
 	}
@@ -553,13 +547,13 @@ func TestForeignWorkflowIsNotReadiedEarly(t *testing.T) {
 	// CreateWorkflow insists on pending sets that match the dependency
 	// items; resolving the edge at once leaves b as a seed client writes
 	// it: dependency items, and no pending set.
-	if err := st.CreateWorkflow(bg(t), withPending(w)); err != nil {
+	if err := st.CreateWorkflow(testbin.Context(t), withPending(w)); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := st.ResolveDependency(bg(t), storetest.Key(w, "b"), storetest.Key(w, "a").ActivityExecID); err != nil {
+	if _, _, err := st.ResolveDependency(testbin.Context(t), storetest.Key(w, "b"), storetest.Key(w, "a").ActivityExecID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.UpdateWorkflow(bg(t), w.Exec.WorkflowExecID, state.WorkflowChange{
+	if _, err := st.UpdateWorkflow(testbin.Context(t), w.Exec.WorkflowExecID, state.WorkflowChange{
 		From: []state.WorkflowState{state.WorkflowRequested}, To: state.WorkflowRunning}); err != nil {
 		t.Fatal(err)
 	}
@@ -567,14 +561,14 @@ func TestForeignWorkflowIsNotReadiedEarly(t *testing.T) {
 		{From: []state.ActivityState{state.Requested}, To: state.Queued},
 		{From: []state.ActivityState{state.Queued}, To: state.Running, Claim: &state.Claim{Owner: "o", HeartbeatEnabled: true, HeartbeatTimeout: time.Hour}},
 	} {
-		if _, err := st.UpdateActivity(bg(t), storetest.Key(w, "a"), c); err != nil {
+		if _, err := st.UpdateActivity(testbin.Context(t), storetest.Key(w, "a"), c); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := monitor.New(st, monitor.Config{}).Sweep(bg(t)); err != nil {
+	if _, err := monitor.New(st, monitor.Config{}).Sweep(testbin.Context(t)); err != nil {
 		t.Fatal(err)
 	}
-	if b, _ := st.GetActivity(bg(t), storetest.Key(w, "b")); b.State != state.Requested {
+	if b, _ := st.GetActivity(testbin.Context(t), storetest.Key(w, "b")); b.State != state.Requested {
 		t.Errorf("b is %s while a runs, want REQUESTED", b.State)
 	}
 }
@@ -601,12 +595,12 @@ func TestFineHeartbeatEpochs(t *testing.T) {
 		{From: []state.ActivityState{state.Requested}, To: state.Queued},
 		{From: []state.ActivityState{state.Queued}, To: state.Running, Claim: &state.Claim{Owner: "o", HeartbeatEnabled: true, HeartbeatTimeout: time.Minute}},
 	} {
-		if _, err := st.UpdateActivity(bg(t), k, c); err != nil {
+		if _, err := st.UpdateActivity(testbin.Context(t), k, c); err != nil {
 			t.Fatal(err)
 		}
 	}
 	stale := float64(time.Now().Add(-10*time.Minute).UnixMicro()) / 1e6
-	_, err := dynamotest.Client(t).UpdateItem(bg(t), &awsdynamodb.UpdateItemInput{
+	_, err := dynamotest.Client(t).UpdateItem(testbin.Context(t), &awsdynamodb.UpdateItemInput{
 		TableName:                 aws.String(st.Prefix() + "activity_exec"),
 		Key:                       map[string]types.AttributeValue{"activity_exec_id": &types.AttributeValueMemberS{Value: k.ActivityExecID}, "workflow_exec_id": &types.AttributeValueMemberS{Value: k.WorkflowExecID}},
 		UpdateExpression:          aws.String("SET heartbeat_time_epoch = :e"),
@@ -615,7 +609,7 @@ func TestFineHeartbeatEpochs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := monitor.New(st, monitor.Config{}).Sweep(bg(t))
+	r, err := monitor.New(st, monitor.Config{}).Sweep(testbin.Context(t))
 	if err != nil || r.TimedOut != 1 {
 		t.Fatalf("sweep: %+v %v; want the stale activity timed out", r, err)
 	}
@@ -637,13 +631,13 @@ func TestJudgesFromTheClaimsHeartbeat(t *testing.T) {
 			{From: []state.ActivityState{state.Queued}, To: state.Running, At: claimed,
 				Claim: &state.Claim{Owner: "o-" + n, HeartbeatEnabled: true, HeartbeatTimeout: time.Minute}},
 		} {
-			if _, err := st.UpdateActivity(bg(t), storetest.Key(w, n), c); err != nil {
+			if _, err := st.UpdateActivity(testbin.Context(t), storetest.Key(w, n), c); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	k := storetest.Key(w, "theirs")
-	if _, err := dynamotest.Client(t).UpdateItem(bg(t), &awsdynamodb.UpdateItemInput{
+	if _, err := dynamotest.Client(t).UpdateItem(testbin.Context(t), &awsdynamodb.UpdateItemInput{
 		TableName:                 aws.String(st.Prefix() + "activity_exec"),
 		Key:                       map[string]types.AttributeValue{"activity_exec_id": &types.AttributeValueMemberS{Value: k.ActivityExecID}, "workflow_exec_id": &types.AttributeValueMemberS{Value: k.WorkflowExecID}},
 		UpdateExpression:          aws.String("SET heartbeat_time_epoch = :e REMOVE heartbeat_time"),
@@ -651,20 +645,20 @@ func TestJudgesFromTheClaimsHeartbeat(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if a, err := st.GetActivity(bg(t), k); err != nil || !a.HeartbeatTime.IsZero() {
+	if a, err := st.GetActivity(testbin.Context(t), k); err != nil || !a.HeartbeatTime.IsZero() {
 		t.Fatalf("the foreign claim still has a heartbeat: %+v, %v", a, err)
 	}
 	at := func(d time.Duration) monitor.Config {
 		return monitor.Config{Now: func() time.Time { return claimed.Add(d) }}
 	}
-	if r, err := monitor.New(st, at(30*time.Second)).Sweep(bg(t)); err != nil || r.TimedOut != 0 {
+	if r, err := monitor.New(st, at(30*time.Second)).Sweep(testbin.Context(t)); err != nil || r.TimedOut != 0 {
 		t.Fatalf("half a timeout after the claim: %+v, %v; want nothing timed out", r, err)
 	}
-	if r, err := monitor.New(st, at(2*time.Minute)).Sweep(bg(t)); err != nil || r.TimedOut != 2 {
+	if r, err := monitor.New(st, at(2*time.Minute)).Sweep(testbin.Context(t)); err != nil || r.TimedOut != 2 {
 		t.Fatalf("two minutes after the claim: %+v, %v; want both timed out", r, err)
 	}
 	for _, n := range []string{"ours", "theirs"} {
-		a, err := st.GetActivity(bg(t), storetest.Key(w, n))
+		a, err := st.GetActivity(testbin.Context(t), storetest.Key(w, n))
 		if err != nil || a.State != state.TimedOut {
 			t.Errorf("%s: %+v, %v; want TIMED_OUT", n, a, err)
 		}
@@ -690,7 +684,7 @@ func TestForeignSameNamesAreEachRepaired(t *testing.T) {
 			{From: []state.ActivityState{state.Requested}, To: state.Ready},
 			{From: []state.ActivityState{state.Ready}, To: state.Running, Claim: &state.Claim{Owner: owner, HeartbeatEnabled: true, HeartbeatTimeout: time.Hour}},
 		} {
-			if _, err := st.UpdateActivity(bg(t), k, c); err != nil {
+			if _, err := st.UpdateActivity(testbin.Context(t), k, c); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -698,14 +692,14 @@ func TestForeignSameNamesAreEachRepaired(t *testing.T) {
 	run(storetest.Key(w, "a"), "oa") // still running
 	run(storetest.Key(w, "b"), "ob")
 	// b completes; its wrapper dies before advancing.
-	if _, err := st.UpdateActivity(bg(t), storetest.Key(w, "b"), state.ActivityChange{
+	if _, err := st.UpdateActivity(testbin.Context(t), storetest.Key(w, "b"), state.ActivityChange{
 		From: []state.ActivityState{state.Running}, To: state.Completed, Owner: "ob"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := monitor.New(st, monitor.Config{Workflow: w.Exec.WorkflowExecID}).Sweep(bg(t)); err != nil {
+	if _, err := monitor.New(st, monitor.Config{Workflow: w.Exec.WorkflowExecID}).Sweep(testbin.Context(t)); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := st.GetActivity(bg(t), storetest.Key(w, "c")); err != nil || c.State != state.Ready {
+	if c, err := st.GetActivity(testbin.Context(t), storetest.Key(w, "c")); err != nil || c.State != state.Ready {
 		t.Errorf("c is %v (%v) after the repair, want READY: b completed", c.State, err)
 	}
 }
@@ -725,7 +719,7 @@ func putSeedItem(t *testing.T, st *dynamodb.Store, base string, attrs map[string
 			t.Fatalf("putSeedItem: %T", v)
 		}
 	}
-	if _, err := dynamotest.Client(t).PutItem(bg(t), &awsdynamodb.PutItemInput{TableName: aws.String(st.Prefix() + base), Item: it}); err != nil {
+	if _, err := dynamotest.Client(t).PutItem(testbin.Context(t), &awsdynamodb.PutItemInput{TableName: aws.String(st.Prefix() + base), Item: it}); err != nil {
 		t.Fatalf("raw PutItem: %v", err)
 	}
 }
@@ -742,14 +736,14 @@ func TestAdoptsForeignWorkflow(t *testing.T) {
 		"state": "RUNNING", "start_time_epoch": now})
 	putSeedItem(t, st, "activity_exec", map[string]any{"activity_exec_id": "a::" + uuid.NewString(), "workflow_exec_id": id,
 		"workflow_name": "seeded", "activity_name": "a", "state": "COMPLETED", "state_time_epoch": now})
-	if r, err := monitor.New(st, monitor.Config{AdoptPages: -1}).Sweep(bg(t)); err != nil || r.Settled != 0 {
+	if r, err := monitor.New(st, monitor.Config{AdoptPages: -1}).Sweep(testbin.Context(t)); err != nil || r.Settled != 0 {
 		t.Fatalf("sweep without adoption: %+v %v; want nothing settled: nothing lists the raw workflow", r, err)
 	}
-	r, err := monitor.New(st, monitor.Config{}).Sweep(bg(t))
+	r, err := monitor.New(st, monitor.Config{}).Sweep(testbin.Context(t))
 	if err != nil || r.Adopted != 1 || r.Settled != 1 {
 		t.Fatalf("sweep: %+v %v; want the raw workflow adopted and settled", r, err)
 	}
-	if wf, err := st.GetWorkflow(bg(t), id); err != nil || wf.State != state.WorkflowCompleted {
+	if wf, err := st.GetWorkflow(testbin.Context(t), id); err != nil || wf.State != state.WorkflowCompleted {
 		t.Errorf("the raw workflow: %+v %v; want COMPLETED", wf, err)
 	}
 }
@@ -774,7 +768,7 @@ func TestAdoptionTimeoutDoesNotStopTheSweep(t *testing.T) {
 		"state": "RUNNING", "start_time_epoch": now, dynamodb.AttrStateShard: sh, dynamodb.AttrNameShard: nsh})
 	putSeedItem(t, st, "activity_exec", map[string]any{"activity_exec_id": "a::" + uuid.NewString(), "workflow_exec_id": id,
 		"workflow_name": "seeded", "activity_name": "a", "state": "COMPLETED", "state_time_epoch": now})
-	r, err := monitor.New(silentAdopter{st}, monitor.Config{}).Sweep(bg(t))
+	r, err := monitor.New(silentAdopter{st}, monitor.Config{}).Sweep(testbin.Context(t))
 	if !errors.Is(err, state.ErrUnavailable) {
 		t.Errorf("sweep error %v, want the adoption's timeout reported", err)
 	}

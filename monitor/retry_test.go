@@ -13,8 +13,10 @@ import (
 
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/internal/fault"
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/monitor"
 	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/state/storetest"
 	"github.com/whimbrel/whimbrel/workflow"
 )
 
@@ -29,7 +31,7 @@ activities:
 // attemptsOf lists the items of one activity, first attempt first.
 func (f *fixture) attemptsOf(t *testing.T, name string) []*state.ActivityExec {
 	t.Helper()
-	acts, err := f.st.Activities(bg(t), f.id)
+	acts, err := f.st.Activities(testbin.Context(t), f.id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +101,7 @@ func TestTimedOutAttemptIsRetried(t *testing.T) {
 	if wf := f.workflow(t); wf.State != state.WorkflowRunning {
 		t.Errorf("workflow %s while a retry is pending", wf.State)
 	}
-	if _, err := f.st.UpdateActivity(bg(t), next.ActivityKey, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Queued}); err != nil {
+	if _, err := f.st.UpdateActivity(testbin.Context(t), next.ActivityKey, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Queued}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.wrapKey(t, next.ActivityKey, nil, "--", "true").Wait(); err != nil {
@@ -129,7 +131,7 @@ func TestRetryAfterDeathAfterFailed(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for j := 0; j < 2; j++ {
-				if _, err := monitor.New(f.st, monitor.Config{}).Sweep(bg(t)); err != nil {
+				if _, err := monitor.New(f.st, monitor.Config{}).Sweep(testbin.Context(t)); err != nil {
 					t.Error(err)
 				}
 			}
@@ -156,7 +158,7 @@ func TestFourMonitorsOneRetry(t *testing.T) {
 	past := time.Now().Add(-5 * time.Minute)
 	f.move(t, "long", state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Queued, At: past})
 	f.move(t, "long", state.ActivityChange{From: []state.ActivityState{state.Queued}, To: state.Running, At: past,
-		Claim: &state.Claim{Owner: "gone", HeartbeatEnabled: true, HeartbeatInterval: 15 * time.Second, HeartbeatTimeout: time.Minute}})
+		Claim: storetest.Claim("gone")})
 	var mu sync.Mutex
 	var total monitor.Report
 	var wg sync.WaitGroup
@@ -166,7 +168,7 @@ func TestFourMonitorsOneRetry(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			r, err := monitor.New(f.st, monitor.Config{}).Sweep(bg(t))
+			r, err := monitor.New(f.st, monitor.Config{}).Sweep(testbin.Context(t))
 			if err != nil {
 				t.Error(err)
 			}
@@ -203,10 +205,10 @@ func TestRetryLinkAfterDeathAfterCreate(t *testing.T) {
 		WorkflowName: first.WorkflowName, ActivityName: "long", State: state.Ready, StateTime: now,
 		Attempt: 2, RetryOf: first.ActivityExecID, NotBefore: now.Add(time.Hour),
 	}
-	if err := f.st.CreateActivity(bg(t), next); err != nil {
+	if err := f.st.CreateActivity(testbin.Context(t), next); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := monitor.New(f.st, monitor.Config{}).Sweep(bg(t)); err != nil {
+	if _, err := monitor.New(f.st, monitor.Config{}).Sweep(testbin.Context(t)); err != nil {
 		t.Fatal(err)
 	}
 	as := f.attemptsOf(t, "long")
@@ -228,7 +230,7 @@ func TestLateRetryInACancelledWorkflowExpires(t *testing.T) {
 	f.move(t, "long", state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running, Claim: &state.Claim{Owner: "o"}})
 	f.move(t, "long", state.ActivityChange{From: []state.ActivityState{state.Running}, To: state.Failed, Owner: "o", Exit: &state.Exit{Code: 1}})
 	first := f.get(t, "long")
-	if _, err := workflow.Cancel(bg(t), f.st, f.id, "test", nil); err != nil {
+	if _, err := workflow.Cancel(testbin.Context(t), f.st, f.id, "test", nil); err != nil {
 		t.Fatal(err)
 	}
 	wf := f.workflow(t)
@@ -242,13 +244,13 @@ func TestLateRetryInACancelledWorkflowExpires(t *testing.T) {
 		WorkflowName: first.WorkflowName, ActivityName: "long", State: state.Ready, StateTime: now,
 		Attempt: 2, RetryOf: first.ActivityExecID, NotBefore: now,
 	}
-	if err := f.st.CreateActivity(bg(t), next); err != nil {
+	if err := f.st.CreateActivity(testbin.Context(t), next); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := monitor.New(f.st, monitor.Config{}).Sweep(bg(t)); err != nil {
+	if _, err := monitor.New(f.st, monitor.Config{}).Sweep(testbin.Context(t)); err != nil {
 		t.Fatal(err)
 	}
-	got, err := f.st.GetActivity(bg(t), next.ActivityKey)
+	got, err := f.st.GetActivity(testbin.Context(t), next.ActivityKey)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -220,29 +220,6 @@ func TestDrainIsQuick(t *testing.T) {
 	}
 }
 
-// openPTY opens a pseudo-terminal pair.
-func openPTY(t *testing.T) (master, slave *os.File) {
-	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatalf("open /dev/ptmx: %v", err)
-	}
-	t.Cleanup(func() { m.Close() })
-	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatalf("unlock pty: %v", err)
-	}
-	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatalf("pty number: %v", err)
-	}
-	s, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatalf("open pty: %v", err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return m, s
-}
-
 // TestTerminalHandover runs the wrapper on a terminal, as docker run -it
 // does: its command must become the terminal's foreground process group, or
 // reading the terminal stops it with SIGTTIN; and its stderr must be the
@@ -251,7 +228,7 @@ func TestTerminalHandover(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	master, slave := openPTY(t)
+	master, slave := testbin.OpenPTY(t)
 	// After the command, the wrapper takes the terminal back: the test
 	// binary in wrapper mode reports whose it is.
 	script := `[ -t 2 ] && echo "stderr is a terminal"; read x; echo "got $x"`

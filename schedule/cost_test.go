@@ -5,12 +5,14 @@ import (
 	"slices"
 
 	"fmt"
-	"github.com/google/uuid"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/schedule"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
@@ -70,7 +72,7 @@ func TestTickCost(t *testing.T) {
 	}
 
 	d := def(t, "etl")
-	if _, err := schedule.Set(ctx(t), st, schedule.Spec{Name: "one", Definition: d, Every: time.Hour, Start: now.Add(-time.Minute)}, now); err != nil {
+	if _, err := schedule.Set(testbin.Context(t), st, schedule.Spec{Name: "one", Definition: d, Every: time.Hour, Start: now.Add(-time.Minute)}, now); err != nil {
 		t.Fatal(err)
 	}
 	measure("one fire (a workflow of 2 activities)")
@@ -86,7 +88,7 @@ func TestTickCost(t *testing.T) {
 			for i := w; i < 9990; i += 16 {
 				s := &state.Schedule{Name: fmt.Sprintf("later-%05d", i), WorkflowName: "etl", Definition: d.JSON(), Cron: "0 3 * * *",
 					TimeZone: "UTC", Catchup: "all", MaxCatchup: 50, Start: now, SetTime: now, NextFire: now.Add(time.Duration(1+i%1000) * time.Hour)}
-				if err := st.PutSchedule(ctx(t), s, 0, ""); err != nil {
+				if err := st.PutSchedule(testbin.Context(t), s, 0, ""); err != nil {
 					errs <- err
 					return
 				}
@@ -99,7 +101,7 @@ func TestTickCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 10; i++ {
-		if _, err := schedule.Set(ctx(t), st, schedule.Spec{Name: fmt.Sprintf("due-%d", i), Definition: d, Every: time.Hour,
+		if _, err := schedule.Set(testbin.Context(t), st, schedule.Spec{Name: fmt.Sprintf("due-%d", i), Definition: d, Every: time.Hour,
 			Start: now.Add(-time.Minute)}, now); err != nil {
 			t.Fatal(err)
 		}
@@ -160,16 +162,16 @@ func (c *callCounter) Workflows(ctx context.Context, q state.WorkflowQuery) ([]*
 func upstream(t *testing.T, st schedule.Store, start time.Time, to state.WorkflowState) string {
 	t.Helper()
 	id := "up::" + uuid.NewString()
-	if err := st.CreateWorkflow(ctx(t), &state.NewWorkflow{Exec: state.WorkflowExec{WorkflowExecID: id, WorkflowName: "up",
+	if err := st.CreateWorkflow(testbin.Context(t), &state.NewWorkflow{Exec: state.WorkflowExec{WorkflowExecID: id, WorkflowName: "up",
 		State: state.WorkflowRequested, StartTime: start, Definition: `{"name":"up"}`}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.UpdateWorkflow(ctx(t), id, state.WorkflowChange{From: []state.WorkflowState{state.WorkflowRequested},
+	if _, err := st.UpdateWorkflow(testbin.Context(t), id, state.WorkflowChange{From: []state.WorkflowState{state.WorkflowRequested},
 		To: state.WorkflowRunning}); err != nil {
 		t.Fatal(err)
 	}
 	if to != state.WorkflowRunning {
-		if _, err := st.UpdateWorkflow(ctx(t), id, state.WorkflowChange{From: []state.WorkflowState{state.WorkflowRunning},
+		if _, err := st.UpdateWorkflow(testbin.Context(t), id, state.WorkflowChange{From: []state.WorkflowState{state.WorkflowRunning},
 			To: to, At: start.Add(time.Second)}); err != nil {
 			t.Fatal(err)
 		}
@@ -189,7 +191,7 @@ func TestAfterTickCostStaysBounded(t *testing.T) {
 		for i := 0; i < 150; i++ {
 			upstream(t, st, now.Add(-50*time.Minute+time.Duration(i)*20*time.Second), state.WorkflowCompleted)
 		}
-		if _, err := schedule.Set(ctx(t), st, schedule.Spec{Name: "many", Definition: def(t, "down"), After: "up", Threshold: 1000,
+		if _, err := schedule.Set(testbin.Context(t), st, schedule.Spec{Name: "many", Definition: def(t, "down"), After: "up", Threshold: 1000,
 			Start: now.Add(-2 * time.Hour)}, now); err != nil {
 			t.Fatal(err)
 		}
@@ -211,7 +213,7 @@ func TestAfterTickCostStaysBounded(t *testing.T) {
 			t.Errorf("tokens %d, %d remembered as counted, unsettled %v; want 150, the last AfterLag's, [%s]",
 				s.Tokens, len(s.Counted), s.Unsettled, long)
 		}
-		if _, err := st.UpdateWorkflow(ctx(t), long, state.WorkflowChange{From: []state.WorkflowState{state.WorkflowRunning},
+		if _, err := st.UpdateWorkflow(testbin.Context(t), long, state.WorkflowChange{From: []state.WorkflowState{state.WorkflowRunning},
 			To: state.WorkflowCompleted}); err != nil {
 			t.Fatal(err)
 		}

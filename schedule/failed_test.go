@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/whimbrel/whimbrel/definition"
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/schedule"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
@@ -65,11 +66,11 @@ func TestFireThatFailsToStartIsLoggedAndRetried(t *testing.T) {
 	onBoth(t, func(t *testing.T, inner schedule.Store) {
 		st := &failingStarts{Store: inner}
 		t0 := ts("2026-11-21T10:00:00Z")
-		if _, err := schedule.Set(ctx(t), st, schedule.Spec{Name: "hourly", Definition: def(t, "etl"), Every: time.Hour, Start: t0}, t0); err != nil {
+		if _, err := schedule.Set(testbin.Context(t), st, schedule.Spec{Name: "hourly", Definition: def(t, "etl"), Every: time.Hour, Start: t0}, t0); err != nil {
 			t.Fatal(err)
 		}
 		st.broken.Store(true)
-		r, err := schedule.Tick(ctx(t), st, t0, nil)
+		r, err := schedule.Tick(testbin.Context(t), st, t0, nil)
 		var fe *schedule.FireError
 		if !errors.As(err, &fe) || !errors.Is(err, errStoreDown) || r.Failed != 1 || r.Started != 0 {
 			t.Fatalf("tick while the store fails: %+v, %v; want one fire that failed to start, with the store's error", r, err)
@@ -93,7 +94,7 @@ func TestFireThatFailsToStartIsLoggedAndRetried(t *testing.T) {
 			t.Errorf("a tick within the backoff tried again (%+v, %d tries) or wrote", r, st.tries.Load()-before)
 		}
 		// After it: tried again, the same line updated.
-		if _, err := schedule.Tick(ctx(t), st, t0.Add(31*time.Second), nil); !errors.Is(err, errStoreDown) {
+		if _, err := schedule.Tick(testbin.Context(t), st, t0.Add(31*time.Second), nil); !errors.Is(err, errStoreDown) {
 			t.Fatalf("second try: %v", err)
 		}
 		s = get(t, st, "hourly")
@@ -125,13 +126,13 @@ func TestFailedFireDroppedByCatchup(t *testing.T) {
 	onBoth(t, func(t *testing.T, inner schedule.Store) {
 		st := &failingStarts{Store: inner}
 		t0 := ts("2026-11-21T10:00:00Z")
-		if _, err := schedule.Set(ctx(t), st, schedule.Spec{Name: "none", Definition: def(t, "etl"), Every: 10 * time.Minute, Start: t0,
+		if _, err := schedule.Set(testbin.Context(t), st, schedule.Spec{Name: "none", Definition: def(t, "etl"), Every: 10 * time.Minute, Start: t0,
 			Catchup: schedule.CatchupNone}, t0); err != nil {
 			t.Fatal(err)
 		}
 		st.broken.Store(true)
 		for _, at := range []time.Duration{0, 40 * time.Second, 100 * time.Second} {
-			if _, err := schedule.Tick(ctx(t), st, t0.Add(at), nil); !errors.Is(err, errStoreDown) {
+			if _, err := schedule.Tick(testbin.Context(t), st, t0.Add(at), nil); !errors.Is(err, errStoreDown) {
 				t.Fatalf("tick at +%s: %v, want the store's error", at, err)
 			}
 		}
@@ -171,21 +172,21 @@ func TestTokenRunThatFailsToStartIsRetried(t *testing.T) {
 		}
 		complete := func() {
 			t.Helper()
-			id, _, err := workflow.Start(ctx(t), inner, up, workflow.StartOptions{})
+			id, _, err := workflow.Start(testbin.Context(t), inner, up, workflow.StartOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := inner.UpdateWorkflow(ctx(t), id, state.WorkflowChange{From: []state.WorkflowState{state.WorkflowRunning}, To: state.WorkflowCompleted}); err != nil {
+			if _, err := inner.UpdateWorkflow(testbin.Context(t), id, state.WorkflowChange{From: []state.WorkflowState{state.WorkflowRunning}, To: state.WorkflowCompleted}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		complete()
 		now := time.Now().Truncate(time.Second)
-		if _, err := schedule.Set(ctx(t), st, schedule.Spec{Name: "after-up", Definition: def(t, "down"), After: "up", Start: now.Add(-time.Minute)}, now); err != nil {
+		if _, err := schedule.Set(testbin.Context(t), st, schedule.Spec{Name: "after-up", Definition: def(t, "down"), After: "up", Start: now.Add(-time.Minute)}, now); err != nil {
 			t.Fatal(err)
 		}
 		st.broken.Store(true)
-		if _, err := schedule.Tick(ctx(t), st, now, nil); !errors.Is(err, errStoreDown) {
+		if _, err := schedule.Tick(testbin.Context(t), st, now, nil); !errors.Is(err, errStoreDown) {
 			t.Fatalf("tick: %v, want the store's error", err)
 		}
 		s := get(t, st, "after-up")
@@ -216,7 +217,7 @@ func TestConcurrentSchedulersWithFailingStarts(t *testing.T) {
 		st.flaky.Store(true)
 		t0 := ts("2026-11-21T10:00:00Z")
 		end := t0.Add(15 * time.Minute)
-		if _, err := schedule.Set(ctx(t), st, schedule.Spec{Name: "flaky", Definition: def(t, "etl"), Every: time.Minute, Start: t0, End: end}, t0); err != nil {
+		if _, err := schedule.Set(testbin.Context(t), st, schedule.Spec{Name: "flaky", Definition: def(t, "etl"), Every: time.Minute, Start: t0, End: end}, t0); err != nil {
 			t.Fatal(err)
 		}
 		var now atomic.Int64
@@ -233,7 +234,7 @@ func TestConcurrentSchedulersWithFailingStarts(t *testing.T) {
 					default:
 					}
 					// Fire errors are expected here; anything else is not.
-					if _, err := schedule.Tick(ctx(t), st, time.Unix(now.Load(), 0), nil); err != nil && !errors.Is(err, errStoreDown) {
+					if _, err := schedule.Tick(testbin.Context(t), st, time.Unix(now.Load(), 0), nil); err != nil && !errors.Is(err, errStoreDown) {
 						t.Errorf("a scheduler failed: %v", err)
 						return
 					}
@@ -275,26 +276,26 @@ func TestParamsOfAnItemWithUndeclaredOnes(t *testing.T) {
 	t0 := ts("2026-11-21T10:00:00Z")
 	d := defParams(t, "etl")
 	d.Defaults.Env = map[string]string{"WHIMBREL_PARAM_EXTRA": "x"}
-	if _, err := schedule.Set(ctx(t), st, schedule.Spec{Name: "p", Definition: d, Every: time.Hour, Start: t0,
+	if _, err := schedule.Set(testbin.Context(t), st, schedule.Spec{Name: "p", Definition: d, Every: time.Hour, Start: t0,
 		Params: map[string]string{"region": "us"}}, t0); err != nil {
 		t.Fatal(err)
 	}
 	s := get(t, st, "p")
 	prev := s.Version
 	s.Params = map[string]string{"region": "us", "extra": "x"}
-	if err := st.PutSchedule(ctx(t), s, prev, ""); err != nil {
+	if err := st.PutSchedule(testbin.Context(t), s, prev, ""); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{"region": "us", "day": "mon", "extra": "x"}
-	if v, err := schedule.Show(ctx(t), st, "p"); err != nil || !maps.Equal(v.Params, want) {
+	if v, err := schedule.Show(testbin.Context(t), st, "p"); err != nil || !maps.Equal(v.Params, want) {
 		t.Errorf("Show: params %v (%v), want %v", v.Params, err, want)
 	}
 	tick(t, st, t0)
-	r, ok, err := schedule.LastRun(ctx(t), st, get(t, st, "p"))
+	r, ok, err := schedule.LastRun(testbin.Context(t), st, get(t, st, "p"))
 	if err != nil || !ok {
 		t.Fatalf("LastRun: %v %v", ok, err)
 	}
-	w, err := st.GetWorkflow(ctx(t), r.WorkflowExecID)
+	w, err := st.GetWorkflow(testbin.Context(t), r.WorkflowExecID)
 	if err != nil {
 		t.Fatal(err)
 	}

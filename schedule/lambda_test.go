@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/schedule"
 )
 
@@ -39,7 +40,7 @@ func TestScheduledEvent(t *testing.T) {
 // processor.
 func TestLambdaHandlerTicks(t *testing.T) {
 	st := newSQLite(t)
-	if _, err := schedule.Set(ctx(t), st, schedule.Spec{Name: "minutely", Definition: def(t, "etl"), Every: time.Minute,
+	if _, err := schedule.Set(testbin.Context(t), st, schedule.Spec{Name: "minutely", Definition: def(t, "etl"), Every: time.Minute,
 		Start: time.Now().Add(-30 * time.Second)}, time.Now()); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/schedule"
 	"github.com/whimbrel/whimbrel/state"
 )
@@ -44,7 +45,7 @@ func (a *afterLookup) GetRequest(ctx context.Context, id, name string) (*state.W
 func TestCatchupSkipRacingAStartLogsTheRun(t *testing.T) {
 	onBoth(t, func(t *testing.T, st schedule.Store) {
 		t0 := ts("2026-11-21T00:00:00Z")
-		if _, err := schedule.Set(ctx(t), st, schedule.Spec{Name: "s", Definition: def(t, "etl"), Cron: "@hourly",
+		if _, err := schedule.Set(testbin.Context(t), st, schedule.Spec{Name: "s", Definition: def(t, "etl"), Cron: "@hourly",
 			Catchup: "latest", Start: t0}, t0); err != nil {
 			t.Fatal(err)
 		}
@@ -54,12 +55,12 @@ func TestCatchupSkipRacingAStartLogsTheRun(t *testing.T) {
 		b := &afterLookup{Store: st, hook: func() {
 			go func() {
 				var err error
-				ra, err = schedule.Tick(ctx(t), a, t0.Add(10*time.Second), nil)
+				ra, err = schedule.Tick(testbin.Context(t), a, t0.Add(10*time.Second), nil)
 				aDone <- err
 			}()
 			<-a.reached
 		}}
-		if _, err := schedule.Tick(ctx(t), b, t0.Add(2*time.Hour+30*time.Second), nil); err != nil {
+		if _, err := schedule.Tick(testbin.Context(t), b, t0.Add(2*time.Hour+30*time.Second), nil); err != nil {
 			t.Fatal(err)
 		}
 		close(a.release)

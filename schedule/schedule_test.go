@@ -13,6 +13,7 @@ import (
 
 	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/schedule"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
@@ -43,12 +44,6 @@ func newSQLite(t *testing.T) *sqlite.Store {
 		t.Fatal(err)
 	}
 	return st
-}
-
-func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t.Cleanup(cancel)
-	return c
 }
 
 func def(t *testing.T, name string) *definition.Workflow {
@@ -100,7 +95,7 @@ func ts(s string) time.Time {
 // executions of one request.
 func runsOf(t *testing.T, st schedule.Store, workflowName string) []string {
 	t.Helper()
-	ws, err := st.Workflows(ctx(t), state.WorkflowQuery{Name: workflowName})
+	ws, err := st.Workflows(testbin.Context(t), state.WorkflowQuery{Name: workflowName})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +132,7 @@ func same(t *testing.T, what string, got, want []string) {
 
 func get(t *testing.T, st schedule.Store, name string) *state.Schedule {
 	t.Helper()
-	s, err := st.GetSchedule(ctx(t), name)
+	s, err := st.GetSchedule(testbin.Context(t), name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +141,7 @@ func get(t *testing.T, st schedule.Store, name string) *state.Schedule {
 
 func tick(t *testing.T, st schedule.Store, now time.Time) schedule.Report {
 	t.Helper()
-	r, err := schedule.Tick(ctx(t), st, now, nil)
+	r, err := schedule.Tick(testbin.Context(t), st, now, nil)
 	if err != nil {
 		t.Fatalf("tick at %s: %v", now.Format(time.RFC3339), err)
 	}
@@ -160,7 +155,7 @@ func tick(t *testing.T, st schedule.Store, now time.Time) schedule.Report {
 func TestConcurrentSchedulersFireEachTimeOnce(t *testing.T) {
 	onBoth(t, func(t *testing.T, st schedule.Store) {
 		t0 := ts("2026-11-21T10:00:00Z")
-		if _, err := schedule.Set(ctx(t), st, schedule.Spec{Name: "five", Definition: def(t, "etl"), Cron: "*/5 * * * *",
+		if _, err := schedule.Set(testbin.Context(t), st, schedule.Spec{Name: "five", Definition: def(t, "etl"), Cron: "*/5 * * * *",
 			Start: t0, End: t0.Add(time.Hour)}, t0); err != nil {
 			t.Fatal(err)
 		}
@@ -180,7 +175,7 @@ func TestConcurrentSchedulersFireEachTimeOnce(t *testing.T) {
 						return
 					default:
 					}
-					if _, err := schedule.Tick(ctx(t), st, clock(), nil); err != nil {
+					if _, err := schedule.Tick(testbin.Context(t), st, clock(), nil); err != nil {
 						mu.Lock()
 						errs = append(errs, err)
 						mu.Unlock()
@@ -217,7 +212,7 @@ func TestConcurrentSchedulersFireEachTimeOnce(t *testing.T) {
 		if !s.NextFire.IsZero() || !s.LastFire.Equal(t0.Add(time.Hour)) {
 			t.Errorf("after its end: next %v, last %v; want none and the end", s.NextFire, s.LastFire)
 		}
-		if due, _ := st.DueSchedules(ctx(t), t0.Add(24*time.Hour)); len(due) != 0 {
+		if due, _ := st.DueSchedules(testbin.Context(t), t0.Add(24*time.Hour)); len(due) != 0 {
 			t.Errorf("a schedule past its end is still due: %v", due)
 		}
 	})
@@ -240,7 +235,7 @@ func TestCatchup(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("%s-%d", tc.catchup, tc.max), func(t *testing.T) {
 			onBoth(t, func(t *testing.T, st schedule.Store) {
-				if _, err := schedule.Set(ctx(t), st, schedule.Spec{Name: "s", Definition: def(t, "etl"), Cron: "@hourly",
+				if _, err := schedule.Set(testbin.Context(t), st, schedule.Spec{Name: "s", Definition: def(t, "etl"), Cron: "@hourly",
 					Catchup: tc.catchup, MaxCatchup: tc.max, Start: t0}, t0); err != nil {
 					t.Fatal(err)
 				}
@@ -285,7 +280,7 @@ func TestDaylightSavingThroughTheStore(t *testing.T) {
 			{"spring", "2026-03-27T12:00:00Z", "2026-03-30T12:00:00Z"},
 			{"autumn", "2026-10-23T12:00:00Z", "2026-10-26T12:00:00Z"},
 		} {
-			if _, err := schedule.Set(ctx(t), st, schedule.Spec{Name: p.name, Definition: def(t, "dst-"+p.name), Cron: "30 2 * * *",
+			if _, err := schedule.Set(testbin.Context(t), st, schedule.Spec{Name: p.name, Definition: def(t, "dst-"+p.name), Cron: "30 2 * * *",
 				TimeZone: "Europe/Berlin", Start: ts(p.from), End: ts(p.to)}, ts(p.from)); err != nil {
 				t.Fatal(err)
 			}
@@ -306,24 +301,24 @@ func TestPauseResume(t *testing.T) {
 	for _, catchup := range []string{"all", "latest", "none"} {
 		t.Run(catchup, func(t *testing.T) {
 			onBoth(t, func(t *testing.T, st schedule.Store) {
-				if _, err := schedule.Set(ctx(t), st, schedule.Spec{Name: "m", Definition: def(t, "etl"), Every: time.Minute,
+				if _, err := schedule.Set(testbin.Context(t), st, schedule.Spec{Name: "m", Definition: def(t, "etl"), Every: time.Minute,
 					Catchup: catchup, Start: t0}, t0); err != nil {
 					t.Fatal(err)
 				}
 				for m := 0; m <= 2; m++ {
 					tick(t, st, t0.Add(time.Duration(m)*time.Minute))
 				}
-				if err := schedule.Pause(ctx(t), st, "m"); err != nil {
+				if err := schedule.Pause(testbin.Context(t), st, "m"); err != nil {
 					t.Fatal(err)
 				}
 				if r := tick(t, st, t0.Add(10*time.Minute)); r.Started != 0 {
 					t.Errorf("a paused schedule fired: %+v", r)
 				}
-				if due, _ := st.DueSchedules(ctx(t), t0.Add(time.Hour)); len(due) != 0 {
+				if due, _ := st.DueSchedules(testbin.Context(t), t0.Add(time.Hour)); len(due) != 0 {
 					t.Errorf("a paused schedule is in the due index: %v", due)
 				}
 				same(t, "runs while paused", runsOf(t, st, "etl"), expected("m", t0, t0.Add(2*time.Minute), time.Minute))
-				if err := schedule.Resume(ctx(t), st, "m", t0.Add(10*time.Minute)); err != nil {
+				if err := schedule.Resume(testbin.Context(t), st, "m", t0.Add(10*time.Minute)); err != nil {
 					t.Fatal(err)
 				}
 				tick(t, st, t0.Add(10*time.Minute+10*time.Second))
@@ -344,11 +339,11 @@ func TestPauseResume(t *testing.T) {
 // complete starts an execution of the upstream workflow and settles it.
 func complete(t *testing.T, st schedule.Store, d *definition.Workflow, to state.WorkflowState) string {
 	t.Helper()
-	id, _, err := workflow.Start(ctx(t), st, d, workflow.StartOptions{Source: "test"})
+	id, _, err := workflow.Start(testbin.Context(t), st, d, workflow.StartOptions{Source: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.UpdateWorkflow(ctx(t), id, state.WorkflowChange{From: []state.WorkflowState{state.WorkflowRunning}, To: to}); err != nil {
+	if _, err := st.UpdateWorkflow(testbin.Context(t), id, state.WorkflowChange{From: []state.WorkflowState{state.WorkflowRunning}, To: to}); err != nil {
 		t.Fatal(err)
 	}
 	return id
@@ -376,7 +371,7 @@ func TestAfterThreshold(t *testing.T) {
 		up := def(t, "up")
 		complete(t, st, up, state.WorkflowCompleted) // before the schedule: not counted
 		time.Sleep(5 * time.Millisecond)
-		if _, err := schedule.Set(ctx(t), st, schedule.Spec{Name: "downstream", Definition: def(t, "down"), After: "up", Threshold: 2},
+		if _, err := schedule.Set(testbin.Context(t), st, schedule.Spec{Name: "downstream", Definition: def(t, "down"), After: "up", Threshold: 2},
 			time.Now()); err != nil {
 			t.Fatal(err)
 		}
@@ -397,7 +392,7 @@ func TestAfterThreshold(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for range 2 {
-					if _, err := schedule.Tick(ctx(t), forgetful{st}, time.Now(), nil); err != nil {
+					if _, err := schedule.Tick(testbin.Context(t), forgetful{st}, time.Now(), nil); err != nil {
 						t.Errorf("tick: %v", err)
 					}
 				}
@@ -414,7 +409,7 @@ func TestAfterThreshold(t *testing.T) {
 		}
 		// Forget what was counted: the token items still count each once.
 		s.Counted, s.AfterSince = nil, time.Time{}
-		if err := st.PutSchedule(ctx(t), s, s.Version, ""); err != nil {
+		if err := st.PutSchedule(testbin.Context(t), s, s.Version, ""); err != nil {
 			t.Fatal(err)
 		}
 		tick(t, st, time.Now())
@@ -452,7 +447,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 	}
 	for _, tc := range tests {
 		tc.spec.Name, tc.spec.Definition = "bad", d
-		_, err := schedule.Set(ctx(t), st, tc.spec, now)
+		_, err := schedule.Set(testbin.Context(t), st, tc.spec, now)
 		var se *schedule.SpecError
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.As(err, &se) {
 			t.Errorf("Set(%+v) = %v, want a *SpecError naming %s", tc.spec, err, tc.want)
@@ -470,16 +465,16 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{map[string]string{"region": "us"}, `param "day" is required`},
 		{map[string]string{"regoin": "us", "day": "2024-06-01"}, `param "regoin" is not declared by workflow p (did you mean "region"?)`},
 	} {
-		_, err := schedule.Set(ctx(t), st, schedule.Spec{Name: "bad", Definition: required, Every: time.Minute, Params: tc.params}, now)
+		_, err := schedule.Set(testbin.Context(t), st, schedule.Spec{Name: "bad", Definition: required, Every: time.Minute, Params: tc.params}, now)
 		var pe *definition.ParamsError
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.As(err, &pe) {
 			t.Errorf("Set with params %v = %v, want a *definition.ParamsError naming %s", tc.params, err, tc.want)
 		}
 	}
-	if _, err := schedule.Set(ctx(t), st, schedule.Spec{Name: "a@b", Definition: d, Every: time.Minute}, now); err == nil {
+	if _, err := schedule.Set(testbin.Context(t), st, schedule.Spec{Name: "a@b", Definition: d, Every: time.Minute}, now); err == nil {
 		t.Error("a name with '@' was accepted")
 	}
-	if all, _ := st.Schedules(ctx(t)); len(all) != 0 {
+	if all, _ := st.Schedules(testbin.Context(t)); len(all) != 0 {
 		t.Errorf("bad input wrote %d schedules", len(all))
 	}
 }
@@ -489,17 +484,17 @@ func TestBadInputWritesNothing(t *testing.T) {
 func TestRunLogShowsStateAndError(t *testing.T) {
 	onBoth(t, func(t *testing.T, st schedule.Store) {
 		t0 := ts("2026-11-21T00:00:00Z")
-		if _, err := schedule.Set(ctx(t), st, schedule.Spec{Name: "log", Definition: defParams(t, "etl"), Every: time.Hour, Start: t0,
+		if _, err := schedule.Set(testbin.Context(t), st, schedule.Spec{Name: "log", Definition: defParams(t, "etl"), Every: time.Hour, Start: t0,
 			Params: map[string]string{"region": "us"}}, t0); err != nil {
 			t.Fatal(err)
 		}
 		tick(t, st, t0)
 		s := get(t, st, "log")
-		r, ok, err := schedule.LastRun(ctx(t), st, s)
-		if err != nil || !ok || r.State != string(state.WorkflowRunning) || r.RequestID != "log@2026-11-21T00:00:00Z" {
+		r, ok, err := schedule.LastRun(testbin.Context(t), st, s)
+		if err != nil || !ok || r.State != state.WorkflowRunning || r.RequestID != "log@2026-11-21T00:00:00Z" {
 			t.Fatalf("LastRun = %+v, %v, %v; want the 00:00 run RUNNING", r, ok, err)
 		}
-		w, err := st.GetWorkflow(ctx(t), r.WorkflowExecID)
+		w, err := st.GetWorkflow(testbin.Context(t), r.WorkflowExecID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -519,20 +514,20 @@ func TestRunLogShowsStateAndError(t *testing.T) {
 			t.Errorf("the run's source %q does not name the schedule and fire time", w.Source)
 		}
 		k := state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(w.WorkflowExecID, "a"), WorkflowExecID: w.WorkflowExecID}
-		if _, err := st.UpdateActivity(ctx(t), k, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running,
+		if _, err := st.UpdateActivity(testbin.Context(t), k, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running,
 			Claim: &state.Claim{Owner: "o"}}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.UpdateActivity(ctx(t), k, state.ActivityChange{From: []state.ActivityState{state.Running}, To: state.Failed,
+		if _, err := st.UpdateActivity(testbin.Context(t), k, state.ActivityChange{From: []state.ActivityState{state.Running}, To: state.Failed,
 			Owner: "o", Exit: &state.Exit{Code: 3}, Error: "starting\nconnecting\nno route to host\n"}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.UpdateWorkflow(ctx(t), w.WorkflowExecID, state.WorkflowChange{From: []state.WorkflowState{state.WorkflowRunning},
+		if _, err := st.UpdateWorkflow(testbin.Context(t), w.WorkflowExecID, state.WorkflowChange{From: []state.WorkflowState{state.WorkflowRunning},
 			To: state.WorkflowFailed, Reason: "a failed"}); err != nil {
 			t.Fatal(err)
 		}
-		r, _, err = schedule.LastRun(ctx(t), st, s)
-		if err != nil || r.State != string(state.WorkflowFailed) || r.Error != "a FAILED (exit 3): starting | connecting | no route to host" {
+		r, _, err = schedule.LastRun(testbin.Context(t), st, s)
+		if err != nil || r.State != state.WorkflowFailed || r.Error != "a FAILED (exit 3): starting | connecting | no route to host" {
 			t.Errorf("LastRun = %+v, %v; want FAILED with the stderr tail", r, err)
 		}
 	})
@@ -545,7 +540,7 @@ func TestRunLogShowsStateAndError(t *testing.T) {
 func TestCatchupFinishesAStartedFire(t *testing.T) {
 	onBoth(t, func(t *testing.T, st schedule.Store) {
 		t0 := ts("2026-11-21T00:00:00Z")
-		s, err := schedule.Set(ctx(t), st, schedule.Spec{Name: "s", Definition: def(t, "etl"), Cron: "@hourly", Catchup: "latest", Start: t0}, t0)
+		s, err := schedule.Set(testbin.Context(t), st, schedule.Spec{Name: "s", Definition: def(t, "etl"), Cron: "@hourly", Catchup: "latest", Start: t0}, t0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -553,7 +548,7 @@ func TestCatchupFinishesAStartedFire(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := workflow.Start(ctx(t), st, d, workflow.StartOptions{RequestID: schedule.RequestID("s", t0)}); err != nil {
+		if _, _, err := workflow.Start(testbin.Context(t), st, d, workflow.StartOptions{RequestID: schedule.RequestID("s", t0)}); err != nil {
 			t.Fatal(err)
 		}
 		r := tick(t, st, t0.Add(5*time.Hour+30*time.Second))
@@ -573,7 +568,7 @@ func TestCatchupFinishesAStartedFire(t *testing.T) {
 func TestLongCatchupInOneTick(t *testing.T) {
 	st := newSQLite(t)
 	t0 := ts("2026-11-21T00:00:00Z")
-	if _, err := schedule.Set(ctx(t), st, schedule.Spec{Name: "s", Definition: def(t, "etl"), Every: time.Second, Start: t0,
+	if _, err := schedule.Set(testbin.Context(t), st, schedule.Spec{Name: "s", Definition: def(t, "etl"), Every: time.Second, Start: t0,
 		MaxCatchup: 300}, t0); err != nil {
 		t.Fatal(err)
 	}
@@ -592,12 +587,12 @@ func TestSetAgainKeepsTheCursor(t *testing.T) {
 	onBoth(t, func(t *testing.T, st schedule.Store) {
 		t0 := ts("2026-11-21T00:00:00Z")
 		spec := schedule.Spec{Name: "hourly", Definition: defParams(t, "etl"), Cron: "@hourly", Start: t0}
-		if _, err := schedule.Set(ctx(t), st, spec, t0); err != nil {
+		if _, err := schedule.Set(testbin.Context(t), st, spec, t0); err != nil {
 			t.Fatal(err)
 		}
 		tick(t, st, t0.Add(time.Minute)) // 00:00
 		spec.Start, spec.Params = time.Time{}, map[string]string{"day": "sat"}
-		if _, err := schedule.Set(ctx(t), st, spec, t0.Add(3*time.Hour+30*time.Minute)); err != nil {
+		if _, err := schedule.Set(testbin.Context(t), st, spec, t0.Add(3*time.Hour+30*time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 		tick(t, st, t0.Add(3*time.Hour+30*time.Minute))
@@ -606,7 +601,7 @@ func TestSetAgainKeepsTheCursor(t *testing.T) {
 		// A new trigger fires from now; the old one's due fire times are
 		// named in the run log.
 		spec.Cron = "30 * * * *"
-		if _, err := schedule.Set(ctx(t), st, spec, t0.Add(6*time.Hour+15*time.Minute)); err != nil {
+		if _, err := schedule.Set(testbin.Context(t), st, spec, t0.Add(6*time.Hour+15*time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 		s := get(t, st, "hourly")
@@ -623,7 +618,7 @@ func TestSetAgainKeepsTheCursor(t *testing.T) {
 		up := def(t, "up")
 		complete(t, st, up, state.WorkflowCompleted)
 		after := schedule.Spec{Name: "tokens", Definition: defParams(t, "down"), After: "up", Threshold: 1}
-		if _, err := schedule.Set(ctx(t), st, after, time.Now()); err != nil {
+		if _, err := schedule.Set(testbin.Context(t), st, after, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -631,7 +626,7 @@ func TestSetAgainKeepsTheCursor(t *testing.T) {
 		complete(t, st, up, state.WorkflowCompleted)
 		time.Sleep(5 * time.Millisecond)
 		after.Params = map[string]string{"day": "sun"}
-		if _, err := schedule.Set(ctx(t), st, after, time.Now()); err != nil {
+		if _, err := schedule.Set(testbin.Context(t), st, after, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		tick(t, st, time.Now())

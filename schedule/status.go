@@ -19,10 +19,10 @@ const ErrorTailLines = 3
 // last run's status and error, read from the execution itself.
 type RunStatus struct {
 	state.ScheduleRun
-	State   string    `json:"state,omitempty"`   // the execution's state, "" for a skip
-	EndTime time.Time `json:"end_time,omitzero"` // when it settled
-	Error   string    `json:"error,omitempty"`   // the failed activity and its stderr tail
-	Missing bool      `json:"missing,omitempty"` // the execution is gone (expired)
+	State   state.WorkflowState `json:"state,omitempty"`   // the execution's state, "" for a skip
+	EndTime time.Time           `json:"end_time,omitzero"` // when it settled
+	Error   string              `json:"error,omitempty"`   // the failed activity and its stderr tail
+	Missing bool                `json:"missing,omitempty"` // the execution is gone (expired)
 }
 
 // Runs reads the state of the runs in a schedule's run log, newest first.
@@ -66,7 +66,7 @@ func runOf(ctx context.Context, st workflow.Reader, r state.ScheduleRun) (RunSta
 	if err != nil {
 		return v, fmt.Errorf("read run %s: %w", r.WorkflowExecID, err)
 	}
-	v.State, v.EndTime = string(w.State), w.EndTime
+	v.State, v.EndTime = w.State, w.EndTime
 	if w.State == state.WorkflowCompleted || !w.State.Terminal() {
 		return v, nil
 	}

@@ -82,7 +82,7 @@ func WriteList(out io.Writer, views []View) error {
 	for _, v := range views {
 		id, st, msg := "-", "-", v.LastError
 		if r := v.LastRun; r != nil {
-			id, st = r.WorkflowExecID, r.State
+			id, st = r.WorkflowExecID, r.State.String()
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", clean(v.Name), clean(v.WorkflowName), clean(trigger(v.Schedule)),
 			DescribeNext(v.Schedule), ftime(v.LastFire), clean(id), st, clean(msg))
@@ -105,7 +105,7 @@ func WriteShow(out io.Writer, v View) error {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "FIRE\tRUN\tSTATE\tFIRED AT\tENDED\tERROR / NOTE")
 	for _, r := range runs {
-		id, st := r.WorkflowExecID, r.State
+		id, st := r.WorkflowExecID, r.State.String()
 		switch {
 		case r.Failed():
 			id, st = "-", "NOT STARTED"

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/uuid"
 
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 )
@@ -42,15 +43,15 @@ func TestSimpleAPIData(t *testing.T) {
 	e.put(dynamodb.TableWorkflowRequest, item)
 	e.process(e.processor("p"), e.records(dynamodb.TableWorkflowRequest))
 
-	req, err := e.st.GetRequest(ctx(t), without, "data-wf")
+	req, err := e.st.GetRequest(testbin.Context(t), without, "data-wf")
 	if err != nil || req.Outcome.Result != state.OutcomeRejected || !strings.Contains(req.Outcome.Reason, `param "base" is required`) {
 		t.Errorf("a request without its required param: %+v, %v; want rejected naming it", req.Outcome, err)
 	}
-	if _, err := e.st.GetWorkflow(ctx(t), state.WorkflowExecIDForRequest("data-wf", without)); !errors.Is(err, state.ErrNotFound) {
+	if _, err := e.st.GetWorkflow(testbin.Context(t), state.WorkflowExecIDForRequest("data-wf", without)); !errors.Is(err, state.ErrNotFound) {
 		t.Errorf("the refused request wrote its execution: %v", err)
 	}
 	execID := state.WorkflowExecIDForRequest("data-wf", with)
-	wf, err := e.st.GetWorkflow(ctx(t), execID)
+	wf, err := e.st.GetWorkflow(testbin.Context(t), execID)
 	if err != nil || wf.Params != `{"base":"1"}` {
 		t.Fatalf("the execution's params: %+v, %v; want base=1", wf, err)
 	}
@@ -107,7 +108,7 @@ func TestSimpleAPIRefusesABadTypedParam(t *testing.T) {
 	e.put(dynamodb.TableWorkflowRequest, item)
 	e.process(e.processor("p"), e.records(dynamodb.TableWorkflowRequest))
 
-	req, err := e.st.GetRequest(ctx(t), bad, "typed-wf")
+	req, err := e.st.GetRequest(testbin.Context(t), bad, "typed-wf")
 	if err != nil || req.Outcome.Result != state.OutcomeRejected {
 		t.Fatalf("a request with a bad int: %+v, %v; want rejected", req.Outcome, err)
 	}
@@ -116,10 +117,10 @@ func TestSimpleAPIRefusesABadTypedParam(t *testing.T) {
 			t.Errorf("the outcome's reason %q lacks %q", req.Outcome.Reason, want)
 		}
 	}
-	if _, err := e.st.GetWorkflow(ctx(t), state.WorkflowExecIDForRequest("typed-wf", bad)); !errors.Is(err, state.ErrNotFound) {
+	if _, err := e.st.GetWorkflow(testbin.Context(t), state.WorkflowExecIDForRequest("typed-wf", bad)); !errors.Is(err, state.ErrNotFound) {
 		t.Errorf("the refused request wrote its execution: %v", err)
 	}
-	wf, err := e.st.GetWorkflow(ctx(t), state.WorkflowExecIDForRequest("typed-wf", good))
+	wf, err := e.st.GetWorkflow(testbin.Context(t), state.WorkflowExecIDForRequest("typed-wf", good))
 	if err != nil || wf.Params != `{"base":"2","region":"eu"}` {
 		t.Errorf("the good request's execution: %+v, %v; want started with base=2", wf, err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 	"github.com/whimbrel/whimbrel/workflow"
@@ -24,7 +25,7 @@ func TestOnlyTheHolderMovesAHeldActivity(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	def := e.register(eight)
-	execID, _, err := workflow.Start(ctx(t), e.st, def, workflow.StartOptions{})
+	execID, _, err := workflow.Start(testbin.Context(t), e.st, def, workflow.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +103,7 @@ func TestEventDatedLongBeforeItWasWrittenIsRejected(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	def := e.register(eight)
-	execID, _, err := workflow.Start(ctx(t), e.st, def, workflow.StartOptions{})
+	execID, _, err := workflow.Start(testbin.Context(t), e.st, def, workflow.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +137,7 @@ func TestEventNamingAnotherWorkflowIsRejected(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	def := e.register(eight)
-	execID, _, err := workflow.Start(ctx(t), e.st, def, workflow.StartOptions{})
+	execID, _, err := workflow.Start(testbin.Context(t), e.st, def, workflow.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/inspect"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/simpleapi"
 	"github.com/whimbrel/whimbrel/simpleapi/dynamoinbox"
 	simplelambda "github.com/whimbrel/whimbrel/simpleapi/lambda"
@@ -31,6 +32,7 @@ import (
 	"github.com/whimbrel/whimbrel/simpleapi/report"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
+	"github.com/whimbrel/whimbrel/state/storetest"
 	"github.com/whimbrel/whimbrel/workflow"
 )
 
@@ -92,16 +94,10 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e.def = def
-	if err := e.st.Register(ctx(t), &state.WorkflowLambda{WorkflowName: def.Name, Definition: def.JSON(), Registered: time.Now()}); err != nil {
+	if err := e.st.Register(testbin.Context(t), &state.WorkflowLambda{WorkflowName: def.Name, Definition: def.JSON(), Registered: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	return e
-}
-
-func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return c
 }
 
 // processor returns a processor that rejects at once what it cannot apply
@@ -149,7 +145,7 @@ func when(item map[string]types.AttributeValue, t time.Time) {
 // would, bypassing Whimbrel's store.
 func (e *env) put(base string, item map[string]types.AttributeValue) {
 	e.t.Helper()
-	if _, err := e.client.PutItem(ctx(e.t), &awsdynamodb.PutItemInput{TableName: aws.String(e.st.Prefix() + base), Item: item}); err != nil {
+	if _, err := e.client.PutItem(testbin.Context(e.t), &awsdynamodb.PutItemInput{TableName: aws.String(e.st.Prefix() + base), Item: item}); err != nil {
 		e.t.Fatalf("put %s: %v", base, err)
 	}
 }
@@ -179,24 +175,24 @@ func (e *env) event(execID, activity, transition string, at time.Time, extra map
 // records reads every record a table's stream holds now.
 func (e *env) records(base string) []streamtypes.Record {
 	e.t.Helper()
-	arn, err := poller.StreamARN(ctx(e.t), e.st.Store, base)
+	arn, err := poller.StreamARN(testbin.Context(e.t), e.st.Store, base)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	d, err := e.streams.DescribeStream(ctx(e.t), &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn)})
+	d, err := e.streams.DescribeStream(testbin.Context(e.t), &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn)})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	var out []streamtypes.Record
 	for _, sh := range d.StreamDescription.Shards {
-		it, err := e.streams.GetShardIterator(ctx(e.t), &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(arn),
+		it, err := e.streams.GetShardIterator(testbin.Context(e.t), &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(arn),
 			ShardId: sh.ShardId, ShardIteratorType: streamtypes.ShardIteratorTypeTrimHorizon})
 		if err != nil {
 			e.t.Fatal(err)
 		}
 		iter := it.ShardIterator
 		for iter != nil {
-			r, err := e.streams.GetRecords(ctx(e.t), &dynamodbstreams.GetRecordsInput{ShardIterator: iter})
+			r, err := e.streams.GetRecords(testbin.Context(e.t), &dynamodbstreams.GetRecordsInput{ShardIterator: iter})
 			if err != nil {
 				e.t.Fatal(err)
 			}
@@ -219,7 +215,7 @@ func (e *env) process(p *simpleapi.Processor, recs []streamtypes.Record) {
 	for len(recs) > 0 {
 		var waiting []streamtypes.Record
 		for _, r := range recs {
-			err := p.Process(ctx(e.t), poller.RecordFromStream(r))
+			err := p.Process(testbin.Context(e.t), poller.RecordFromStream(r))
 			var bad *simpleapi.MalformedError
 			switch {
 			case errors.As(err, &bad):
@@ -242,7 +238,7 @@ func (e *env) process(p *simpleapi.Processor, recs []streamtypes.Record) {
 
 func (e *env) activity(execID, name string) *state.ActivityExec {
 	e.t.Helper()
-	a, err := e.st.GetActivity(ctx(e.t), state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(execID, name), WorkflowExecID: execID})
+	a, err := e.st.GetActivity(testbin.Context(e.t), state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(execID, name), WorkflowExecID: execID})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -252,7 +248,7 @@ func (e *env) activity(execID, name string) *state.ActivityExec {
 func (e *env) outcome(eventID string) state.Outcome {
 	e.t.Helper()
 	actID := eventID[:strings.LastIndex(eventID, "::")]
-	ev, err := e.st.GetEvent(ctx(e.t), eventID, actID)
+	ev, err := e.st.GetEvent(testbin.Context(e.t), eventID, actID)
 	if err != nil && !errors.Is(err, state.ErrInvalidItem) { // a malformed event still has its outcome
 		e.t.Fatal(err)
 	}
@@ -278,10 +274,10 @@ func TestRequestDeliveredTwiceStartsOneExecution(t *testing.T) {
 				// The processor that lost the claim waits for the
 				// start to finish, as a poller or Lambda retries.
 				deadline := time.Now().Add(20 * time.Second)
-				err := p.Process(ctx(t), poller.RecordFromStream(recs[0]))
+				err := p.Process(testbin.Context(t), poller.RecordFromStream(recs[0]))
 				for simpleapi.IsTooEarly(err) && time.Now().Before(deadline) {
 					time.Sleep(20 * time.Millisecond)
-					err = p.Process(ctx(t), poller.RecordFromStream(recs[0]))
+					err = p.Process(testbin.Context(t), poller.RecordFromStream(recs[0]))
 				}
 				if err != nil {
 					t.Errorf("process: %v", err)
@@ -290,18 +286,18 @@ func TestRequestDeliveredTwiceStartsOneExecution(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	wfs, err := e.st.Workflows(ctx(t), state.WorkflowQuery{Name: e.def.Name})
+	wfs, err := e.st.Workflows(testbin.Context(t), state.WorkflowQuery{Name: e.def.Name})
 	if err != nil || len(wfs) != 1 || wfs[0].WorkflowExecID != execID {
 		t.Fatalf("executions %+v (%v), want exactly %s", wfs, err, execID)
 	}
-	wf, err := e.st.GetWorkflow(ctx(t), execID)
+	wf, err := e.st.GetWorkflow(testbin.Context(t), execID)
 	if err != nil || wf.State != state.WorkflowRunning || wf.Definition == "" {
 		t.Errorf("workflow %+v, %v: want RUNNING with its definition", wf, err)
 	}
 	if a := e.activity(execID, "a"); a.State != state.Ready {
 		t.Errorf("a is %s, want READY", a.State)
 	}
-	req, err := e.st.GetRequest(ctx(t), wf.WorkflowRequestID, e.def.Name)
+	req, err := e.st.GetRequest(testbin.Context(t), wf.WorkflowRequestID, e.def.Name)
 	if err != nil || req.Outcome.Result != state.OutcomeStarted || req.WorkflowExecID != execID {
 		t.Errorf("request %+v, %v: want its outcome recorded", req, err)
 	}
@@ -320,11 +316,11 @@ func TestRequestDeliveredTwiceStartsOneExecution(t *testing.T) {
 		t.Fatalf("the re-put gave a %s record, want MODIFY", last.EventName)
 	}
 	e.process(e.processor("p3"), recs[len(recs)-1:])
-	req, err = e.st.GetRequest(ctx(t), wf.WorkflowRequestID, e.def.Name)
+	req, err = e.st.GetRequest(testbin.Context(t), wf.WorkflowRequestID, e.def.Name)
 	if err != nil || req.Outcome.Result != state.OutcomeStarted {
 		t.Errorf("re-put request %+v, %v: want its outcome (started) back", req, err)
 	}
-	if wf, _ := e.st.GetWorkflow(ctx(t), execID); !wf.StartTime.Equal(startTime) {
+	if wf, _ := e.st.GetWorkflow(testbin.Context(t), execID); !wf.StartTime.Equal(startTime) {
 		t.Errorf("start time %s rewritten, was %s", wf.StartTime, startTime)
 	}
 	if got := e.logs.count("started: "); got != 1 {
@@ -350,15 +346,15 @@ func TestRequestsNotStarted(t *testing.T) {
 	e.put(dynamodb.TableWorkflowRequest, manual)
 	e.process(e.processor("p"), e.records(dynamodb.TableWorkflowRequest))
 
-	r, err := e.st.GetRequest(ctx(t), unknown["workflow_request_id"].(*types.AttributeValueMemberS).Value, "nobody")
+	r, err := e.st.GetRequest(testbin.Context(t), unknown["workflow_request_id"].(*types.AttributeValueMemberS).Value, "nobody")
 	if err != nil || r.Outcome.Result != state.OutcomeRejected || !strings.Contains(r.Outcome.Reason, "whimbrel register") {
 		t.Errorf("request of an unregistered workflow: %+v, %v; want it rejected, saying what to do", r, err)
 	}
-	r, err = e.st.GetRequest(ctx(t), manual["workflow_request_id"].(*types.AttributeValueMemberS).Value, "simple-wf")
+	r, err = e.st.GetRequest(testbin.Context(t), manual["workflow_request_id"].(*types.AttributeValueMemberS).Value, "simple-wf")
 	if err != nil || r.Outcome.Result != state.OutcomeIgnored {
 		t.Errorf("manual request: %+v, %v; want it ignored", r, err)
 	}
-	if wfs, _ := e.st.Workflows(ctx(t), state.WorkflowQuery{}); len(wfs) != 0 {
+	if wfs, _ := e.st.Workflows(testbin.Context(t), state.WorkflowQuery{}); len(wfs) != 0 {
 		t.Errorf("%d executions started, want none", len(wfs))
 	}
 }
@@ -366,7 +362,7 @@ func TestRequestsNotStarted(t *testing.T) {
 func TestIllegalTransitionIsRejectedAndChangesNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	execID, _, err := workflow.Start(ctx(t), e.st, e.def, workflow.StartOptions{})
+	execID, _, err := workflow.Start(testbin.Context(t), e.st, e.def, workflow.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,11 +378,11 @@ func TestIllegalTransitionIsRejectedAndChangesNothing(t *testing.T) {
 	if o := e.outcome(id); o.Result != state.OutcomeRejected || !strings.Contains(o.Reason, "READY") || o.At.IsZero() {
 		t.Errorf("outcome %+v: want rejected, naming the state", o)
 	}
-	if wf, _ := e.st.GetWorkflow(ctx(t), execID); wf.State != state.WorkflowRunning {
+	if wf, _ := e.st.GetWorkflow(testbin.Context(t), execID); wf.State != state.WorkflowRunning {
 		t.Errorf("workflow is %s, want RUNNING", wf.State)
 	}
 	// whimbrel status says so.
-	st, err := inspect.Load(ctx(t), e.st, execID, time.Now())
+	st, err := inspect.Load(testbin.Context(t), e.st, execID, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +401,7 @@ func TestIllegalTransitionIsRejectedAndChangesNothing(t *testing.T) {
 func TestEventsTakeEffectInStateMachineOrder(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	execID, _, err := workflow.Start(ctx(t), e.st, e.def, workflow.StartOptions{})
+	execID, _, err := workflow.Start(testbin.Context(t), e.st, e.def, workflow.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,7 +454,7 @@ func TestPollerSkipsMalformedAndResumes(t *testing.T) {
 	if o := e.outcome(bad); o.Result != state.OutcomeRejected || !strings.Contains(o.Reason, "malformed") || !strings.Contains(o.Reason, "transition") {
 		t.Errorf("malformed event: outcome %+v, want rejected as malformed, naming the attribute", o)
 	}
-	r, err := e.st.GetRequest(ctx(t), badReq["workflow_request_id"].(*types.AttributeValueMemberS).Value, "simple-wf")
+	r, err := e.st.GetRequest(testbin.Context(t), badReq["workflow_request_id"].(*types.AttributeValueMemberS).Value, "simple-wf")
 	if err != nil && !errors.Is(err, state.ErrInvalidItem) || r.Outcome.Result != state.OutcomeRejected || !strings.Contains(r.Outcome.Reason, "manual") {
 		t.Errorf("malformed request: %+v, %v", r, err)
 	}
@@ -469,7 +465,7 @@ func TestPollerSkipsMalformedAndResumes(t *testing.T) {
 	stop = e.poll("poller-2")
 	e.waitState(second, state.WorkflowRunning)
 	stop()
-	wfs, err := e.st.Workflows(ctx(t), state.WorkflowQuery{Name: "simple-wf"})
+	wfs, err := e.st.Workflows(testbin.Context(t), state.WorkflowQuery{Name: "simple-wf"})
 	if err != nil || len(wfs) != 2 {
 		t.Errorf("executions %d (%v), want 2", len(wfs), err)
 	}
@@ -486,7 +482,7 @@ func (e *env) pollAs(positions, name string) (stop func()) {
 	e.t.Helper()
 	var arns []string
 	for _, base := range []string{dynamodb.TableWorkflowRequest, dynamodb.TableActivityEvent} {
-		arn, err := poller.StreamARN(ctx(e.t), e.st.Store, base)
+		arn, err := poller.StreamARN(testbin.Context(e.t), e.st.Store, base)
 		if err != nil {
 			e.t.Fatal(err)
 		}
@@ -513,7 +509,7 @@ func (e *env) waitState(execID string, want state.WorkflowState) {
 	e.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		wf, err := e.st.GetWorkflow(ctx(e.t), execID)
+		wf, err := e.st.GetWorkflow(testbin.Context(e.t), execID)
 		if err == nil && wf.State == want {
 			return
 		}
@@ -576,7 +572,7 @@ func TestLambdaHandlerDoesWhatThePollerDoes(t *testing.T) {
 		recs := viaLambda.records(base)[delivered[base]:]
 		delivered[base] += len(recs)
 		payload := lambdaEvent(t, recs)
-		out, err := handler.Invoke(ctx(t), payload)
+		out, err := handler.Invoke(testbin.Context(t), payload)
 		if err != nil {
 			t.Fatalf("invoke: %v", err)
 		}
@@ -604,12 +600,12 @@ func TestLambdaHandlerDoesWhatThePollerDoes(t *testing.T) {
 func (e *env) snapshot(execID string) string {
 	e.t.Helper()
 	var lines []string
-	wf, err := e.st.GetWorkflow(ctx(e.t), execID)
+	wf, err := e.st.GetWorkflow(testbin.Context(e.t), execID)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	lines = append(lines, "workflow "+string(wf.State))
-	acts, err := e.st.Activities(ctx(e.t), execID)
+	acts, err := e.st.Activities(testbin.Context(e.t), execID)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -620,7 +616,7 @@ func (e *env) snapshot(execID string) string {
 			exit = strconv.Itoa(*a.ExitCode)
 		}
 		lines = append(lines, fmt.Sprintf("%s %s owner=%s exit=%s attempt=%d", name, a.State, a.Owner, exit, a.Attempt))
-		out, err := e.client.Scan(ctx(e.t), &awsdynamodb.ScanInput{TableName: aws.String(e.st.Prefix() + dynamodb.TableActivityEvent)})
+		out, err := e.client.Scan(testbin.Context(e.t), &awsdynamodb.ScanInput{TableName: aws.String(e.st.Prefix() + dynamodb.TableActivityEvent)})
 		if err != nil {
 			e.t.Fatal(err)
 		}
@@ -726,14 +722,14 @@ func jsonValue(v streamtypes.AttributeValue) any {
 func TestClaimWithdrawnWhenNoProcessorAnswers(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	execID, _, err := workflow.Start(ctx(t), e.st, e.def, workflow.StartOptions{})
+	execID, _, err := workflow.Start(testbin.Context(t), e.st, e.def, workflow.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	key := state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(execID, "a"), WorkflowExecID: execID}
 	c := &report.Client{Store: e.st, Source: "test", ClaimWait: 300 * time.Millisecond}
-	_, err = c.UpdateActivity(ctx(t), key, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running,
-		Claim: &state.Claim{Owner: "late-wrapper"}})
+	_, err = c.UpdateActivity(testbin.Context(t), key, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running,
+		Claim: storetest.Claim("late-wrapper")})
 	if !errors.Is(err, state.ErrConflict) || !strings.Contains(err.Error(), "whimbrel-poller") {
 		t.Fatalf("claim with no processor: %v, want a refusal that says what to run", err)
 	}

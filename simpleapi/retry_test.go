@@ -9,6 +9,7 @@ import (
 
 	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 	"github.com/whimbrel/whimbrel/workflow"
@@ -27,7 +28,7 @@ func TestSimpleAPIRetries(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.def = def
-	execID, _, err := workflow.Start(ctx(t), e.st, def, workflow.StartOptions{})
+	execID, _, err := workflow.Start(testbin.Context(t), e.st, def, workflow.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func TestSimpleAPIRetries(t *testing.T) {
 	if a.State != state.Failed || a.RetriedBy != next {
 		t.Fatalf("first attempt %s retried_by %q, want FAILED and retried by %s", a.State, a.RetriedBy, next)
 	}
-	retry, err := e.st.GetActivity(ctx(t), state.ActivityKey{ActivityExecID: next, WorkflowExecID: execID})
+	retry, err := e.st.GetActivity(testbin.Context(t), state.ActivityKey{ActivityExecID: next, WorkflowExecID: execID})
 	if err != nil || retry.State != state.Ready || retry.Attempt != 2 {
 		t.Fatalf("retry %+v %v", retry, err)
 	}
@@ -65,7 +66,7 @@ func TestSimpleAPIRetries(t *testing.T) {
 	event(next, "COMPLETED", t0.Add(3*time.Second), map[string]types.AttributeValue{"owner": s("w2"), "exit_code": n("0")})
 	e.process(p, e.records(dynamodb.TableActivityEvent)) // the earlier records again, too: harmless
 
-	done, err := e.st.GetActivity(ctx(t), retry.ActivityKey)
+	done, err := e.st.GetActivity(testbin.Context(t), retry.ActivityKey)
 	if err != nil || done.State != state.Completed || done.Attempt != 2 {
 		t.Fatalf("retry after its events: %+v %v", done, err)
 	}
@@ -79,7 +80,7 @@ func TestSimpleAPIRetries(t *testing.T) {
 
 func mustActivities(t *testing.T, e *env, id string) []*state.ActivityExec {
 	t.Helper()
-	acts, err := e.st.Activities(ctx(t), id)
+	acts, err := e.st.Activities(testbin.Context(t), id)
 	if err != nil {
 		t.Fatal(err)
 	}

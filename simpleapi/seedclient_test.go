@@ -15,6 +15,7 @@ import (
 
 	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/inspect"
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/simpleapi"
 	simplelambda "github.com/whimbrel/whimbrel/simpleapi/lambda"
 	"github.com/whimbrel/whimbrel/state"
@@ -57,7 +58,7 @@ func (e *env) register(src string) *definition.Workflow {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if err := e.st.Register(ctx(e.t), &state.WorkflowLambda{WorkflowName: def.Name, Definition: def.JSON(), Registered: time.Now()}); err != nil {
+	if err := e.st.Register(testbin.Context(e.t), &state.WorkflowLambda{WorkflowName: def.Name, Definition: def.JSON(), Registered: time.Now()}); err != nil {
 		e.t.Fatal(err)
 	}
 	return def
@@ -125,7 +126,7 @@ func (e *env) decided(ids ...string) {
 // rawActivity reads an activity item's attributes as they are stored.
 func (e *env) rawActivity(execID, name string) map[string]types.AttributeValue {
 	e.t.Helper()
-	out, err := e.client.GetItem(ctx(e.t), &awsdynamodb.GetItemInput{TableName: aws.String(e.st.Prefix() + dynamodb.TableActivityExec),
+	out, err := e.client.GetItem(testbin.Context(e.t), &awsdynamodb.GetItemInput{TableName: aws.String(e.st.Prefix() + dynamodb.TableActivityExec),
 		Key:            map[string]types.AttributeValue{"activity_exec_id": s(state.ActivityExecIDFor(execID, name)), "workflow_exec_id": s(execID)},
 		ConsistentRead: aws.Bool(true)})
 	if err != nil || out.Item == nil {
@@ -224,7 +225,7 @@ func TestSeedClientCancel(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	def := e.register(eight)
-	execID, _, err := workflow.Start(ctx(t), e.st, def, workflow.StartOptions{})
+	execID, _, err := workflow.Start(testbin.Context(t), e.st, def, workflow.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +254,7 @@ func TestSeedClientCancel(t *testing.T) {
 func TestSeedClientManualEventIsIgnored(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	execID, _, err := workflow.Start(ctx(t), e.st, e.def, workflow.StartOptions{})
+	execID, _, err := workflow.Start(testbin.Context(t), e.st, e.def, workflow.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,11 +275,11 @@ func TestSeedClientManualEventIsIgnored(t *testing.T) {
 func TestSeedClientHeartbeatFields(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	quiet, _, err := workflow.Start(ctx(t), e.st, e.def, workflow.StartOptions{})
+	quiet, _, err := workflow.Start(testbin.Context(t), e.st, e.def, workflow.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	beats, _, err := workflow.Start(ctx(t), e.st, e.register(beating), workflow.StartOptions{})
+	beats, _, err := workflow.Start(testbin.Context(t), e.st, e.register(beating), workflow.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +321,7 @@ func TestSeedClientHeartbeatFields(t *testing.T) {
 func TestStatusShowsEveryRejectedSeedEvent(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	execID, _, err := workflow.Start(ctx(t), e.st, e.def, workflow.StartOptions{})
+	execID, _, err := workflow.Start(testbin.Context(t), e.st, e.def, workflow.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +336,7 @@ func TestStatusShowsEveryRejectedSeedEvent(t *testing.T) {
 		t.Fatalf("RUNNING: %+v", o)
 	}
 
-	st, err := inspect.Load(ctx(t), e.st, execID, time.Now())
+	st, err := inspect.Load(testbin.Context(t), e.st, execID, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +362,7 @@ func TestOneIllegalEventHoldsUpNoOtherActivity(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	def := e.register(eight)
-	execID, _, err := workflow.Start(ctx(t), e.st, def, workflow.StartOptions{})
+	execID, _, err := workflow.Start(testbin.Context(t), e.st, def, workflow.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -466,7 +467,7 @@ func TestTwoPollersStartEachRequestOnceAndApplyEachEventOnce(t *testing.T) {
 func TestLambdaSetsAsideAWaitingEvent(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	execID, _, err := workflow.Start(ctx(t), e.st, e.def, workflow.StartOptions{})
+	execID, _, err := workflow.Start(testbin.Context(t), e.st, e.def, workflow.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -476,7 +477,7 @@ func TestLambdaSetsAsideAWaitingEvent(t *testing.T) {
 	e.put(dynamodb.TableActivityEvent, map[string]types.AttributeValue{"activity_event_id": s(running), "activity_exec_id": s(actID),
 		"transition": s("RUNNING")}) // no when: the time it was written
 	p := e.processorWithWindow("fn", simpleapi.DefaultOrderWindow)
-	out, err := lambda.NewHandler(simplelambda.New(p).Handle).Invoke(ctx(t), lambdaEvent(t, e.records(dynamodb.TableActivityEvent)))
+	out, err := lambda.NewHandler(simplelambda.New(p).Handle).Invoke(testbin.Context(t), lambdaEvent(t, e.records(dynamodb.TableActivityEvent)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -500,7 +501,7 @@ func TestLambdaSetsAsideAWaitingEvent(t *testing.T) {
 func TestSeedClientRePutEventKeepsItsOutcome(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	execID, _, err := workflow.Start(ctx(t), e.st, e.def, workflow.StartOptions{})
+	execID, _, err := workflow.Start(testbin.Context(t), e.st, e.def, workflow.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -553,7 +554,7 @@ func TestSeedClientRePutEventKeepsItsOutcome(t *testing.T) {
 func TestSeedClientEventFindsItsActivityByID(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	execID, _, err := workflow.Start(ctx(t), e.st, e.def, workflow.StartOptions{})
+	execID, _, err := workflow.Start(testbin.Context(t), e.st, e.def, workflow.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

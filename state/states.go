@@ -78,6 +78,23 @@ func (s ActivityState) Terminal() bool {
 	return s.Valid() && len(activityTransitions[s]) == 0
 }
 
+// EndedBadly reports whether an activity in s ended in error: FAILED (its
+// command failed, or it could not be started) or TIMED_OUT (its heartbeat
+// stopped). These are the outcomes a retry policy retries, the ones whose
+// reason and stderr the views show, and the ones painted red. A
+// cancellation, CANCELLED or CANCELLED_RUNNING, is not: it is someone's
+// decision, not the activity's failure.
+func (s ActivityState) EndedBadly() bool {
+	return s == Failed || s == TimedOut
+}
+
+// NotStarted reports whether an activity in s is still waiting its turn:
+// REQUESTED, READY or QUEUED. No launcher has begun to prepare it and no
+// wrapper has claimed it, so its command has not started.
+func (s ActivityState) NotStarted() bool {
+	return s == Requested || s == Ready || s == Queued
+}
+
 // Next lists the states s may move to, in the contract's order.
 func (s ActivityState) Next() []ActivityState {
 	return append([]ActivityState(nil), activityTransitions[s]...)

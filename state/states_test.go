@@ -81,6 +81,30 @@ func TestTerminalStates(t *testing.T) {
 	}
 }
 
+// TestStatePredicates: each question about a state has one answer, for
+// every state of the list.
+func TestStatePredicates(t *testing.T) {
+	endedBadly := map[state.ActivityState]bool{state.Failed: true, state.TimedOut: true}
+	notStarted := map[state.ActivityState]bool{state.Requested: true, state.Ready: true, state.Queued: true}
+	for _, s := range state.ActivityStates {
+		if got := s.EndedBadly(); got != endedBadly[s] {
+			t.Errorf("%s.EndedBadly() = %v, want %v", s, got, endedBadly[s])
+		}
+		if got := s.NotStarted(); got != notStarted[s] {
+			t.Errorf("%s.NotStarted() = %v, want %v", s, got, notStarted[s])
+		}
+		if s.EndedBadly() && !s.Terminal() {
+			t.Errorf("%s ended badly but is not terminal", s)
+		}
+		if s.NotStarted() && s.Terminal() {
+			t.Errorf("%s has not started but is terminal", s)
+		}
+	}
+	if state.ActivityState("failed").EndedBadly() || state.ActivityState("").NotStarted() {
+		t.Error("a state that is not the contract's answers yes")
+	}
+}
+
 func TestTransitionErrorMessages(t *testing.T) {
 	tests := []struct {
 		from, to state.ActivityState

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/whimbrel/whimbrel/internal/testbin"
 )
 
 // etl is the workflow the browser watches: three sources, a fan-in, and a
@@ -54,9 +56,7 @@ func chromium(t *testing.T) string {
 // browser starts a headless Chromium with a fresh profile.
 func browser(t *testing.T) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t.Cleanup(cancel)
-	actx, acancel := chromedp.NewExecAllocator(ctx,
+	actx, acancel := chromedp.NewExecAllocator(testbin.Context(t),
 		chromedp.ExecPath(chromium(t)),
 		chromedp.Headless,
 		chromedp.NoSandbox,

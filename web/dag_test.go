@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"github.com/whimbrel/whimbrel/inspect"
+	"github.com/whimbrel/whimbrel/state"
 )
 
 func rowsOf(deps map[string][]string, order ...string) []*activityRow {
 	var rows []*activityRow
 	for _, n := range order {
-		rows = append(rows, &activityRow{Activity: &inspect.Activity{Name: n, State: "REQUESTED", DependsOn: deps[n]}, look: lookOf("REQUESTED")})
+		rows = append(rows, &activityRow{Activity: &inspect.Activity{Name: n, State: "REQUESTED", DependsOn: deps[n]}, look: activityLook(state.Requested)})
 	}
 	return rows
 }

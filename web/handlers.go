@@ -232,7 +232,7 @@ func (s *Server) listView(r *http.Request) *listView {
 	from := min(q.Page*pageSize, len(rows))
 	to := min(from+pageSize, len(rows))
 	for _, w := range rows[from:to] {
-		lr := listRow{Workflow: w, look: lookOf(w.State)}
+		lr := listRow{Workflow: w, look: workflowLook(w.State)}
 		if w.Ended != nil {
 			lr.Took = took(w.Seconds)
 		}

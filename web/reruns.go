@@ -18,7 +18,7 @@ const maxReruns = 200
 // page links to its redrive. Only an execution that settled without
 // completing is looked up: it is the one a person reruns.
 func (s *Server) loadReruns(ctx context.Context, wf inspect.Workflow) ([]string, error) {
-	if wf.State != string(state.WorkflowFailed) && wf.State != string(state.WorkflowCancelled) {
+	if wf.State != state.WorkflowFailed && wf.State != state.WorkflowCancelled {
 		return nil, nil
 	}
 	v, _, err := s.reads.get(ctx, "reruns "+wf.ID, func(ctx context.Context) (any, bool, error) {

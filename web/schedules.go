@@ -179,7 +179,7 @@ func newRunRow(r schedule.RunStatus) runRow {
 	case r.State == "":
 		v.look, v.Label = look{"unknown", "?"}, "unreadable"
 	default:
-		v.look, v.Label = lookOf(r.State), r.State
+		v.look, v.Label = workflowLook(r.State), r.State.String()
 	}
 	return v
 }

@@ -22,24 +22,46 @@ const unrecordedExitWait = 10 * time.Minute
 // so that states differ without colour too.
 type look struct{ Class, Icon string }
 
-var looks = map[string]look{
-	string(state.Requested):        {"pending", "○"},
-	string(state.Ready):            {"ready", "◔"},
-	string(state.Queued):           {"queued", "◑"},
-	string(state.Preparing):        {"queued", "◕"},
-	string(state.Running):          {"running", "▶"},
-	string(state.Completed):        {"completed", "✓"},
-	string(state.Failed):           {"failed", "✗"},
-	string(state.TimedOut):         {"failed", "⌛"},
-	string(state.Cancelled):        {"cancelled", "⊘"},
-	string(state.CancelledRunning): {"cancelled", "⊗"},
+// unknownLook shows what is not one of the contract's states (a raw item's).
+var unknownLook = look{"unknown", "?"}
+
+// activityLooks has a look for every activity state (a test walks
+// state.ActivityStates and the stylesheet).
+var activityLooks = map[state.ActivityState]look{
+	state.Requested:        {"pending", "○"},
+	state.Ready:            {"ready", "◔"},
+	state.Queued:           {"queued", "◑"},
+	state.Preparing:        {"queued", "◕"},
+	state.Running:          {"running", "▶"},
+	state.Completed:        {"completed", "✓"},
+	state.Failed:           {"failed", "✗"},
+	state.TimedOut:         {"failed", "⌛"},
+	state.Cancelled:        {"cancelled", "⊘"},
+	state.CancelledRunning: {"cancelled", "⊗"},
 }
 
-func lookOf(s string) look {
-	if l, ok := looks[s]; ok {
+// workflowLooks shows each workflow state as the activity state of the
+// same meaning.
+var workflowLooks = map[state.WorkflowState]look{
+	state.WorkflowRequested: {"pending", "○"},
+	state.WorkflowRunning:   {"running", "▶"},
+	state.WorkflowCompleted: {"completed", "✓"},
+	state.WorkflowFailed:    {"failed", "✗"},
+	state.WorkflowCancelled: {"cancelled", "⊘"},
+}
+
+func activityLook(s state.ActivityState) look {
+	if l, ok := activityLooks[s]; ok {
 		return l
 	}
-	return look{"unknown", "?"}
+	return unknownLook
+}
+
+func workflowLook(s state.WorkflowState) look {
+	if l, ok := workflowLooks[s]; ok {
+		return l
+	}
+	return unknownLook
 }
 
 // activityRow is an activity as inspect gives it, with what the page adds.
@@ -87,7 +109,7 @@ func attemptText(n, of int) string {
 }
 
 func newActivityRow(a *inspect.Activity, readAt time.Time) *activityRow {
-	r := &activityRow{Activity: a, look: lookOf(a.State), Running: a.State == string(state.Running)}
+	r := &activityRow{Activity: a, look: activityLook(a.State), Running: a.State == state.Running}
 	if a.Ended != nil {
 		r.Took = took(a.Seconds)
 	}
@@ -122,10 +144,10 @@ func newActivityRow(a *inspect.Activity, readAt time.Time) *activityRow {
 			r.ProgressText = line
 		}
 	}
-	r.ShowReason = a.Reason != "" && a.State != string(state.Completed) && a.State != string(state.Running)
+	r.ShowReason = a.Reason != "" && a.State != state.Completed && a.State != state.Running
 	r.AttemptTxt = attemptText(a.Attempt, a.MaxAttempts)
 	for _, e := range a.Earlier {
-		ar := attemptRow{Attempt: e, look: lookOf(e.State), Stderr: strings.TrimRight(e.StderrTail, "\n")}
+		ar := attemptRow{Attempt: e, look: activityLook(e.State), Stderr: strings.TrimRight(e.StderrTail, "\n")}
 		if e.Started != nil && e.Ended != nil {
 			s := e.Ended.Sub(*e.Started).Seconds()
 			ar.Took = took(&s)
@@ -178,7 +200,7 @@ type workflowView struct {
 }
 
 type stateCount struct {
-	State string
+	State state.ActivityState
 	look
 	N int
 }
@@ -205,18 +227,17 @@ func problemOf(err error, what string) *problem {
 
 // final reports whether an execution can no longer change.
 func final(s *inspect.Status, now time.Time) bool {
-	if !state.WorkflowState(s.Workflow.State).Terminal() {
+	if !s.Workflow.State.Terminal() {
 		return false
 	}
 	if s.Workflow.Expires != nil && !now.Before(*s.Workflow.Expires) {
 		return false
 	}
 	for _, a := range s.Activities {
-		st := state.ActivityState(a.State)
-		if !st.Valid() || !st.Terminal() {
+		if !a.State.Terminal() {
 			return false
 		}
-		if st == state.CancelledRunning && a.ExitCode == nil && a.Signal == "" && (a.Ended == nil || now.Sub(*a.Ended) < unrecordedExitWait) {
+		if a.State == state.CancelledRunning && a.ExitCode == nil && a.Signal == "" && (a.Ended == nil || now.Sub(*a.Ended) < unrecordedExitWait) {
 			return false
 		}
 	}
@@ -259,7 +280,7 @@ func (s *Server) workflowView(ctx context.Context, id string, csrf bool) *workfl
 		return v
 	}
 	v.Status = st.s
-	v.Workflow = lookOf(st.s.Workflow.State)
+	v.Workflow = workflowLook(st.s.Workflow.State)
 	if st.s.Workflow.Ended != nil {
 		v.Took = took(st.s.Workflow.Seconds)
 	}
@@ -279,7 +300,7 @@ func (s *Server) workflowView(ctx context.Context, id string, csrf bool) *workfl
 	} else {
 		v.Final = false // tried again at the next refresh
 	}
-	seen := map[string]*stateCount{}
+	seen := map[state.ActivityState]*stateCount{}
 	for _, r := range v.Rows {
 		if c := seen[r.State]; c != nil {
 			c.N++
@@ -291,9 +312,15 @@ func (s *Server) workflowView(ctx context.Context, id string, csrf bool) *workfl
 	return v
 }
 
-// workflowStates are the states the listing filters by.
-var workflowStates = []string{string(state.WorkflowRequested), string(state.WorkflowRunning),
-	string(state.WorkflowCompleted), string(state.WorkflowFailed), string(state.WorkflowCancelled)}
+// workflowStates are the states the listing filters by: every one, as
+// the address and the filter's options spell them.
+var workflowStates = func() []string {
+	var out []string
+	for _, s := range state.WorkflowStates {
+		out = append(out, s.String())
+	}
+	return out
+}()
 
 // listQuery is what the listing shows: from the address, checked.
 type listQuery struct {

@@ -1,7 +1,6 @@
 package workflow_test
 
 import (
-	"context"
 	"errors"
 	"sort"
 	"strings"
@@ -11,35 +10,30 @@ import (
 
 	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 	"github.com/whimbrel/whimbrel/state/storetest"
 	"github.com/whimbrel/whimbrel/workflow"
 )
 
-func bg(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // end runs an activity through the contract to the given terminal state.
 func end(t *testing.T, st state.Store, k state.ActivityKey, to state.ActivityState) *state.ActivityExec {
 	t.Helper()
-	a, err := st.GetActivity(bg(t), k)
+	a, err := st.GetActivity(testbin.Context(t), k)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a.State == state.Requested {
-		if _, err = st.UpdateActivity(bg(t), k, state.ActivityChange{From: []state.ActivityState{state.Requested}, To: state.Ready}); err != nil {
+		if _, err = st.UpdateActivity(testbin.Context(t), k, state.ActivityChange{From: []state.ActivityState{state.Requested}, To: state.Ready}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err = st.UpdateActivity(bg(t), k, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running,
+	if _, err = st.UpdateActivity(testbin.Context(t), k, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running,
 		Claim: &state.Claim{Owner: "o"}}); err != nil {
 		t.Fatal(err)
 	}
-	if a, err = st.UpdateActivity(bg(t), k, state.ActivityChange{From: []state.ActivityState{state.Running}, To: to, Owner: "o"}); err != nil {
+	if a, err = st.UpdateActivity(testbin.Context(t), k, state.ActivityChange{From: []state.ActivityState{state.Running}, To: to, Owner: "o"}); err != nil {
 		t.Fatal(err)
 	}
 	return a
@@ -47,7 +41,7 @@ func end(t *testing.T, st state.Store, k state.ActivityKey, to state.ActivitySta
 
 func states(t *testing.T, st state.Store, w *state.NewWorkflow) map[string]state.ActivityState {
 	t.Helper()
-	acts, err := st.Activities(bg(t), w.Exec.WorkflowExecID)
+	acts, err := st.Activities(testbin.Context(t), w.Exec.WorkflowExecID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +61,7 @@ func TestDiamondReadiesOnce(t *testing.T) {
 		w := storetest.NewWorkflow(t, "diamond", storetest.DAG{"a": nil, "b": {"a"}, "c": {"a"}, "d": {"b", "c"}})
 		storetest.Create(t, st, w)
 		a := end(t, st, storetest.Key(w, "a"), state.Completed)
-		if res, err := workflow.Advance(bg(t), st, a, nil); err != nil || len(res.Readied) != 2 {
+		if res, err := workflow.Advance(testbin.Context(t), st, a, nil); err != nil || len(res.Readied) != 2 {
 			t.Fatalf("advance after a: %+v, %v", res, err)
 		}
 		b := end(t, st, storetest.Key(w, "b"), state.Completed)
@@ -80,7 +74,7 @@ func TestDiamondReadiesOnce(t *testing.T) {
 			go func(i int, x *state.ActivityExec) {
 				defer wg.Done()
 				var err error
-				if results[i], err = workflow.Advance(bg(t), st, x, nil); err != nil {
+				if results[i], err = workflow.Advance(testbin.Context(t), st, x, nil); err != nil {
 					t.Error(err)
 				}
 			}(i, x)
@@ -104,16 +98,16 @@ func TestFailureCancelsEverythingDownstream(t *testing.T) {
 	})
 	storetest.Create(t, st, w)
 	e := end(t, st, storetest.Key(w, "e"), state.Completed)
-	if _, err := workflow.Advance(bg(t), st, e, nil); err != nil {
+	if _, err := workflow.Advance(testbin.Context(t), st, e, nil); err != nil {
 		t.Fatal(err)
 	}
 	f := end(t, st, storetest.Key(w, "f"), state.Completed)
-	if _, err := workflow.Advance(bg(t), st, f, nil); err != nil {
+	if _, err := workflow.Advance(testbin.Context(t), st, f, nil); err != nil {
 		t.Fatal(err)
 	}
 
 	a := end(t, st, storetest.Key(w, "a"), state.TimedOut)
-	res, err := workflow.Advance(bg(t), st, a, nil)
+	res, err := workflow.Advance(testbin.Context(t), st, a, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,17 +128,17 @@ func TestFailureCancelsEverythingDownstream(t *testing.T) {
 			t.Errorf("%s is %s, want %s", n, got[n], s)
 		}
 	}
-	d, err := st.GetActivity(bg(t), storetest.Key(w, "d"))
+	d, err := st.GetActivity(testbin.Context(t), storetest.Key(w, "d"))
 	if err != nil || !strings.Contains(d.Reason, "upstream b ended CANCELLED") {
 		t.Errorf("d's reason %q should name the upstream that ended (%v)", d.Reason, err)
 	}
-	wf, err := st.GetWorkflow(bg(t), w.Exec.WorkflowExecID)
+	wf, err := st.GetWorkflow(testbin.Context(t), w.Exec.WorkflowExecID)
 	if err != nil || wf.State != state.WorkflowFailed || wf.Reason != "a TIMED_OUT" {
 		t.Errorf("workflow %+v (%v), want FAILED because of a", wf, err)
 	}
 
 	// Repeating the advance changes nothing and reports nothing new.
-	res, err = workflow.Advance(bg(t), st, a, nil)
+	res, err = workflow.Advance(testbin.Context(t), st, a, nil)
 	if err != nil || len(res.Cancelled) != 0 || res.Settled != "" {
 		t.Errorf("repeated advance: %+v, %v", res, err)
 	}
@@ -170,18 +164,18 @@ func TestSettle(t *testing.T) {
 			for n, s := range tc.ends {
 				end(t, st, storetest.Key(w, n), s)
 			}
-			got, err := workflow.Settle(bg(t), st, w.Exec.WorkflowExecID, nil)
+			got, err := workflow.Settle(testbin.Context(t), st, w.Exec.WorkflowExecID, nil)
 			if err != nil || got != tc.want {
 				t.Fatalf("Settle = %q, %v; want %q", got, err, tc.want)
 			}
-			wf, err := st.GetWorkflow(bg(t), w.Exec.WorkflowExecID)
+			wf, err := st.GetWorkflow(testbin.Context(t), w.Exec.WorkflowExecID)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if tc.want != "" && (wf.State != tc.want || wf.Reason != tc.cause) {
 				t.Errorf("workflow %s %q, want %s %q", wf.State, wf.Reason, tc.want, tc.cause)
 			}
-			if again, err := workflow.Settle(bg(t), st, w.Exec.WorkflowExecID, nil); err != nil || again != "" {
+			if again, err := workflow.Settle(testbin.Context(t), st, w.Exec.WorkflowExecID, nil); err != nil || again != "" {
 				t.Errorf("second Settle = %q, %v; want nothing", again, err)
 			}
 		})
@@ -199,15 +193,15 @@ func TestCancel(t *testing.T) {
 		{From: []state.ActivityState{state.Requested}, To: state.Queued},
 		{From: []state.ActivityState{state.Queued}, To: state.Running, Claim: &state.Claim{Owner: "o"}},
 	} {
-		if _, err := st.UpdateActivity(bg(t), k, c); err != nil {
+		if _, err := st.UpdateActivity(testbin.Context(t), k, c); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := st.UpdateActivity(bg(t), storetest.Key(w, "queued"), state.ActivityChange{
+	if _, err := st.UpdateActivity(testbin.Context(t), storetest.Key(w, "queued"), state.ActivityChange{
 		From: []state.ActivityState{state.Requested}, To: state.Queued}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := workflow.Cancel(bg(t), st, w.Exec.WorkflowExecID, "by test", nil)
+	res, err := workflow.Cancel(testbin.Context(t), st, w.Exec.WorkflowExecID, "by test", nil)
 	if err != nil || !res.Workflow || len(res.Pending) != 2 || len(res.Running) != 1 {
 		t.Fatalf("Cancel: %+v %v", res, err)
 	}
@@ -218,17 +212,17 @@ func TestCancel(t *testing.T) {
 		}
 	}
 	// Again: nothing more to do, no error.
-	if res, err := workflow.Cancel(bg(t), st, w.Exec.WorkflowExecID, "again", nil); err != nil || res.Workflow || len(res.Pending)+len(res.Running) != 0 {
+	if res, err := workflow.Cancel(testbin.Context(t), st, w.Exec.WorkflowExecID, "again", nil); err != nil || res.Workflow || len(res.Pending)+len(res.Running) != 0 {
 		t.Errorf("second Cancel: %+v %v", res, err)
 	}
 	// A completed workflow is reported, not changed.
 	done := storetest.NewWorkflow(t, "finished", storetest.DAG{"a": nil})
 	storetest.Create(t, st, done)
 	a := end(t, st, storetest.Key(done, "a"), state.Completed)
-	if _, err := workflow.Advance(bg(t), st, a, nil); err != nil {
+	if _, err := workflow.Advance(testbin.Context(t), st, a, nil); err != nil {
 		t.Fatal(err)
 	}
-	_, err = workflow.Cancel(bg(t), st, done.Exec.WorkflowExecID, "", nil)
+	_, err = workflow.Cancel(testbin.Context(t), st, done.Exec.WorkflowExecID, "", nil)
 	var ce *state.ConflictError
 	if !errors.As(err, &ce) || ce.State != string(state.WorkflowCompleted) {
 		t.Errorf("cancel of a completed workflow: %v, want a conflict naming COMPLETED", err)
@@ -244,22 +238,22 @@ func TestRetention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _, err := workflow.Start(bg(t), st, d, workflow.StartOptions{})
+	id, _, err := workflow.Start(testbin.Context(t), st, d, workflow.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	a := end(t, st, state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, "a"), WorkflowExecID: id}, state.Completed)
-	if res, err := workflow.Advance(bg(t), st, a, nil); err != nil || res.Settled != state.WorkflowCompleted {
+	if res, err := workflow.Advance(testbin.Context(t), st, a, nil); err != nil || res.Settled != state.WorkflowCompleted {
 		t.Fatalf("advance: %+v %v", res, err)
 	}
-	wf, err := st.GetWorkflow(bg(t), id)
+	wf, err := st.GetWorkflow(testbin.Context(t), id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := wf.EndTime.Add(30 * 24 * time.Hour); wf.Expires.Sub(want).Abs() > time.Second {
 		t.Errorf("workflow expires %v, want %v", wf.Expires, want)
 	}
-	if a, _ := st.GetActivity(bg(t), a.ActivityKey); a.Expires.IsZero() {
+	if a, _ := st.GetActivity(testbin.Context(t), a.ActivityKey); a.Expires.IsZero() {
 		t.Error("the activity does not expire")
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/storetest"
 	"github.com/whimbrel/whimbrel/workflow"
@@ -38,7 +39,7 @@ func TestForeignActivitiesAreEachJudged(t *testing.T) {
 				for i, a := range w.Activities {
 					end(t, st, a.ActivityKey, ends[i])
 				}
-				got, err := workflow.Settle(bg(t), st, w.Exec.WorkflowExecID, nil)
+				got, err := workflow.Settle(testbin.Context(t), st, w.Exec.WorkflowExecID, nil)
 				if err != nil || got != state.WorkflowFailed {
 					t.Fatalf("Settle = %q, %v; want FAILED: one of the activities failed", got, err)
 				}

@@ -26,7 +26,7 @@ func retries(p *definition.Retry, a *state.ActivityExec) bool {
 	if p == nil || AttemptOf(a) >= p.Attempts() {
 		return false
 	}
-	if a.State != state.Failed && a.State != state.TimedOut {
+	if !a.State.EndedBadly() {
 		return false
 	}
 	if !p.RetriesOn(a.State) {

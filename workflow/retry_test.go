@@ -12,9 +12,11 @@ import (
 
 	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 	"github.com/whimbrel/whimbrel/state/sqlite"
+	"github.com/whimbrel/whimbrel/state/storetest"
 	"github.com/whimbrel/whimbrel/workflow"
 )
 
@@ -55,7 +57,7 @@ func startDef(t *testing.T, st state.Store, yaml string) (*definition.Workflow, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _, err := workflow.Start(bg(t), st, d, workflow.StartOptions{})
+	id, _, err := workflow.Start(testbin.Context(t), st, d, workflow.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +67,7 @@ func startDef(t *testing.T, st state.Store, yaml string) (*definition.Workflow, 
 // attempts lists the items of one activity, by attempt.
 func attempts(t *testing.T, st state.Store, id, name string) []*state.ActivityExec {
 	t.Helper()
-	acts, err := st.Activities(bg(t), id)
+	acts, err := st.Activities(testbin.Context(t), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,20 +103,20 @@ func runOnce(t *testing.T, st state.Store, id, name string, code int) (*state.Ac
 	}
 	claimedAt := time.Now()
 	owner := "owner-" + a.ActivityExecID
-	if _, err := st.UpdateActivity(bg(t), a.ActivityKey, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running,
-		Claim: &state.Claim{Owner: owner}}); err != nil {
+	if _, err := st.UpdateActivity(testbin.Context(t), a.ActivityKey, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running,
+		Claim: storetest.Claim(owner)}); err != nil {
 		t.Fatal(err)
 	}
 	to := state.Completed
 	if code != 0 {
 		to = state.Failed
 	}
-	done, err := st.UpdateActivity(bg(t), a.ActivityKey, state.ActivityChange{From: []state.ActivityState{state.Running}, To: to,
+	done, err := st.UpdateActivity(testbin.Context(t), a.ActivityKey, state.ActivityChange{From: []state.ActivityState{state.Running}, To: to,
 		Owner: owner, Exit: &state.Exit{Code: code}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := workflow.Advance(bg(t), st, done, nil)
+	res, err := workflow.Advance(testbin.Context(t), st, done, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +125,7 @@ func runOnce(t *testing.T, st state.Store, id, name string, code int) (*state.Ac
 
 func wfState(t *testing.T, st state.Store, id string) *state.WorkflowExec {
 	t.Helper()
-	wf, err := st.GetWorkflow(bg(t), id)
+	wf, err := st.GetWorkflow(testbin.Context(t), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,11 +267,11 @@ func TestRetryDecidedOnce(t *testing.T) {
 		a := attempts(t, st, id, "fetch")[0]
 		owner := "o"
 		for _, c := range []state.ActivityChange{
-			{From: []state.ActivityState{state.Ready}, To: state.Running, Claim: &state.Claim{Owner: owner, HeartbeatEnabled: true}},
+			{From: []state.ActivityState{state.Ready}, To: state.Running, Claim: storetest.Claim(owner)},
 			{From: []state.ActivityState{state.Running}, To: state.TimedOut},
 		} {
 			var err error
-			if a, err = st.UpdateActivity(bg(t), a.ActivityKey, c); err != nil {
+			if a, err = st.UpdateActivity(testbin.Context(t), a.ActivityKey, c); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -280,7 +282,7 @@ func TestRetryDecidedOnce(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				var err error
-				if got[i], err = workflow.Advance(bg(t), st, a, nil); err != nil {
+				if got[i], err = workflow.Advance(testbin.Context(t), st, a, nil); err != nil {
 					t.Error(err)
 				}
 			}()
@@ -306,15 +308,15 @@ func TestSettleMakesAMissingRetry(t *testing.T) {
 	bothStores(t, func(t *testing.T, st state.Store) {
 		_, id := startDef(t, st, "name: leaf\ndefaults:\n  retry: {max_attempts: 2, interval: 10ms}\nactivities:\n  only: {command: [\"true\"]}\n")
 		a := attempts(t, st, id, "only")[0]
-		if _, err := st.UpdateActivity(bg(t), a.ActivityKey, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running, Claim: &state.Claim{Owner: "o"}}); err != nil {
+		if _, err := st.UpdateActivity(testbin.Context(t), a.ActivityKey, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running, Claim: storetest.Claim("o")}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.UpdateActivity(bg(t), a.ActivityKey, state.ActivityChange{From: []state.ActivityState{state.Running}, To: state.Failed, Owner: "o", Exit: &state.Exit{Code: 1}}); err != nil {
+		if _, err := st.UpdateActivity(testbin.Context(t), a.ActivityKey, state.ActivityChange{From: []state.ActivityState{state.Running}, To: state.Failed, Owner: "o", Exit: &state.Exit{Code: 1}}); err != nil {
 			t.Fatal(err)
 		}
 		// No advance: the wrapper died here.
 		for i := 0; i < 2; i++ {
-			settled, err := workflow.Settle(bg(t), st, id, nil)
+			settled, err := workflow.Settle(testbin.Context(t), st, id, nil)
 			if err != nil || settled != "" {
 				t.Fatalf("settle %d: %q %v; want the workflow left running", i+1, settled, err)
 			}
@@ -339,7 +341,7 @@ func TestCancelDuringBackoff(t *testing.T) {
 		if res.Retried == "" {
 			t.Fatalf("%+v, want a retry", res)
 		}
-		if _, err := workflow.Cancel(bg(t), st, id, "operator", nil); err != nil {
+		if _, err := workflow.Cancel(testbin.Context(t), st, id, "operator", nil); err != nil {
 			t.Fatal(err)
 		}
 		as := attempts(t, st, id, "fetch")
@@ -351,7 +353,7 @@ func TestCancelDuringBackoff(t *testing.T) {
 		}
 		// A late advance of the failed attempt (a slow monitor) retries
 		// nothing in a cancelled workflow.
-		res, err := workflow.Advance(bg(t), st, failed, nil)
+		res, err := workflow.Advance(testbin.Context(t), st, failed, nil)
 		if err != nil || res.Retried != state.RetryIDFor(failed.ActivityExecID) && res.Retried != "" {
 			t.Fatalf("late advance: %+v %v", res, err)
 		}
@@ -374,7 +376,7 @@ func TestRerunCountsFromOne(t *testing.T) {
 			runOnce(t, st, id, "fetch", 1)
 		}
 		for _, fromFailure := range []bool{false, true} {
-			again, err := workflow.Rerun(bg(t), st, id, fromFailure, workflow.StartOptions{})
+			again, err := workflow.Rerun(testbin.Context(t), st, id, fromFailure, workflow.StartOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -427,18 +429,18 @@ func TestRetryLogNamesTheActivityOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	if _, err := st.Install(bg(t), false); err != nil {
+	if _, err := st.Install(testbin.Context(t), false); err != nil {
 		t.Fatal(err)
 	}
 	for _, named := range []bool{true, false} {
 		_, id := startDef(t, st, retrying)
 		a := attempts(t, st, id, "fetch")[0]
 		owner := "owner"
-		if _, err := st.UpdateActivity(bg(t), a.ActivityKey, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running,
+		if _, err := st.UpdateActivity(testbin.Context(t), a.ActivityKey, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running,
 			Claim: &state.Claim{Owner: owner}}); err != nil {
 			t.Fatal(err)
 		}
-		done, err := st.UpdateActivity(bg(t), a.ActivityKey, state.ActivityChange{From: []state.ActivityState{state.Running}, To: state.Failed,
+		done, err := st.UpdateActivity(testbin.Context(t), a.ActivityKey, state.ActivityChange{From: []state.ActivityState{state.Running}, To: state.Failed,
 			Owner: owner, Exit: &state.Exit{Code: 1}})
 		if err != nil {
 			t.Fatal(err)
@@ -448,7 +450,7 @@ func TestRetryLogNamesTheActivityOnce(t *testing.T) {
 		if named {
 			log = log.With("activity_exec_id", a.ActivityExecID)
 		}
-		if _, err := workflow.Advance(bg(t), st, done, log); err != nil {
+		if _, err := workflow.Advance(testbin.Context(t), st, done, log); err != nil {
 			t.Fatal(err)
 		}
 		var line string

@@ -5,6 +5,7 @@ import (
 
 	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 	"github.com/whimbrel/whimbrel/workflow"
@@ -31,19 +32,19 @@ func TestStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, created, err := workflow.Start(bg(t), st, d, workflow.StartOptions{RequestID: "nightly-2026-11-21", Source: "test"})
+	id, created, err := workflow.Start(testbin.Context(t), st, d, workflow.StartOptions{RequestID: "nightly-2026-11-21", Source: "test"})
 	if err != nil || !created {
 		t.Fatalf("Start: %s %v %v", id, created, err)
 	}
-	wf, err := st.GetWorkflow(bg(t), id)
+	wf, err := st.GetWorkflow(testbin.Context(t), id)
 	if err != nil || wf.State != state.WorkflowRunning || wf.WorkflowRequestID != "nightly-2026-11-21" || wf.Definition != d.JSON() {
 		t.Fatalf("workflow %+v, %v", wf, err)
 	}
-	req, err := st.GetRequest(bg(t), "nightly-2026-11-21", "nightly-etl")
+	req, err := st.GetRequest(testbin.Context(t), "nightly-2026-11-21", "nightly-etl")
 	if err != nil || !req.Manual || req.WorkflowExecID != id {
 		t.Errorf("request %+v, %v", req, err)
 	}
-	acts, err := st.Activities(bg(t), id)
+	acts, err := st.Activities(testbin.Context(t), id)
 	if err != nil || len(acts) != 2 {
 		t.Fatalf("activities %v, %v", acts, err)
 	}
@@ -58,12 +59,12 @@ func TestStart(t *testing.T) {
 	}
 
 	// The same request ID never starts a second execution.
-	again, created, err := workflow.Start(bg(t), st, d, workflow.StartOptions{RequestID: "nightly-2026-11-21"})
+	again, created, err := workflow.Start(testbin.Context(t), st, d, workflow.StartOptions{RequestID: "nightly-2026-11-21"})
 	if err != nil || again != id || created {
 		t.Errorf("second start: %s %v %v; want %s, not created", again, created, err, id)
 	}
 	// Another request ID does.
-	other, created, err := workflow.Start(bg(t), st, d, workflow.StartOptions{})
+	other, created, err := workflow.Start(testbin.Context(t), st, d, workflow.StartOptions{})
 	if err != nil || other == id || !created {
 		t.Errorf("start without a request ID: %s %v %v", other, created, err)
 	}
@@ -78,15 +79,15 @@ func TestStartRefusesWhatTheStoreRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _, err := workflow.Start(bg(t), st, d, workflow.StartOptions{RequestID: "r1"})
+	id, _, err := workflow.Start(testbin.Context(t), st, d, workflow.StartOptions{RequestID: "r1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.UpdateWorkflow(bg(t), id, state.WorkflowChange{From: []state.WorkflowState{state.WorkflowRunning}, To: state.WorkflowCancelled}); err != nil {
+	if _, err := st.UpdateWorkflow(testbin.Context(t), id, state.WorkflowChange{From: []state.WorkflowState{state.WorkflowRunning}, To: state.WorkflowCancelled}); err != nil {
 		t.Fatal(err)
 	}
 	// The request is answered with its execution, even though it ended.
-	again, created, err := workflow.Start(bg(t), st, d, workflow.StartOptions{RequestID: "r1"})
+	again, created, err := workflow.Start(testbin.Context(t), st, d, workflow.StartOptions{RequestID: "r1"})
 	if err != nil || created || again != id {
 		t.Errorf("repeat after cancel: %s %v %v", again, created, err)
 	}

@@ -52,7 +52,7 @@ func TestOnce(t *testing.T) {
 	for _, c := range []state.ActivityChange{
 		{From: []state.ActivityState{state.Requested}, To: state.Queued, At: past},
 		{From: []state.ActivityState{state.Queued}, To: state.Running, At: past,
-			Claim: &state.Claim{Owner: "gone", HeartbeatEnabled: true, HeartbeatTimeout: time.Minute}},
+			Claim: storetest.Claim("gone")},
 	} {
 		if _, err := st.UpdateActivity(ctx, k, c); err != nil {
 			t.Fatal(err)

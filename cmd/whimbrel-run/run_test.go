@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -13,10 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/whimbrel/whimbrel/internal/testbin"
-
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/internal/fault"
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 	"github.com/whimbrel/whimbrel/state/storetest"
@@ -55,23 +53,17 @@ func newFixture(t *testing.T, d storetest.DAG) *fixture {
 	return &fixture{st: st, w: w}
 }
 
-func bg(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // queue moves an activity to QUEUED, as a launcher does.
 func (f *fixture) queue(t *testing.T, name string) {
 	t.Helper()
-	a, err := f.st.GetActivity(bg(t), f.key(name))
+	a, err := f.st.GetActivity(testbin.Context(t), f.key(name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a.State == state.Requested && len(a.PendingDependencies) > 0 {
 		t.Fatalf("%s still waits on %v", name, a.PendingDependencies)
 	}
-	if _, err := f.st.UpdateActivity(bg(t), f.key(name), state.ActivityChange{
+	if _, err := f.st.UpdateActivity(testbin.Context(t), f.key(name), state.ActivityChange{
 		From: []state.ActivityState{state.Requested, state.Ready}, To: state.Queued,
 	}); err != nil {
 		t.Fatalf("queue %s: %v", name, err)
@@ -82,7 +74,7 @@ func (f *fixture) key(name string) state.ActivityKey { return storetest.Key(f.w,
 
 func (f *fixture) get(t *testing.T, name string) *state.ActivityExec {
 	t.Helper()
-	a, err := f.st.GetActivity(bg(t), f.key(name))
+	a, err := f.st.GetActivity(testbin.Context(t), f.key(name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +83,7 @@ func (f *fixture) get(t *testing.T, name string) *state.ActivityExec {
 
 func (f *fixture) workflow(t *testing.T) *state.WorkflowExec {
 	t.Helper()
-	w, err := f.st.GetWorkflow(bg(t), f.w.Exec.WorkflowExecID)
+	w, err := f.st.GetWorkflow(testbin.Context(t), f.w.Exec.WorkflowExecID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +338,7 @@ func TestCancelStopsCommand(t *testing.T) {
 	w := start(t, f.env(t, "a"), "--heartbeat-interval", "200ms", "--heartbeat-timeout", "2s", "--kill-grace", "5s", "--",
 		"sh", "-c", "touch "+ready+"; exec sleep 300")
 	waitFile(t, ready)
-	if _, err := f.st.UpdateActivity(bg(t), f.key("a"), state.ActivityChange{
+	if _, err := f.st.UpdateActivity(testbin.Context(t), f.key("a"), state.ActivityChange{
 		From: []state.ActivityState{state.Running}, To: state.CancelledRunning, Reason: "cancelled by test",
 	}); err != nil {
 		t.Fatal(err)
@@ -470,14 +462,14 @@ func TestRefusedClaimNeverStartsCommand(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, storetest.DAG{"waiting": nil, "held": nil, "b": {"waiting"}})
 	f.queue(t, "held")
-	if _, err := f.st.UpdateActivity(bg(t), f.key("held"), state.ActivityChange{
+	if _, err := f.st.UpdateActivity(testbin.Context(t), f.key("held"), state.ActivityChange{
 		From: []state.ActivityState{state.Queued}, To: state.Running,
 		Claim: &state.Claim{Owner: "someone-else", Host: "elsewhere", PID: 7},
 	}); err != nil {
 		t.Fatal(err)
 	}
 	other := newFixture(t, storetest.DAG{"x": nil})
-	if _, err := other.st.UpdateWorkflow(bg(t), other.w.Exec.WorkflowExecID, state.WorkflowChange{
+	if _, err := other.st.UpdateWorkflow(testbin.Context(t), other.w.Exec.WorkflowExecID, state.WorkflowChange{
 		From: []state.WorkflowState{state.WorkflowRunning}, To: state.WorkflowCancelled}); err != nil {
 		t.Fatal(err)
 	}
@@ -533,7 +525,7 @@ func TestDeathAfterFinishIsRepairable(t *testing.T) {
 		}
 	}
 	for i := 0; i < 2; i++ { // and once more: repeating is harmless
-		if _, err := workflow.Advance(bg(t), f.st, a, nil); err != nil {
+		if _, err := workflow.Advance(testbin.Context(t), f.st, a, nil); err != nil {
 			t.Fatalf("advance again: %v", err)
 		}
 	}
@@ -588,7 +580,7 @@ func TestTimedOutStopsCommandWithoutChangingState(t *testing.T) {
 			// read again and retry, as the monitor's next sweep would.
 			for attempt := 1; ; attempt++ {
 				seen := f.get(t, "a").HeartbeatTime
-				_, err := f.st.UpdateActivity(bg(t), f.key("a"), state.ActivityChange{
+				_, err := f.st.UpdateActivity(testbin.Context(t), f.key("a"), state.ActivityChange{
 					From: []state.ActivityState{state.Running}, To: state.TimedOut, HeartbeatSeen: &seen,
 					Reason: "timed out by test"})
 				if err == nil {

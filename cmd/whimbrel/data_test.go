@@ -215,7 +215,7 @@ func TestRunRefusesBadOutputs(t *testing.T) {
 				{"unresolved", state.Failed, []string{"command not started", "command[2]: {{ outputs.fine.missing }}: outputs.fine.missing is absent (keys there: n)"}},
 			} {
 				a := activityOf(t, s, tc.activity)
-				if a.State != string(tc.state) {
+				if a.State != tc.state {
 					t.Errorf("%s is %s (%s), want %s", tc.activity, a.State, a.Reason, tc.state)
 				}
 				for _, want := range tc.reason {
@@ -381,7 +381,7 @@ func TestProgressShowsWhileRunning(t *testing.T) {
 				if len(a.Progress) == 0 {
 					continue
 				}
-				if a.State != string(state.Running) {
+				if a.State != state.Running {
 					t.Fatalf("slow is %s; the progress should show while it runs", a.State)
 				}
 				sameJSON(t, "progress", a.Progress, `{"done": 1, "of": 3}`)
@@ -413,7 +413,7 @@ func TestProgressShowsWhileRunning(t *testing.T) {
 				t.Fatal("whimbrel run did not end")
 			}
 			a := activityOf(t, statusJSON(t, dir, env, id), "slow")
-			if a.State != string(state.Completed) {
+			if a.State != state.Completed {
 				t.Fatalf("slow is %s: %s", a.State, a.Reason)
 			}
 			sameJSON(t, "final progress", a.Progress, `"all done"`)

@@ -202,7 +202,7 @@ func testMalformed(t *testing.T, st state.Store, raw rawStore, env []string, sql
 	for _, c := range []state.ActivityChange{
 		{From: []state.ActivityState{state.Requested}, To: state.Queued, At: past},
 		{From: []state.ActivityState{state.Queued}, To: state.Running, At: past,
-			Claim: &state.Claim{Owner: "gone", HeartbeatEnabled: true, HeartbeatTimeout: time.Minute}},
+			Claim: storetest.Claim("gone")},
 	} {
 		if _, err := st.UpdateActivity(ctx, storetest.Key(late, "stuck"), c); err != nil {
 			t.Fatal(err)

@@ -1,5 +1,6 @@
 // Package testbin builds the project's binaries for tests that run them as
-// real processes.
+// real processes, and holds what such tests share: a bounded context and a
+// pseudo-terminal.
 package testbin
 
 import (

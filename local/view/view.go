@@ -96,13 +96,13 @@ func (v *people) show(e local.Event) {
 			v.line(e)
 		case !latest:
 			v.above(e)
-		case had && e.Attempt > prev.Attempt && state.ActivityState(prev.State).Terminal():
+		case had && e.Attempt > prev.Attempt && prev.ActivityState().Terminal():
 			v.above(prev)
 		}
 	case local.EventWorkflow:
 		v.wf = e
 		if !v.TTY {
-			fmt.Fprintf(v.Out, "%s workflow %s\n", e.Time.Local().Format("15:04:05"), v.Colors.State(inert.String(e.State)))
+			fmt.Fprintf(v.Out, "%s workflow %s\n", e.Time.Local().Format("15:04:05"), v.Colors.Workflow(e.WorkflowState()))
 		}
 	case local.EventNote:
 		fmt.Fprintln(v.Out, inert.String(e.Message))
@@ -122,7 +122,7 @@ func (v *people) show(e local.Event) {
 // line is one line for an activity's change of state.
 func (v *people) line(e local.Event) {
 	fmt.Fprintf(v.Out, "%s %-*s %s%s%s\n", e.Time.Local().Format("15:04:05"), v.nameWidth, v.name(e.Activity),
-		v.Colors.State(inert.String(e.State)), detail(e), v.attempt(e, e.Time))
+		v.Colors.Activity(e.ActivityState()), detail(e), v.attempt(e, e.Time))
 }
 
 // above writes an activity's line above the tree, on a terminal: the tree
@@ -140,27 +140,17 @@ func (v *people) above(e local.Event) {
 // waiting out its delay starts.
 func (v *people) attempt(e local.Event, now time.Time) string {
 	most, n := v.attempts[e.Activity], max(e.Attempt, 1)
-	failed := e.State == string(state.Failed) || e.State == string(state.TimedOut)
-	if n == 1 && (most <= 1 || !failed) {
+	if n == 1 && (most <= 1 || !e.ActivityState().EndedBadly()) {
 		return ""
 	}
 	out := fmt.Sprintf("  (attempt %d", n)
 	if most > 1 {
 		out += fmt.Sprintf(" of %d", most)
 	}
-	if notYetRun(e.State) && now.Before(e.NotBefore) {
+	if e.ActivityState().NotStarted() && now.Before(e.NotBefore) {
 		out += ", starts at " + e.NotBefore.Local().Format("15:04:05")
 	}
 	return out + ")"
-}
-
-// notYetRun reports whether an activity in s has not started its command.
-func notYetRun(s string) bool {
-	switch state.ActivityState(s) {
-	case state.Requested, state.Ready, state.Queued:
-		return true
-	}
-	return false
 }
 
 // name is an activity's name indented by its depth in the tree.
@@ -189,13 +179,15 @@ func (v *people) draw(now time.Time) {
 			continue
 		}
 		why := ""
-		if e.State == string(state.Failed) || e.State == string(state.TimedOut) {
+		st := e.ActivityState()
+		if st.EndedBadly() {
 			why = detail(e)
 		}
 		why += v.attempt(e, now)
 		// The state's colour goes on after the row is cut to the width.
-		row := v.fit(fmt.Sprintf("  %s %-*s  %-17s %8s%s", mark(e.State), v.nameWidth, v.name(n), inert.String(e.State), elapsed(e, now), why))
-		fmt.Fprintf(v.Out, "\x1b[2K%s\n", paintFirst(row, inert.String(e.State), v.Colors))
+		shown := inert.String(e.State)
+		row := v.fit(fmt.Sprintf("  %s %-*s  %-17s %8s%s", mark(st), v.nameWidth, v.name(n), shown, elapsed(e, now), why))
+		fmt.Fprintf(v.Out, "\x1b[2K%s\n", paintFirst(row, shown, v.Colors.Activity(st)))
 		drawn++
 	}
 	if v.wf.State != "" {
@@ -207,16 +199,18 @@ func (v *people) draw(now time.Time) {
 			}
 			took = inspect.Took(end.Sub(v.wf.StartTime))
 		}
-		row := v.fit(fmt.Sprintf("  workflow %s %s", inert.String(v.wf.State), took))
-		fmt.Fprintf(v.Out, "\x1b[2K%s\n", paintFirst(row, inert.String(v.wf.State), v.Colors))
+		shown := inert.String(v.wf.State)
+		row := v.fit(fmt.Sprintf("  workflow %s %s", shown, took))
+		fmt.Fprintf(v.Out, "\x1b[2K%s\n", paintFirst(row, shown, v.Colors.Workflow(v.wf.WorkflowState())))
 		drawn++
 	}
 	v.lines = drawn
 }
 
-// paintFirst paints the first whole-word occurrence of s in row.
-func paintFirst(row, s string, c inspect.Colors) string {
-	if !c.On || s == "" {
+// paintFirst replaces the first whole-word occurrence of s in row with
+// painted, s as the colours show it.
+func paintFirst(row, s, painted string) string {
+	if painted == s || s == "" {
 		return row
 	}
 	i := strings.Index(row, " "+s+" ")
@@ -228,21 +222,32 @@ func paintFirst(row, s string, c inspect.Colors) string {
 		}
 	}
 	i++
-	return row[:i] + c.State(s) + row[i+len(s):]
+	return row[:i] + painted + row[i+len(s):]
 }
 
-func mark(s string) string {
-	switch state.ActivityState(s) {
-	case state.Completed:
-		return "✓"
-	case state.Running:
-		return "▶"
-	case state.Failed, state.TimedOut:
-		return "✗"
-	case state.Cancelled, state.CancelledRunning:
-		return "–"
+// marks are the symbols in front of each activity of the tree, so that
+// states differ without colour too. Every state has one (a test walks
+// state.ActivityStates); waiting states share the dot.
+var marks = map[state.ActivityState]string{
+	state.Requested:        "·",
+	state.Ready:            "·",
+	state.Queued:           "·",
+	state.Preparing:        "·",
+	state.Running:          "▶",
+	state.Completed:        "✓",
+	state.Failed:           "✗",
+	state.TimedOut:         "✗",
+	state.Cancelled:        "–",
+	state.CancelledRunning: "–",
+}
+
+// mark is the symbol of an activity in s; a state that is not one of the
+// contract's (a raw item's) gets a question mark.
+func mark(s state.ActivityState) string {
+	if m, ok := marks[s]; ok {
+		return m
 	}
-	return "·"
+	return "?"
 }
 
 // elapsed is how long an activity has run, or ran: the store's times, as
@@ -253,7 +258,7 @@ func elapsed(e local.Event, now time.Time) string {
 	}
 	end := e.EndTime
 	if end.IsZero() {
-		if state.ActivityState(e.State).Terminal() {
+		if e.ActivityState().Terminal() {
 			return ""
 		}
 		end = now
@@ -262,12 +267,12 @@ func elapsed(e local.Event, now time.Time) string {
 }
 
 func detail(e local.Event) string {
-	switch state.ActivityState(e.State) {
-	case state.Failed, state.TimedOut:
+	switch st := e.ActivityState(); {
+	case st.EndedBadly():
 		if e.Reason != "" {
 			return "  " + inert.String(e.Reason)
 		}
-	case state.Completed:
+	case st == state.Completed:
 		if !e.StartTime.IsZero() && !e.EndTime.IsZero() {
 			return "  in " + inspect.Took(e.EndTime.Sub(e.StartTime))
 		}
@@ -285,8 +290,8 @@ func (v *people) ended(e local.Event) {
 	if !e.StartTime.IsZero() && !e.EndTime.IsZero() {
 		took = " in " + inspect.Took(e.EndTime.Sub(e.StartTime))
 	}
-	fmt.Fprintf(v.Out, "workflow %s %s%s\n", inert.String(e.WorkflowExecID), v.Colors.State(inert.String(e.State)), took)
-	if e.State == string(state.WorkflowCompleted) {
+	fmt.Fprintf(v.Out, "workflow %s %s%s\n", inert.String(e.WorkflowExecID), v.Colors.Workflow(e.WorkflowState()), took)
+	if e.WorkflowState() == state.WorkflowCompleted {
 		return
 	}
 	if e.Reason != "" {
@@ -294,7 +299,7 @@ func (v *people) ended(e local.Event) {
 	}
 	var failed []local.Event
 	for _, a := range v.acts {
-		if a.State == string(state.Failed) || a.State == string(state.TimedOut) {
+		if a.ActivityState().EndedBadly() {
 			failed = append(failed, a)
 		}
 	}
@@ -307,7 +312,7 @@ func (v *people) ended(e local.Event) {
 		if most := v.attempts[a.Activity]; most > 1 {
 			code += fmt.Sprintf(", attempt %d of %d", max(a.Attempt, 1), most)
 		}
-		fmt.Fprintf(v.Out, "activity %s %s (%s): %s\n", inert.String(a.Activity), v.Colors.State(a.State), code, inert.String(a.Reason))
+		fmt.Fprintf(v.Out, "activity %s %s (%s): %s\n", inert.String(a.Activity), v.Colors.Activity(a.ActivityState()), code, inert.String(a.Reason))
 		if tail := strings.TrimRight(a.StderrTail, "\n"); tail != "" {
 			fmt.Fprintln(v.Out, "  stderr (last lines):")
 			lines := inert.Lines(tail)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/simpleapi/inbox"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/storetest"
@@ -38,7 +39,6 @@ func Run(t *testing.T, h Harness) {
 }
 
 var (
-	ctx      = storetest.Ctx
 	move     = storetest.Move
 	claim    = storetest.Claim
 	conflict = storetest.Conflict
@@ -48,31 +48,31 @@ func testRequests(t *testing.T, h Harness) {
 	st, in := h.New(t)
 	r := &state.WorkflowRequest{WorkflowRequestID: state.NewWorkflowRequestID("etl"), WorkflowName: "etl",
 		When: state.Truncate(time.Now()), Source: "test"}
-	if err := in.PutRequest(ctx(t), r); err != nil {
+	if err := in.PutRequest(testbin.Context(t), r); err != nil {
 		t.Fatalf("PutRequest: %v", err)
 	}
-	if err := in.PutRequest(ctx(t), r); !errors.Is(err, state.ErrExists) {
+	if err := in.PutRequest(testbin.Context(t), r); !errors.Is(err, state.ErrExists) {
 		t.Errorf("second PutRequest: %v, want ErrExists", err)
 	}
-	got, err := st.GetRequest(ctx(t), r.WorkflowRequestID, "etl")
+	got, err := st.GetRequest(testbin.Context(t), r.WorkflowRequestID, "etl")
 	if err != nil || got.Manual || got.Outcome.Processed() || !got.When.Equal(r.When) {
 		t.Fatalf("GetRequest = %+v, %v", got, err)
 	}
 	execID := state.WorkflowExecIDForRequest("etl", r.WorkflowRequestID)
 	o := state.Outcome{Result: state.OutcomeStarted, Reason: "started", At: state.Truncate(time.Now())}
-	if err := in.RecordRequest(ctx(t), r.WorkflowRequestID, "etl", execID, o); err != nil {
+	if err := in.RecordRequest(testbin.Context(t), r.WorkflowRequestID, "etl", execID, o); err != nil {
 		t.Fatalf("RecordRequest: %v", err)
 	}
-	got, err = st.GetRequest(ctx(t), r.WorkflowRequestID, "etl")
+	got, err = st.GetRequest(testbin.Context(t), r.WorkflowRequestID, "etl")
 	if err != nil || got.Outcome != o || got.WorkflowExecID != execID {
 		t.Errorf("after RecordRequest: %+v, %v", got, err)
 	}
 	// The first outcome stays.
-	err = in.RecordRequest(ctx(t), r.WorkflowRequestID, "etl", "", state.Rejected("late"))
+	err = in.RecordRequest(testbin.Context(t), r.WorkflowRequestID, "etl", "", state.Rejected("late"))
 	if ce := conflict(t, err); ce.State != state.OutcomeStarted {
 		t.Errorf("second RecordRequest: %v, want a conflict naming %q", err, state.OutcomeStarted)
 	}
-	if err := in.RecordRequest(ctx(t), state.NewWorkflowRequestID("etl"), "etl", "", o); !errors.Is(err, state.ErrNotFound) {
+	if err := in.RecordRequest(testbin.Context(t), state.NewWorkflowRequestID("etl"), "etl", "", o); !errors.Is(err, state.ErrNotFound) {
 		t.Errorf("RecordRequest of a missing request: %v, want ErrNotFound", err)
 	}
 }
@@ -91,25 +91,25 @@ func testEvents(t *testing.T, h Harness) {
 	// Written out of order; listed in the order of their when.
 	late, early := ev("COMPLETED", 2*time.Second), ev("RUNNING", time.Second)
 	for _, e := range []*state.ActivityEvent{late, early} {
-		if err := in.PutEvent(ctx(t), e); err != nil {
+		if err := in.PutEvent(testbin.Context(t), e); err != nil {
 			t.Fatalf("PutEvent: %v", err)
 		}
 	}
-	if err := in.PutEvent(ctx(t), late); !errors.Is(err, state.ErrExists) {
+	if err := in.PutEvent(testbin.Context(t), late); !errors.Is(err, state.ErrExists) {
 		t.Errorf("second PutEvent: %v, want ErrExists", err)
 	}
 	var list []*state.ActivityEvent
 	deadline := time.Now().Add(10 * time.Second) // the index is eventually consistent
 	for len(list) < 2 && time.Now().Before(deadline) {
 		var err error
-		if list, err = in.Events(ctx(t), k.ActivityExecID, time.Time{}); err != nil {
+		if list, err = in.Events(testbin.Context(t), k.ActivityExecID, time.Time{}); err != nil {
 			t.Fatalf("Events: %v", err)
 		}
 	}
 	if len(list) != 2 || list[0].ActivityEventID != early.ActivityEventID || list[1].ActivityEventID != late.ActivityEventID {
 		t.Fatalf("Events = %+v, want the RUNNING event, then the COMPLETED one", list)
 	}
-	if from, err := in.Events(ctx(t), k.ActivityExecID, late.When); err != nil || len(from) != 1 || from[0].ActivityEventID != late.ActivityEventID {
+	if from, err := in.Events(testbin.Context(t), k.ActivityExecID, late.When); err != nil || len(from) != 1 || from[0].ActivityEventID != late.ActivityEventID {
 		t.Errorf("Events from the later one's when = %+v, %v; want only it", from, err)
 	}
 	if l := list[1]; l.WorkflowName != "etl" || l.Owner != "o1" || l.ExitCode == nil || *l.ExitCode != 3 || !l.When.Equal(late.When) {
@@ -119,65 +119,65 @@ func testEvents(t *testing.T, h Harness) {
 	// A decision moves the activity and records the outcome atomically.
 	move(t, st, k, state.Requested, state.Ready)
 	applied := state.Outcome{Result: state.OutcomeApplied, At: base}
-	a, err := in.Decide(ctx(t), k, state.ActivityChange{
+	a, err := in.Decide(testbin.Context(t), k, state.ActivityChange{
 		From: []state.ActivityState{state.Ready}, To: state.Running, Claim: claim("o1"),
 	}, inbox.Step{Next: state.EventCursor(early), EventID: early.ActivityEventID, Outcome: &applied})
 	if err != nil || a.State != state.Running || a.EventCursor != state.EventCursor(early) {
 		t.Fatalf("deciding the RUNNING event: %+v, %v", a, err)
 	}
-	got, err := in.GetEvent(ctx(t), early.ActivityEventID, k.ActivityExecID)
+	got, err := in.GetEvent(testbin.Context(t), early.ActivityEventID, k.ActivityExecID)
 	if err != nil || got.Outcome != applied {
 		t.Errorf("GetEvent after its decision: %+v, %v", got, err)
 	}
 	// Deciding it again fails on the cursor and changes nothing.
-	_, err = in.Decide(ctx(t), k, state.ActivityChange{
+	_, err = in.Decide(testbin.Context(t), k, state.ActivityChange{
 		From: []state.ActivityState{state.Running}, Reason: "again",
 	}, inbox.Step{Next: state.EventCursor(early) + "x", EventID: early.ActivityEventID, Outcome: &applied})
 	conflict(t, err)
 	// An event already decided is not decided again, even when the cursor
 	// matches: both writes or neither.
-	_, err = in.Decide(ctx(t), k, state.ActivityChange{
+	_, err = in.Decide(testbin.Context(t), k, state.ActivityChange{
 		From: []state.ActivityState{state.Running}, Reason: "again",
 	}, inbox.Step{Prev: state.EventCursor(early), Next: state.EventCursor(late), EventID: early.ActivityEventID, Outcome: &applied})
 	if !errors.Is(err, state.ErrConflict) {
 		t.Errorf("deciding an event twice: %v, want a conflict", err)
 	}
-	if a, _ := st.GetActivity(ctx(t), k); a.Reason == "again" || a.EventCursor != state.EventCursor(early) {
+	if a, _ := st.GetActivity(testbin.Context(t), k); a.Reason == "again" || a.EventCursor != state.EventCursor(early) {
 		t.Errorf("a refused decision wrote: %+v", a)
 	}
 	// A heartbeat through the cursor, with no outcome recorded.
-	a, err = in.Decide(ctx(t), k, state.ActivityChange{
+	a, err = in.Decide(testbin.Context(t), k, state.ActivityChange{
 		From: []state.ActivityState{state.Running}, Owner: "o1", Beat: true, At: base.Add(1500 * time.Millisecond),
 	}, inbox.Step{Prev: state.EventCursor(early), Next: state.EventCursor(early) + "hb"})
 	if err != nil || !a.HeartbeatTime.Equal(base.Add(1500*time.Millisecond)) {
 		t.Errorf("heartbeat event: %+v, %v", a, err)
 	}
 	rejected := state.Rejected("no")
-	if err := in.RecordEvent(ctx(t), late.ActivityEventID, k.ActivityExecID, rejected); err != nil {
+	if err := in.RecordEvent(testbin.Context(t), late.ActivityEventID, k.ActivityExecID, rejected); err != nil {
 		t.Fatalf("RecordEvent: %v", err)
 	}
-	if err := in.RecordEvent(ctx(t), late.ActivityEventID, k.ActivityExecID, applied); conflict(t, err).State != state.OutcomeRejected {
+	if err := in.RecordEvent(testbin.Context(t), late.ActivityEventID, k.ActivityExecID, applied); conflict(t, err).State != state.OutcomeRejected {
 		t.Errorf("second RecordEvent: %v", err)
 	}
-	if _, err := in.GetEvent(ctx(t), state.NewActivityEventID(k.ActivityExecID), k.ActivityExecID); !errors.Is(err, state.ErrNotFound) {
+	if _, err := in.GetEvent(testbin.Context(t), state.NewActivityEventID(k.ActivityExecID), k.ActivityExecID); !errors.Is(err, state.ErrNotFound) {
 		t.Errorf("GetEvent of a missing event: %v, want ErrNotFound", err)
 	}
 	// An event in the base contract's shape (no workflow_exec_id, no when_epoch;
 	// here no when at all) is read, and listed once it has an outcome.
 	seed := &state.ActivityEvent{ActivityEventID: state.NewActivityEventID(k.ActivityExecID), ActivityExecID: k.ActivityExecID,
 		Transition: state.TransitionCancel}
-	if err := in.PutEvent(ctx(t), seed); err != nil {
+	if err := in.PutEvent(testbin.Context(t), seed); err != nil {
 		t.Fatalf("PutEvent in the base contract's shape: %v", err)
 	}
-	if got, err := in.GetEvent(ctx(t), seed.ActivityEventID, k.ActivityExecID); err != nil || got.Transition != state.TransitionCancel || got.WorkflowExecID != "" {
+	if got, err := in.GetEvent(testbin.Context(t), seed.ActivityEventID, k.ActivityExecID); err != nil || got.Transition != state.TransitionCancel || got.WorkflowExecID != "" {
 		t.Errorf("GetEvent in the base contract's shape: %+v, %v", got, err)
 	}
-	if err := in.RecordEvent(ctx(t), seed.ActivityEventID, k.ActivityExecID, rejected); err != nil {
+	if err := in.RecordEvent(testbin.Context(t), seed.ActivityEventID, k.ActivityExecID, rejected); err != nil {
 		t.Fatalf("RecordEvent in the base contract's shape: %v", err)
 	}
 	found := false
 	for deadline := time.Now().Add(10 * time.Second); !found && time.Now().Before(deadline); {
-		list, err := in.Events(ctx(t), k.ActivityExecID, time.Time{})
+		list, err := in.Events(testbin.Context(t), k.ActivityExecID, time.Time{})
 		if err != nil {
 			t.Fatalf("Events: %v", err)
 		}
@@ -190,17 +190,17 @@ func testEvents(t *testing.T, h Harness) {
 	}
 	// Events go with their workflow.
 	at := time.Now().Add(time.Hour).Truncate(time.Second).UTC()
-	if err := st.Expire(ctx(t), w.Exec.WorkflowExecID, at); err != nil {
+	if err := st.Expire(testbin.Context(t), w.Exec.WorkflowExecID, at); err != nil {
 		t.Fatalf("Expire: %v", err)
 	}
-	if got, err := in.GetEvent(ctx(t), late.ActivityEventID, k.ActivityExecID); err != nil || got.Outcome.Result != state.OutcomeRejected {
+	if got, err := in.GetEvent(testbin.Context(t), late.ActivityEventID, k.ActivityExecID); err != nil || got.Outcome.Result != state.OutcomeRejected {
 		t.Errorf("GetEvent after Expire: %+v, %v", got, err)
 	}
 }
 
 func testRegistrations(t *testing.T, h Harness) {
 	_, in := h.New(t)
-	if _, err := in.Registration(ctx(t), "etl"); !errors.Is(err, state.ErrNotFound) {
+	if _, err := in.Registration(testbin.Context(t), "etl"); !errors.Is(err, state.ErrNotFound) {
 		t.Errorf("Registration of an unregistered workflow: %v, want ErrNotFound", err)
 	}
 	now := state.Truncate(time.Now())
@@ -209,19 +209,19 @@ func testRegistrations(t *testing.T, h Harness) {
 		{WorkflowName: "backup", Lambda: "fn-a", Definition: `{"name":"backup"}`, Registered: now},
 		{WorkflowName: "etl", Lambda: "fn-b", Definition: `{"name":"etl","v":2}`, Registered: now},
 	} {
-		if err := in.Register(ctx(t), r); err != nil {
+		if err := in.Register(testbin.Context(t), r); err != nil {
 			t.Fatalf("Register: %v", err)
 		}
 	}
-	got, err := in.Registration(ctx(t), "etl")
+	got, err := in.Registration(testbin.Context(t), "etl")
 	if err != nil || got.Lambda != "fn-b" || got.Definition != `{"name":"etl","v":2}` || !got.Registered.Equal(now) {
 		t.Errorf("Registration = %+v, %v; want the second registration", got, err)
 	}
-	all, err := in.Registrations(ctx(t))
+	all, err := in.Registrations(testbin.Context(t))
 	if err != nil || len(all) != 2 || all[0].WorkflowName != "backup" || all[1].WorkflowName != "etl" {
 		t.Errorf("Registrations = %+v, %v", all, err)
 	}
-	if err := in.Register(ctx(t), &state.WorkflowLambda{WorkflowName: "no spaces"}); err == nil {
+	if err := in.Register(testbin.Context(t), &state.WorkflowLambda{WorkflowName: "no spaces"}); err == nil {
 		t.Error("Register took an invalid name")
 	}
 }

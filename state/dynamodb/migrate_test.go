@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 )
@@ -87,8 +88,7 @@ func installedBut(t *testing.T, base string, legacy func(prefix string) *awsdyna
 	t.Helper()
 	client := dynamotest.Client(t)
 	prefix := dynamotest.Prefix(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
+	ctx := testbin.Context(t)
 	st := dynamodb.New(client, dynamodb.Options{Prefix: prefix, TableWait: 30 * time.Second, CallTimeout: dynamotest.CallTimeout})
 	if _, err := st.Install(ctx, false); err != nil {
 		t.Fatal(err)

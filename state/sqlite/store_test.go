@@ -122,7 +122,7 @@ func claimer() {
 	_, _ = io.ReadAll(os.Stdin) // the barrier: stdin closes for all at once
 	owner := "owner-" + strconv.Itoa(os.Getpid())
 	_, err = st.UpdateActivity(context.Background(), k, state.ActivityChange{
-		From: []state.ActivityState{state.Queued}, To: state.Running, Claim: &state.Claim{Owner: owner}})
+		From: []state.ActivityState{state.Queued}, To: state.Running, Claim: storetest.Claim(owner)})
 	var ce *state.ConflictError
 	switch {
 	case err == nil:

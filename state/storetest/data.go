@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/state"
 )
 
@@ -18,18 +19,18 @@ func testData(t *testing.T, h Harness) {
 	w := NewWorkflow(t, "data", DAG{"a": nil})
 	w.Exec.Params = `{"base":"1"}`
 	Create(t, st, w)
-	wf, err := st.GetWorkflow(ctx(t), w.Exec.WorkflowExecID)
+	wf, err := st.GetWorkflow(testbin.Context(t), w.Exec.WorkflowExecID)
 	if err != nil || wf.Params != `{"base":"1"}` {
 		t.Fatalf("workflow params %q (%v), want them as written", wf.Params, err)
 	}
 	k := Key(w, "a")
 	move(t, st, k, state.Requested, state.Ready)
-	if _, err := st.UpdateActivity(ctx(t), k, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running, Claim: claim("me")}); err != nil {
+	if _, err := st.UpdateActivity(testbin.Context(t), k, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running, Claim: claim("me")}); err != nil {
 		t.Fatal(err)
 	}
 
 	at := state.Truncate(time.Now())
-	a, err := st.UpdateActivity(ctx(t), k, state.ActivityChange{From: []state.ActivityState{state.Running}, Owner: "me",
+	a, err := st.UpdateActivity(testbin.Context(t), k, state.ActivityChange{From: []state.ActivityState{state.Running}, Owner: "me",
 		Beat: true, At: at, Progress: `{"done": 1}`})
 	if err != nil || a.Progress != `{"done": 1}` || !a.ProgressTime.Equal(at) || !a.HeartbeatTime.Equal(at) || a.State != state.Running {
 		t.Fatalf("a beat with progress: %+v, %v", a, err)
@@ -39,16 +40,16 @@ func testData(t *testing.T, h Harness) {
 		{Output: `{"s":"` + strings.Repeat("o", state.MaxOutput) + `"}`, To: state.Completed},
 	} {
 		c.From, c.Owner = []state.ActivityState{state.Running}, "me"
-		if _, err := st.UpdateActivity(ctx(t), k, c); err == nil || !strings.Contains(err.Error(), "more than the") {
+		if _, err := st.UpdateActivity(testbin.Context(t), k, c); err == nil || !strings.Contains(err.Error(), "more than the") {
 			t.Errorf("an oversize write: %v; want it refused", err)
 		}
 	}
-	a, err = st.UpdateActivity(ctx(t), k, state.ActivityChange{From: []state.ActivityState{state.Running}, Owner: "me",
+	a, err = st.UpdateActivity(testbin.Context(t), k, state.ActivityChange{From: []state.ActivityState{state.Running}, Owner: "me",
 		To: state.Completed, Exit: &state.Exit{}, Output: `{"n":41}`})
 	if err != nil || a.State != state.Completed || a.Output != `{"n":41}` || a.Progress != `{"done": 1}` {
 		t.Fatalf("completing with an output: %+v, %v", a, err)
 	}
-	if got, err := st.GetActivity(ctx(t), k); err != nil || got.Output != `{"n":41}` || !got.ProgressTime.Equal(at) {
+	if got, err := st.GetActivity(testbin.Context(t), k); err != nil || got.Output != `{"n":41}` || !got.ProgressTime.Equal(at) {
 		t.Errorf("read back: %+v, %v", got, err)
 	}
 
@@ -73,7 +74,7 @@ func testData(t *testing.T, h Harness) {
 				m[k] = v
 			}
 			h.PutForeignActivity(t, st, m)
-			a, err := st.GetActivity(ctx(t), state.ActivityKey{ActivityExecID: m["activity_exec_id"].(string), WorkflowExecID: fw})
+			a, err := st.GetActivity(testbin.Context(t), state.ActivityKey{ActivityExecID: m["activity_exec_id"].(string), WorkflowExecID: fw})
 			if tc.wantAttr != "" {
 				var ie *state.DecodeError
 				if !asItemError(err, &ie) || ie.Attr != tc.wantAttr {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/state"
 )
 
@@ -23,7 +24,7 @@ func testAnyLive(t *testing.T, h Harness) {
 	}
 	live := func(w *state.NewWorkflow) bool {
 		t.Helper()
-		l, err := lf.AnyLive(ctx(t), w.Exec.WorkflowExecID)
+		l, err := lf.AnyLive(testbin.Context(t), w.Exec.WorkflowExecID)
 		if err != nil {
 			t.Fatalf("AnyLive: %v", err)
 		}
@@ -50,14 +51,14 @@ func testAnyLive(t *testing.T, h Harness) {
 			t.Fatalf("b %s: not live", s)
 		}
 	}
-	if _, err := st.UpdateActivity(ctx(t), Key(w, "b"), state.ActivityChange{
+	if _, err := st.UpdateActivity(testbin.Context(t), Key(w, "b"), state.ActivityChange{
 		From: []state.ActivityState{state.Queued}, To: state.Running, Claim: claim("o")}); err != nil {
 		t.Fatal(err)
 	}
 	if !live(w) {
 		t.Fatal("b RUNNING: not live")
 	}
-	if _, err := st.UpdateActivity(ctx(t), Key(w, "b"), state.ActivityChange{
+	if _, err := st.UpdateActivity(testbin.Context(t), Key(w, "b"), state.ActivityChange{
 		From: []state.ActivityState{state.Running}, To: state.Completed, Owner: "o"}); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/state"
 )
 
@@ -19,10 +20,10 @@ func testCreateActivity(t *testing.T, h Harness) {
 	Create(t, st, w)
 	k := Key(w, "a")
 	move(t, st, k, state.Requested, state.Ready)
-	if _, err := st.UpdateActivity(ctx(t), k, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running, Claim: claim("first")}); err != nil {
+	if _, err := st.UpdateActivity(testbin.Context(t), k, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running, Claim: claim("first")}); err != nil {
 		t.Fatal(err)
 	}
-	failed, err := st.UpdateActivity(ctx(t), k, state.ActivityChange{From: []state.ActivityState{state.Running}, To: state.Failed, Owner: "first", Exit: &state.Exit{Code: 1}})
+	failed, err := st.UpdateActivity(testbin.Context(t), k, state.ActivityChange{From: []state.ActivityState{state.Running}, To: state.Failed, Owner: "first", Exit: &state.Exit{Code: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func testCreateActivity(t *testing.T, h Harness) {
 		go func() {
 			defer wg.Done()
 			n := next
-			errs[i] = st.CreateActivity(ctx(t), &n)
+			errs[i] = st.CreateActivity(testbin.Context(t), &n)
 		}()
 	}
 	wg.Wait()
@@ -64,14 +65,14 @@ func testCreateActivity(t *testing.T, h Harness) {
 	if won != 1 {
 		t.Fatalf("%d of %d concurrent CreateActivity calls wrote the item, want exactly 1", won, writers)
 	}
-	got, err := st.GetActivity(ctx(t), next.ActivityKey)
+	got, err := st.GetActivity(testbin.Context(t), next.ActivityKey)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.Attempt != 2 || got.RetryOf != k.ActivityExecID || !got.NotBefore.Equal(next.NotBefore) || got.State != state.Ready {
 		t.Errorf("read back %+v, want attempt 2, retry_of %s, not_before %s, READY", got, k.ActivityExecID, next.NotBefore)
 	}
-	acts, err := st.Activities(ctx(t), w.Exec.WorkflowExecID)
+	acts, err := st.Activities(testbin.Context(t), w.Exec.WorkflowExecID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func testCreateActivity(t *testing.T, h Harness) {
 	}
 
 	// The claim keeps the retry's attempt.
-	claimed, err := st.UpdateActivity(ctx(t), next.ActivityKey, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running, Claim: claim("second")})
+	claimed, err := st.UpdateActivity(testbin.Context(t), next.ActivityKey, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running, Claim: claim("second")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func testCreateActivity(t *testing.T, h Harness) {
 	}
 
 	// The link on the failed attempt changes nothing else.
-	linked, err := st.UpdateActivity(ctx(t), k, state.ActivityChange{From: []state.ActivityState{state.Failed}, RetriedBy: next.ActivityExecID})
+	linked, err := st.UpdateActivity(testbin.Context(t), k, state.ActivityChange{From: []state.ActivityState{state.Failed}, RetriedBy: next.ActivityExecID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,10 +104,10 @@ func testCreateActivity(t *testing.T, h Harness) {
 		"no time":    {ActivityKey: state.ActivityKey{ActivityExecID: "a::" + "00000000-0000-0000-0000-000000000002", WorkflowExecID: k.WorkflowExecID}, ActivityName: "a", State: state.Ready, Attempt: 2},
 		"no attempt": {ActivityKey: state.ActivityKey{ActivityExecID: "a::" + "00000000-0000-0000-0000-000000000003", WorkflowExecID: k.WorkflowExecID}, ActivityName: "a", State: state.Ready, StateTime: now},
 	} {
-		if err := st.CreateActivity(ctx(t), &bad); err == nil || errors.Is(err, state.ErrConflict) {
+		if err := st.CreateActivity(testbin.Context(t), &bad); err == nil || errors.Is(err, state.ErrConflict) {
 			t.Errorf("%s: CreateActivity = %v, want a refusal", name, err)
 		}
-		if _, err := st.GetActivity(ctx(t), bad.ActivityKey); !errors.Is(err, state.ErrNotFound) {
+		if _, err := st.GetActivity(testbin.Context(t), bad.ActivityKey); !errors.Is(err, state.ErrNotFound) {
 			t.Errorf("%s: the refused item was written (%v)", name, err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/state"
 )
 
@@ -60,13 +61,13 @@ func testScheduleVersions(t *testing.T, h Harness) {
 	st := h.New(t)
 	ss := schedules(t, st)
 	s := aSchedule("nightly")
-	if err := ss.PutSchedule(ctx(t), s, 0, ""); err != nil {
+	if err := ss.PutSchedule(testbin.Context(t), s, 0, ""); err != nil {
 		t.Fatalf("PutSchedule: %v", err)
 	}
 	if s.Version != 1 {
 		t.Errorf("version after the first write = %d, want 1", s.Version)
 	}
-	got, err := ss.GetSchedule(ctx(t), "nightly")
+	got, err := ss.GetSchedule(testbin.Context(t), "nightly")
 	if err != nil {
 		t.Fatalf("GetSchedule: %v", err)
 	}
@@ -76,24 +77,24 @@ func testScheduleVersions(t *testing.T, h Harness) {
 	// A second creation and a stale version are refused, and write nothing.
 	again := aSchedule("nightly")
 	again.Cron = "5 * * * *"
-	if err := ss.PutSchedule(ctx(t), again, 0, ""); !errors.Is(err, state.ErrConflict) {
+	if err := ss.PutSchedule(testbin.Context(t), again, 0, ""); !errors.Is(err, state.ErrConflict) {
 		t.Errorf("second creation: %v, want a conflict", err)
 	}
-	if err := ss.PutSchedule(ctx(t), again, 1, ""); err != nil {
+	if err := ss.PutSchedule(testbin.Context(t), again, 1, ""); err != nil {
 		t.Fatalf("PutSchedule at version 1: %v", err)
 	}
-	err = ss.PutSchedule(ctx(t), aSchedule("nightly"), 1, "")
+	err = ss.PutSchedule(testbin.Context(t), aSchedule("nightly"), 1, "")
 	if ce := conflict(t, err); ce.Kind != "schedule" || ce.State != "at version 2" {
 		t.Errorf("stale write: %+v, want a conflict naming version 2", ce)
 	}
-	got, _ = ss.GetSchedule(ctx(t), "nightly")
+	got, _ = ss.GetSchedule(testbin.Context(t), "nightly")
 	if got.Cron != "5 * * * *" || got.Version != 2 {
 		t.Errorf("after a refused write: cron %q version %d, want the second write's", got.Cron, got.Version)
 	}
-	if _, err := ss.GetSchedule(ctx(t), "nope"); !errors.Is(err, state.ErrNotFound) {
+	if _, err := ss.GetSchedule(testbin.Context(t), "nope"); !errors.Is(err, state.ErrNotFound) {
 		t.Errorf("GetSchedule of a missing schedule: %v, want ErrNotFound", err)
 	}
-	all, err := ss.Schedules(ctx(t))
+	all, err := ss.Schedules(testbin.Context(t))
 	if err != nil || len(all) != 1 || all[0].Name != "nightly" {
 		t.Errorf("Schedules = %v, %v; want nightly alone", all, err)
 	}
@@ -104,34 +105,34 @@ func testScheduleToken(t *testing.T, h Harness) {
 	ss := schedules(t, st)
 	s := aSchedule("after-up")
 	s.Cron, s.After, s.Threshold = "", "up", 2
-	if err := ss.PutSchedule(ctx(t), s, 0, ""); err != nil {
+	if err := ss.PutSchedule(testbin.Context(t), s, 0, ""); err != nil {
 		t.Fatal(err)
 	}
 	s.Tokens = 1
-	if err := ss.PutSchedule(ctx(t), s, 1, "up::a"); err != nil {
+	if err := ss.PutSchedule(testbin.Context(t), s, 1, "up::a"); err != nil {
 		t.Fatalf("count a token: %v", err)
 	}
 	// The same execution again, even at the current version, is refused
 	// and changes nothing.
 	s2 := *s
 	s2.Tokens = 2
-	if err := ss.PutSchedule(ctx(t), &s2, 2, "up::a"); !errors.Is(err, state.ErrExists) {
+	if err := ss.PutSchedule(testbin.Context(t), &s2, 2, "up::a"); !errors.Is(err, state.ErrExists) {
 		t.Errorf("counting a token again: %v, want ErrExists", err)
 	}
-	got, _ := ss.GetSchedule(ctx(t), "after-up")
+	got, _ := ss.GetSchedule(testbin.Context(t), "after-up")
 	if got.Tokens != 1 || got.Version != 2 {
 		t.Errorf("after a replayed token: tokens %d version %d, want 1 and 2", got.Tokens, got.Version)
 	}
 	// A stale version with a new token writes neither.
 	s3 := *got
 	s3.Tokens = 2
-	if err := ss.PutSchedule(ctx(t), &s3, 1, "up::b"); !errors.Is(err, state.ErrConflict) {
+	if err := ss.PutSchedule(testbin.Context(t), &s3, 1, "up::b"); !errors.Is(err, state.ErrConflict) {
 		t.Errorf("stale token write: %v, want a conflict", err)
 	}
-	if err := ss.PutSchedule(ctx(t), &s3, 2, "up::b"); err != nil {
+	if err := ss.PutSchedule(testbin.Context(t), &s3, 2, "up::b"); err != nil {
 		t.Errorf("token b after the stale attempt: %v (the stale attempt must not have recorded it)", err)
 	}
-	all, _ := ss.Schedules(ctx(t))
+	all, _ := ss.Schedules(testbin.Context(t))
 	if len(all) != 1 {
 		t.Errorf("Schedules lists %d items, want 1: tokens are no schedules", len(all))
 	}
@@ -153,11 +154,11 @@ func testDueSchedules(t *testing.T, h Harness) {
 		case 2: // none: paused or over
 			s.NextFire = time.Time{}
 		}
-		if err := ss.PutSchedule(ctx(t), s, 0, ""); err != nil {
+		if err := ss.PutSchedule(testbin.Context(t), s, 0, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got, err := ss.DueSchedules(ctx(t), now)
+	got, err := ss.DueSchedules(testbin.Context(t), now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,12 +167,12 @@ func testDueSchedules(t *testing.T, h Harness) {
 		t.Errorf("DueSchedules = %v, want %v", got, want)
 	}
 	// Moving a schedule's next fire time moves it out of the index.
-	s, _ := ss.GetSchedule(ctx(t), "s00")
+	s, _ := ss.GetSchedule(testbin.Context(t), "s00")
 	s.NextFire = time.Time{}
-	if err := ss.PutSchedule(ctx(t), s, s.Version, ""); err != nil {
+	if err := ss.PutSchedule(testbin.Context(t), s, s.Version, ""); err != nil {
 		t.Fatal(err)
 	}
-	got, _ = ss.DueSchedules(ctx(t), now)
+	got, _ = ss.DueSchedules(testbin.Context(t), now)
 	slices.Sort(got)
 	if !reflect.DeepEqual(got, want[1:]) {
 		t.Errorf("DueSchedules after s00 left = %v, want %v", got, want[1:])
@@ -183,54 +184,54 @@ func testScheduleDelete(t *testing.T, h Harness) {
 	ss := schedules(t, st)
 	s := aSchedule("gone")
 	s.NextFire = time.Now().Add(-time.Hour)
-	if err := ss.PutSchedule(ctx(t), s, 0, ""); err != nil {
+	if err := ss.PutSchedule(testbin.Context(t), s, 0, ""); err != nil {
 		t.Fatal(err)
 	}
 	// Tokens, more than one DynamoDB transaction deletes, and another
 	// schedule's token of the same execution.
 	const tokens = 105
 	for i := 0; i < tokens; i++ {
-		if err := ss.PutSchedule(ctx(t), s, s.Version, fmt.Sprintf("up::%d", i)); err != nil {
+		if err := ss.PutSchedule(testbin.Context(t), s, s.Version, fmt.Sprintf("up::%d", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	other := aSchedule("gone-not")
-	if err := ss.PutSchedule(ctx(t), other, 0, ""); err != nil {
+	if err := ss.PutSchedule(testbin.Context(t), other, 0, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := ss.PutSchedule(ctx(t), other, 1, "up::0"); err != nil {
+	if err := ss.PutSchedule(testbin.Context(t), other, 1, "up::0"); err != nil {
 		t.Fatal(err)
 	}
-	if err := ss.DeleteSchedule(ctx(t), "gone", 7); !errors.Is(err, state.ErrConflict) {
+	if err := ss.DeleteSchedule(testbin.Context(t), "gone", 7); !errors.Is(err, state.ErrConflict) {
 		t.Errorf("delete at a stale version: %v, want a conflict", err)
 	}
-	if err := ss.DeleteSchedule(ctx(t), "gone", 1+tokens); err != nil {
+	if err := ss.DeleteSchedule(testbin.Context(t), "gone", 1+tokens); err != nil {
 		t.Fatalf("DeleteSchedule: %v", err)
 	}
 	// Its tokens went with it: a schedule set again under the name may
 	// count those executions; the other schedule's token stays.
 	again := aSchedule("gone")
-	if err := ss.PutSchedule(ctx(t), again, 0, ""); err != nil {
+	if err := ss.PutSchedule(testbin.Context(t), again, 0, ""); err != nil {
 		t.Fatal(err)
 	}
 	for _, i := range []int{0, tokens - 1} {
-		if err := ss.PutSchedule(ctx(t), again, again.Version, fmt.Sprintf("up::%d", i)); err != nil {
+		if err := ss.PutSchedule(testbin.Context(t), again, again.Version, fmt.Sprintf("up::%d", i)); err != nil {
 			t.Errorf("token up::%d after the schedule was deleted and set again: %v, want it gone", i, err)
 		}
 	}
-	if err := ss.PutSchedule(ctx(t), other, other.Version, "up::0"); !errors.Is(err, state.ErrExists) {
+	if err := ss.PutSchedule(testbin.Context(t), other, other.Version, "up::0"); !errors.Is(err, state.ErrExists) {
 		t.Errorf("the other schedule's token after the delete: %v, want ErrExists", err)
 	}
-	if err := ss.DeleteSchedule(ctx(t), "gone", again.Version); err != nil {
+	if err := ss.DeleteSchedule(testbin.Context(t), "gone", again.Version); err != nil {
 		t.Fatalf("DeleteSchedule: %v", err)
 	}
-	if _, err := ss.GetSchedule(ctx(t), "gone"); !errors.Is(err, state.ErrNotFound) {
+	if _, err := ss.GetSchedule(testbin.Context(t), "gone"); !errors.Is(err, state.ErrNotFound) {
 		t.Errorf("after delete: %v, want ErrNotFound", err)
 	}
-	if due, _ := ss.DueSchedules(ctx(t), time.Now()); len(due) != 0 {
+	if due, _ := ss.DueSchedules(testbin.Context(t), time.Now()); len(due) != 0 {
 		t.Errorf("a deleted schedule is still due: %v", due)
 	}
-	if err := ss.DeleteSchedule(ctx(t), "gone", 1); !errors.Is(err, state.ErrNotFound) {
+	if err := ss.DeleteSchedule(testbin.Context(t), "gone", 1); !errors.Is(err, state.ErrNotFound) {
 		t.Errorf("deleting again: %v, want ErrNotFound", err)
 	}
 }
@@ -238,7 +239,7 @@ func testScheduleDelete(t *testing.T, h Harness) {
 func testScheduleRace(t *testing.T, h Harness) {
 	st := h.New(t)
 	ss := schedules(t, st)
-	if err := ss.PutSchedule(ctx(t), aSchedule("race"), 0, ""); err != nil {
+	if err := ss.PutSchedule(testbin.Context(t), aSchedule("race"), 0, ""); err != nil {
 		t.Fatal(err)
 	}
 	const n = 8
@@ -250,7 +251,7 @@ func testScheduleRace(t *testing.T, h Harness) {
 			defer wg.Done()
 			s := aSchedule("race")
 			s.Tokens = i + 1
-			errs[i] = ss.PutSchedule(ctx(t), s, 1, "")
+			errs[i] = ss.PutSchedule(testbin.Context(t), s, 1, "")
 		}()
 	}
 	wg.Wait()

@@ -6,7 +6,6 @@
 package storetest
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/state"
 )
 
@@ -67,12 +67,6 @@ func Run(t *testing.T, h Harness) {
 	}
 }
 
-func ctx(t testing.TB) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return c
-}
-
 // DAG describes a workflow for tests: activity name → names it waits on.
 type DAG map[string][]string
 
@@ -123,10 +117,10 @@ func Key(w *state.NewWorkflow, activity string) state.ActivityKey {
 // Create writes w and moves the workflow to RUNNING.
 func Create(t testing.TB, st state.Store, w *state.NewWorkflow) {
 	t.Helper()
-	if err := st.CreateWorkflow(ctx(t), w); err != nil {
+	if err := st.CreateWorkflow(testbin.Context(t), w); err != nil {
 		t.Fatalf("CreateWorkflow: %v", err)
 	}
-	if _, err := st.UpdateWorkflow(ctx(t), w.Exec.WorkflowExecID, state.WorkflowChange{
+	if _, err := st.UpdateWorkflow(testbin.Context(t), w.Exec.WorkflowExecID, state.WorkflowChange{
 		From: []state.WorkflowState{state.WorkflowRequested}, To: state.WorkflowRunning,
 	}); err != nil {
 		t.Fatalf("start workflow: %v", err)
@@ -136,7 +130,7 @@ func Create(t testing.TB, st state.Store, w *state.NewWorkflow) {
 // move changes an activity's state without fencing, failing the test on error.
 func move(t *testing.T, st state.Store, k state.ActivityKey, from, to state.ActivityState) *state.ActivityExec {
 	t.Helper()
-	a, err := st.UpdateActivity(ctx(t), k, state.ActivityChange{From: []state.ActivityState{from}, To: to})
+	a, err := st.UpdateActivity(testbin.Context(t), k, state.ActivityChange{From: []state.ActivityState{from}, To: to})
 	if err != nil {
 		t.Fatalf("move %s %s → %s: %v", k.ActivityExecID, from, to, err)
 	}
@@ -163,11 +157,11 @@ func conflict(t *testing.T, err error) *state.ConflictError {
 func testCreateAndRead(t *testing.T, h Harness) {
 	st := h.New(t)
 	w := NewWorkflow(t, "etl", DAG{"extract": nil, "transform": {"extract"}, "load": {"transform", "extract"}})
-	if err := st.CreateWorkflow(ctx(t), w); err != nil {
+	if err := st.CreateWorkflow(testbin.Context(t), w); err != nil {
 		t.Fatalf("CreateWorkflow: %v", err)
 	}
 
-	got, err := st.GetWorkflow(ctx(t), w.Exec.WorkflowExecID)
+	got, err := st.GetWorkflow(testbin.Context(t), w.Exec.WorkflowExecID)
 	if err != nil {
 		t.Fatalf("GetWorkflow: %v", err)
 	}
@@ -178,7 +172,7 @@ func testCreateAndRead(t *testing.T, h Harness) {
 		t.Errorf("start time round trip: got %v, want %v", got.StartTime, w.Exec.StartTime)
 	}
 
-	req, err := st.GetRequest(ctx(t), w.Request.WorkflowRequestID, w.Request.WorkflowName)
+	req, err := st.GetRequest(testbin.Context(t), w.Request.WorkflowRequestID, w.Request.WorkflowName)
 	if err != nil {
 		t.Fatalf("GetRequest: %v", err)
 	}
@@ -186,7 +180,7 @@ func testCreateAndRead(t *testing.T, h Harness) {
 		t.Errorf("GetRequest:\n got %+v\nwant %+v", *req, *w.Request)
 	}
 
-	acts, err := st.Activities(ctx(t), w.Exec.WorkflowExecID)
+	acts, err := st.Activities(testbin.Context(t), w.Exec.WorkflowExecID)
 	if err != nil {
 		t.Fatalf("Activities: %v", err)
 	}
@@ -209,7 +203,7 @@ func testCreateAndRead(t *testing.T, h Harness) {
 		}
 	}
 
-	deps, err := st.Dependents(ctx(t), Key(w, "extract").ActivityExecID)
+	deps, err := st.Dependents(testbin.Context(t), Key(w, "extract").ActivityExecID)
 	if err != nil {
 		t.Fatalf("Dependents: %v", err)
 	}
@@ -229,7 +223,7 @@ func testCreateIsIdempotent(t *testing.T, h Harness) {
 	st := h.New(t)
 	w := NewWorkflow(t, "idem", DAG{"a": nil, "b": {"a"}})
 	for i := 0; i < 2; i++ {
-		if err := st.CreateWorkflow(ctx(t), w); err != nil {
+		if err := st.CreateWorkflow(testbin.Context(t), w); err != nil {
 			t.Fatalf("CreateWorkflow #%d while REQUESTED: %v", i+1, err)
 		}
 	}
@@ -237,7 +231,7 @@ func testCreateIsIdempotent(t *testing.T, h Harness) {
 	// The same request for another execution answers with the first one.
 	other := NewWorkflow(t, "idem", DAG{"a": nil})
 	other.Request.WorkflowRequestID = w.Request.WorkflowRequestID
-	err := st.CreateWorkflow(ctx(t), other)
+	err := st.CreateWorkflow(testbin.Context(t), other)
 	var ee *state.ExistsError
 	if !errors.As(err, &ee) || !errors.Is(err, state.ErrExists) {
 		t.Fatalf("same request, other execution: got %v, want an *ExistsError", err)
@@ -245,21 +239,21 @@ func testCreateIsIdempotent(t *testing.T, h Harness) {
 	if ee.WorkflowExecID != w.Exec.WorkflowExecID {
 		t.Errorf("ExistsError names %s, want %s", ee.WorkflowExecID, w.Exec.WorkflowExecID)
 	}
-	if _, err := st.GetWorkflow(ctx(t), other.Exec.WorkflowExecID); !errors.Is(err, state.ErrNotFound) {
+	if _, err := st.GetWorkflow(testbin.Context(t), other.Exec.WorkflowExecID); !errors.Is(err, state.ErrNotFound) {
 		t.Errorf("the refused execution was written: GetWorkflow = %v", err)
 	}
 
 	// Once running, writing it again is refused and changes nothing.
-	if _, err := st.UpdateWorkflow(ctx(t), w.Exec.WorkflowExecID, state.WorkflowChange{
+	if _, err := st.UpdateWorkflow(testbin.Context(t), w.Exec.WorkflowExecID, state.WorkflowChange{
 		From: []state.WorkflowState{state.WorkflowRequested}, To: state.WorkflowRunning,
 	}); err != nil {
 		t.Fatal(err)
 	}
 	move(t, st, Key(w, "a"), state.Requested, state.Queued)
-	if err := st.CreateWorkflow(ctx(t), w); !errors.Is(err, state.ErrExists) {
+	if err := st.CreateWorkflow(testbin.Context(t), w); !errors.Is(err, state.ErrExists) {
 		t.Fatalf("CreateWorkflow after RUNNING: got %v, want ErrExists", err)
 	}
-	a, err := st.GetActivity(ctx(t), Key(w, "a"))
+	a, err := st.GetActivity(testbin.Context(t), Key(w, "a"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,14 +280,14 @@ func testCreateBeyondOneTransaction(t *testing.T, h Harness) {
 	partial := *w
 	partial.Activities = w.Activities[:60]
 	partial.Dependencies = w.Dependencies[:59]
-	if err := st.CreateWorkflow(ctx(t), &partial); err != nil {
+	if err := st.CreateWorkflow(testbin.Context(t), &partial); err != nil {
 		t.Fatalf("partial CreateWorkflow: %v", err)
 	}
 	// ...is completed by the retry.
-	if err := st.CreateWorkflow(ctx(t), w); err != nil {
+	if err := st.CreateWorkflow(testbin.Context(t), w); err != nil {
 		t.Fatalf("CreateWorkflow: %v", err)
 	}
-	acts, err := st.Activities(ctx(t), w.Exec.WorkflowExecID)
+	acts, err := st.Activities(testbin.Context(t), w.Exec.WorkflowExecID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +295,7 @@ func testCreateBeyondOneTransaction(t *testing.T, h Harness) {
 		t.Errorf("Activities: got %d, want 150", len(acts))
 	}
 	for i := 0; i < 149; i++ {
-		deps, err := st.Dependents(ctx(t), Key(w, fmt.Sprintf("step-%03d", i)).ActivityExecID)
+		deps, err := st.Dependents(testbin.Context(t), Key(w, fmt.Sprintf("step-%03d", i)).ActivityExecID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -327,7 +321,7 @@ func testClaimRace(t *testing.T, h Harness) {
 		go func(i int) {
 			defer wg.Done()
 			<-start
-			_, errs[i] = st.UpdateActivity(ctx(t), k, state.ActivityChange{
+			_, errs[i] = st.UpdateActivity(testbin.Context(t), k, state.ActivityChange{
 				From:  []state.ActivityState{state.Queued, state.Ready, state.Preparing},
 				To:    state.Running,
 				Claim: claim(fmt.Sprintf("owner-%02d", i)),
@@ -359,7 +353,7 @@ func testClaimRace(t *testing.T, h Harness) {
 			t.Errorf("loser %d sees state %s owner %s attempt %d, want RUNNING %s 1", i, ce.State, ce.Owner, ce.Attempt, wantOwner)
 		}
 	}
-	a, err := st.GetActivity(ctx(t), k)
+	a, err := st.GetActivity(testbin.Context(t), k)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +381,7 @@ func testIllegalTransitions(t *testing.T, h Harness) {
 		{state.Completed, state.Running},
 	}
 	for _, tc := range tests {
-		_, err := st.UpdateActivity(ctx(t), k, state.ActivityChange{From: []state.ActivityState{tc.from}, To: tc.to})
+		_, err := st.UpdateActivity(testbin.Context(t), k, state.ActivityChange{From: []state.ActivityState{tc.from}, To: tc.to})
 		var te *state.TransitionError
 		if !errors.As(err, &te) {
 			t.Errorf("%s → %s: got %v, want a *TransitionError", tc.from, tc.to, err)
@@ -397,7 +391,7 @@ func testIllegalTransitions(t *testing.T, h Harness) {
 			t.Errorf("%s → %s: error %q does not name both states", tc.from, tc.to, err)
 		}
 	}
-	a, err := st.GetActivity(ctx(t), k)
+	a, err := st.GetActivity(testbin.Context(t), k)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +399,7 @@ func testIllegalTransitions(t *testing.T, h Harness) {
 		t.Errorf("state after refused moves: %s, want REQUESTED", a.State)
 	}
 	// A legal move from a state the item is not in is a conflict.
-	_, err = st.UpdateActivity(ctx(t), k, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Queued})
+	_, err = st.UpdateActivity(testbin.Context(t), k, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Queued})
 	if ce := conflict(t, err); ce.State != string(state.Requested) {
 		t.Errorf("conflict names state %s, want REQUESTED", ce.State)
 	}
@@ -417,7 +411,7 @@ func testReplayedDependency(t *testing.T, h Harness) {
 	Create(t, st, w)
 	c, a := Key(w, "c"), Key(w, "a")
 
-	got, resolved, err := st.ResolveDependency(ctx(t), c, a.ActivityExecID)
+	got, resolved, err := st.ResolveDependency(testbin.Context(t), c, a.ActivityExecID)
 	if err != nil || !resolved {
 		t.Fatalf("first ResolveDependency: resolved=%v err=%v", resolved, err)
 	}
@@ -425,7 +419,7 @@ func testReplayedDependency(t *testing.T, h Harness) {
 		t.Errorf("pending after first: %v, want %v", got.PendingDependencies, want)
 	}
 	for i := 0; i < 3; i++ {
-		got, resolved, err = st.ResolveDependency(ctx(t), c, a.ActivityExecID)
+		got, resolved, err = st.ResolveDependency(testbin.Context(t), c, a.ActivityExecID)
 		if err != nil || resolved {
 			t.Fatalf("replay %d: resolved=%v err=%v, want false, nil", i, resolved, err)
 		}
@@ -433,12 +427,12 @@ func testReplayedDependency(t *testing.T, h Harness) {
 			t.Errorf("replay %d: pending %v, want one left", i, got.PendingDependencies)
 		}
 	}
-	got, resolved, err = st.ResolveDependency(ctx(t), c, Key(w, "b").ActivityExecID)
+	got, resolved, err = st.ResolveDependency(testbin.Context(t), c, Key(w, "b").ActivityExecID)
 	if err != nil || !resolved || len(got.PendingDependencies) != 0 {
 		t.Fatalf("last edge: resolved=%v pending=%v err=%v", resolved, got.PendingDependencies, err)
 	}
 	// Replaying the last edge keeps it empty.
-	got, resolved, err = st.ResolveDependency(ctx(t), c, Key(w, "b").ActivityExecID)
+	got, resolved, err = st.ResolveDependency(testbin.Context(t), c, Key(w, "b").ActivityExecID)
 	if err != nil || resolved || len(got.PendingDependencies) != 0 {
 		t.Fatalf("replay of last edge: resolved=%v pending=%v err=%v", resolved, got.PendingDependencies, err)
 	}
@@ -453,13 +447,13 @@ func testResolveAndReady(t *testing.T, h Harness) {
 	Create(t, st, w)
 	a, b := Key(w, "a").ActivityExecID, Key(w, "b").ActivityExecID
 	ready := func(k state.ActivityKey, up string) (*state.ActivityExec, error) {
-		return st.UpdateActivity(ctx(t), k, state.ActivityChange{From: []state.ActivityState{state.Requested}, To: state.Ready, Resolve: up})
+		return st.UpdateActivity(testbin.Context(t), k, state.ActivityChange{From: []state.ActivityState{state.Requested}, To: state.Ready, Resolve: up})
 	}
 	// c waits on a and b: resolving a alone must not ready it.
 	if _, err := ready(Key(w, "c"), a); !errors.Is(err, state.ErrConflict) {
 		t.Fatalf("ready c resolving a while b is pending: got %v, want a conflict", err)
 	}
-	if got, _ := st.GetActivity(ctx(t), Key(w, "c")); got == nil || len(got.PendingDependencies) != 2 || got.State != state.Requested {
+	if got, _ := st.GetActivity(testbin.Context(t), Key(w, "c")); got == nil || len(got.PendingDependencies) != 2 || got.State != state.Requested {
 		t.Fatalf("c after the refused write: %+v, want REQUESTED with both edges", got)
 	}
 	// d waits on a alone.
@@ -470,18 +464,18 @@ func testResolveAndReady(t *testing.T, h Harness) {
 	if _, err := ready(Key(w, "d"), a); !errors.Is(err, state.ErrConflict) {
 		t.Errorf("replay: got %v, want a conflict", err)
 	}
-	if _, resolved, err := st.ResolveDependency(ctx(t), Key(w, "d"), a); err != nil || resolved {
+	if _, resolved, err := st.ResolveDependency(testbin.Context(t), Key(w, "d"), a); err != nil || resolved {
 		t.Errorf("ResolveDependency after the combined write: resolved=%v err=%v, want false, nil", resolved, err)
 	}
 	// The last of c's two edges.
-	if _, resolved, err := st.ResolveDependency(ctx(t), Key(w, "c"), a); err != nil || !resolved {
+	if _, resolved, err := st.ResolveDependency(testbin.Context(t), Key(w, "c"), a); err != nil || !resolved {
 		t.Fatalf("resolve c's edge on a: resolved=%v err=%v", resolved, err)
 	}
 	if got, err := ready(Key(w, "c"), b); err != nil || got.State != state.Ready || len(got.PendingDependencies) != 0 {
 		t.Fatalf("ready c resolving b: %+v, %v", got, err)
 	}
 	// Only REQUESTED → READY may resolve.
-	if _, err := st.UpdateActivity(ctx(t), Key(w, "a"), state.ActivityChange{From: []state.ActivityState{state.Requested}, To: state.Queued, Resolve: b}); err == nil {
+	if _, err := st.UpdateActivity(testbin.Context(t), Key(w, "a"), state.ActivityChange{From: []state.ActivityState{state.Requested}, To: state.Queued, Resolve: b}); err == nil {
 		t.Error("a move to QUEUED resolving an edge was accepted")
 	}
 }
@@ -510,7 +504,7 @@ func testConcurrentFanIn(t *testing.T, h Harness) {
 			wg.Add(1)
 			go func(upID string) {
 				defer wg.Done()
-				a, resolved, err := st.ResolveDependency(ctx(t), join, upID)
+				a, resolved, err := st.ResolveDependency(testbin.Context(t), join, upID)
 				if err != nil {
 					t.Error(err)
 					return
@@ -538,17 +532,17 @@ func testStaleOwner(t *testing.T, h Harness) {
 	Create(t, st, w)
 	k := Key(w, "a")
 	move(t, st, k, state.Requested, state.Queued)
-	if _, err := st.UpdateActivity(ctx(t), k, state.ActivityChange{
+	if _, err := st.UpdateActivity(testbin.Context(t), k, state.ActivityChange{
 		From: []state.ActivityState{state.Queued}, To: state.Running, Claim: claim("current"),
 	}); err != nil {
 		t.Fatal(err)
 	}
 
 	beat := state.Truncate(time.Now())
-	if err := st.Heartbeat(ctx(t), k, "current", beat); err != nil {
+	if err := st.Heartbeat(testbin.Context(t), k, "current", beat); err != nil {
 		t.Fatalf("Heartbeat by the owner: %v", err)
 	}
-	a, err := st.GetActivity(ctx(t), k)
+	a, err := st.GetActivity(testbin.Context(t), k)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -557,11 +551,11 @@ func testStaleOwner(t *testing.T, h Harness) {
 	}
 
 	// Another owner can neither heartbeat nor finish.
-	ce := conflict(t, st.Heartbeat(ctx(t), k, "stale", time.Now()))
+	ce := conflict(t, st.Heartbeat(testbin.Context(t), k, "stale", time.Now()))
 	if ce.Owner != "current" || ce.State != string(state.Running) {
 		t.Errorf("stale heartbeat conflict: %+v", ce)
 	}
-	_, err = st.UpdateActivity(ctx(t), k, state.ActivityChange{
+	_, err = st.UpdateActivity(testbin.Context(t), k, state.ActivityChange{
 		From: []state.ActivityState{state.Running}, To: state.Completed, Owner: "stale", Exit: &state.Exit{Code: 0},
 	})
 	if ce := conflict(t, err); ce.Owner != "current" {
@@ -570,21 +564,21 @@ func testStaleOwner(t *testing.T, h Harness) {
 
 	// After the monitor times it out, even the owner cannot heartbeat or
 	// change the state, but may record how the command ended.
-	if _, err := st.UpdateActivity(ctx(t), k, state.ActivityChange{
+	if _, err := st.UpdateActivity(testbin.Context(t), k, state.ActivityChange{
 		From: []state.ActivityState{state.Running}, To: state.TimedOut, Reason: "no heartbeat",
 	}); err != nil {
 		t.Fatal(err)
 	}
-	ce = conflict(t, st.Heartbeat(ctx(t), k, "current", time.Now()))
+	ce = conflict(t, st.Heartbeat(testbin.Context(t), k, "current", time.Now()))
 	if ce.State != string(state.TimedOut) {
 		t.Errorf("heartbeat after timeout sees %s, want TIMED_OUT", ce.State)
 	}
-	_, err = st.UpdateActivity(ctx(t), k, state.ActivityChange{
+	_, err = st.UpdateActivity(testbin.Context(t), k, state.ActivityChange{
 		From: []state.ActivityState{state.Running}, To: state.Completed, Owner: "current",
 	})
 	conflict(t, err)
 	code := 0
-	a, err = st.UpdateActivity(ctx(t), k, state.ActivityChange{
+	a, err = st.UpdateActivity(testbin.Context(t), k, state.ActivityChange{
 		From: []state.ActivityState{state.TimedOut, state.CancelledRunning}, Owner: "current",
 		Exit: &state.Exit{Code: code}, Error: "tail",
 	})
@@ -598,12 +592,12 @@ func testStaleOwner(t *testing.T, h Harness) {
 	// A finish by the owner of a running activity records everything.
 	kb := Key(w, "b")
 	move(t, st, kb, state.Requested, state.Queued)
-	if _, err := st.UpdateActivity(ctx(t), kb, state.ActivityChange{
+	if _, err := st.UpdateActivity(testbin.Context(t), kb, state.ActivityChange{
 		From: []state.ActivityState{state.Queued}, To: state.Running, Claim: claim("b-owner"),
 	}); err != nil {
 		t.Fatal(err)
 	}
-	b, err := st.UpdateActivity(ctx(t), kb, state.ActivityChange{
+	b, err := st.UpdateActivity(testbin.Context(t), kb, state.ActivityChange{
 		From: []state.ActivityState{state.Running}, To: state.Failed, Owner: "b-owner",
 		Exit: &state.Exit{Code: 137, Signal: "SIGKILL"}, Error: "oom", Reason: "exit status 137",
 	})
@@ -619,25 +613,25 @@ func testNotFound(t *testing.T, h Harness) {
 	st := h.New(t)
 	missing := state.ActivityKey{ActivityExecID: state.ActivityExecIDFor("x::1", "ghost"), WorkflowExecID: state.NewWorkflowExecID("x")}
 	checks := map[string]error{}
-	_, checks["GetActivity"] = st.GetActivity(ctx(t), missing)
-	_, checks["UpdateActivity"] = st.UpdateActivity(ctx(t), missing, state.ActivityChange{
+	_, checks["GetActivity"] = st.GetActivity(testbin.Context(t), missing)
+	_, checks["UpdateActivity"] = st.UpdateActivity(testbin.Context(t), missing, state.ActivityChange{
 		From: []state.ActivityState{state.Ready}, To: state.Queued})
-	checks["Heartbeat"] = st.Heartbeat(ctx(t), missing, "o", time.Now())
-	_, _, checks["ResolveDependency"] = st.ResolveDependency(ctx(t), missing, "up")
-	_, checks["GetWorkflow"] = st.GetWorkflow(ctx(t), missing.WorkflowExecID)
-	_, checks["UpdateWorkflow"] = st.UpdateWorkflow(ctx(t), missing.WorkflowExecID, state.WorkflowChange{
+	checks["Heartbeat"] = st.Heartbeat(testbin.Context(t), missing, "o", time.Now())
+	_, _, checks["ResolveDependency"] = st.ResolveDependency(testbin.Context(t), missing, "up")
+	_, checks["GetWorkflow"] = st.GetWorkflow(testbin.Context(t), missing.WorkflowExecID)
+	_, checks["UpdateWorkflow"] = st.UpdateWorkflow(testbin.Context(t), missing.WorkflowExecID, state.WorkflowChange{
 		From: []state.WorkflowState{state.WorkflowRunning}, To: state.WorkflowFailed})
-	_, checks["GetRequest"] = st.GetRequest(ctx(t), "x::nope", "x")
+	_, checks["GetRequest"] = st.GetRequest(testbin.Context(t), "x::nope", "x")
 	for op, err := range checks {
 		if !errors.Is(err, state.ErrNotFound) {
 			t.Errorf("%s on a missing item: got %v, want ErrNotFound", op, err)
 		}
 	}
-	acts, err := st.Activities(ctx(t), missing.WorkflowExecID)
+	acts, err := st.Activities(testbin.Context(t), missing.WorkflowExecID)
 	if err != nil || len(acts) != 0 {
 		t.Errorf("Activities of a missing workflow: %v, %v; want none", acts, err)
 	}
-	if _, err := st.GetWorkflow(ctx(t), "not-an-id"); err == nil || errors.Is(err, state.ErrNotFound) {
+	if _, err := st.GetWorkflow(testbin.Context(t), "not-an-id"); err == nil || errors.Is(err, state.ErrNotFound) {
 		t.Errorf("GetWorkflow(not-an-id): got %v, want an error about the ID", err)
 	}
 }
@@ -683,7 +677,7 @@ func testForeignItems(t *testing.T, h Harness) {
 			tc.edit(m)
 			h.PutForeignActivity(t, st, m)
 			k := state.ActivityKey{ActivityExecID: m["activity_exec_id"].(string), WorkflowExecID: wf}
-			a, err := st.GetActivity(ctx(t), k)
+			a, err := st.GetActivity(testbin.Context(t), k)
 			if tc.wantAttr == "" {
 				if err != nil {
 					t.Fatalf("GetActivity: %v", err)
@@ -704,7 +698,7 @@ func testForeignItems(t *testing.T, h Harness) {
 				t.Errorf("error %q should name attribute %s and the item", err, tc.wantAttr)
 			}
 			// A conditional write on such an item reports it too, never panics.
-			if err := st.Heartbeat(ctx(t), k, "nobody", time.Now()); err == nil {
+			if err := st.Heartbeat(testbin.Context(t), k, "nobody", time.Now()); err == nil {
 				t.Errorf("Heartbeat on a malformed item succeeded")
 			}
 		})
@@ -712,7 +706,7 @@ func testForeignItems(t *testing.T, h Harness) {
 	// The listing of the workflow returns the items that decode, and names
 	// each one it skipped, with its attribute: one bad item never hides
 	// the others, nor is it dropped silently.
-	acts, err := st.Activities(ctx(t), wf)
+	acts, err := st.Activities(testbin.Context(t), wf)
 	skipped, other := state.Skipped(err)
 	if other != nil || !errors.Is(err, state.ErrInvalidItem) {
 		t.Fatalf("Activities over malformed items: got %v, want a *SkippedError", err)
@@ -755,7 +749,7 @@ func testStateIndex(t *testing.T, h Harness) {
 	var got []string
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		refs, err := st.ActivitiesInState(ctx(t), state.ActivityQuery{State: state.Ready})
+		refs, err := st.ActivitiesInState(testbin.Context(t), state.ActivityQuery{State: state.Ready})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -775,17 +769,17 @@ func testStateIndex(t *testing.T, h Harness) {
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("READY activities: %v, want %v", got, want)
 	}
-	refs, err := st.ActivitiesInState(ctx(t), state.ActivityQuery{State: state.Ready, Limit: 1})
+	refs, err := st.ActivitiesInState(testbin.Context(t), state.ActivityQuery{State: state.Ready, Limit: 1})
 	if err != nil || len(refs) != 1 {
 		t.Errorf("with Limit 1: %d refs, %v", len(refs), err)
 	}
-	refs, err = st.ActivitiesInState(ctx(t), state.ActivityQuery{State: state.Ready, Before: before})
+	refs, err = st.ActivitiesInState(testbin.Context(t), state.ActivityQuery{State: state.Ready, Before: before})
 	if err != nil || len(refs) != 0 {
 		t.Errorf("READY before the moves: %+v, %v; want none", refs, err)
 	}
 	// The state index is sparse: an activity that ended is in none of
 	// its listings, and a terminal state is refused.
-	if _, err := st.ActivitiesInState(ctx(t), state.ActivityQuery{State: state.Completed}); err == nil {
+	if _, err := st.ActivitiesInState(testbin.Context(t), state.ActivityQuery{State: state.Completed}); err == nil {
 		t.Error("COMPLETED activities were listed; want an error: the index holds live states only")
 	}
 }
@@ -798,13 +792,13 @@ func testWorkflowMoves(t *testing.T, h Harness) {
 	w2 := NewWorkflow(t, "moves", DAG{"a": nil})
 	Create(t, st, w2)
 
-	_, err := st.UpdateWorkflow(ctx(t), w1.Exec.WorkflowExecID, state.WorkflowChange{
+	_, err := st.UpdateWorkflow(testbin.Context(t), w1.Exec.WorkflowExecID, state.WorkflowChange{
 		From: []state.WorkflowState{state.WorkflowRunning}, To: state.WorkflowRequested})
 	var te *state.TransitionError
 	if !errors.As(err, &te) {
 		t.Errorf("RUNNING → REQUESTED: got %v, want a *TransitionError", err)
 	}
-	done, err := st.UpdateWorkflow(ctx(t), w1.Exec.WorkflowExecID, state.WorkflowChange{
+	done, err := st.UpdateWorkflow(testbin.Context(t), w1.Exec.WorkflowExecID, state.WorkflowChange{
 		From: []state.WorkflowState{state.WorkflowRunning}, To: state.WorkflowFailed, Reason: "activity a FAILED"})
 	if err != nil {
 		t.Fatal(err)
@@ -812,7 +806,7 @@ func testWorkflowMoves(t *testing.T, h Harness) {
 	if done.State != state.WorkflowFailed || done.EndTime.IsZero() || done.Reason != "activity a FAILED" {
 		t.Errorf("settled workflow: %+v", *done)
 	}
-	_, err = st.UpdateWorkflow(ctx(t), w1.Exec.WorkflowExecID, state.WorkflowChange{
+	_, err = st.UpdateWorkflow(testbin.Context(t), w1.Exec.WorkflowExecID, state.WorkflowChange{
 		From: []state.WorkflowState{state.WorkflowRunning}, To: state.WorkflowCompleted})
 	if ce := conflict(t, err); ce.State != string(state.WorkflowFailed) {
 		t.Errorf("second settle conflict names %s, want FAILED", ce.State)
@@ -821,7 +815,7 @@ func testWorkflowMoves(t *testing.T, h Harness) {
 	var running []*state.WorkflowExec
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		running, err = st.Workflows(ctx(t), state.WorkflowQuery{State: state.WorkflowRunning})
+		running, err = st.Workflows(testbin.Context(t), state.WorkflowQuery{State: state.WorkflowRunning})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -833,7 +827,7 @@ func testWorkflowMoves(t *testing.T, h Harness) {
 	if len(running) != 1 || running[0].WorkflowExecID != w2.Exec.WorkflowExecID {
 		t.Errorf("RUNNING workflows: %+v, want only %s", running, w2.Exec.WorkflowExecID)
 	}
-	failed, err := st.Workflows(ctx(t), state.WorkflowQuery{State: state.WorkflowFailed, Since: w1.Exec.StartTime})
+	failed, err := st.Workflows(testbin.Context(t), state.WorkflowQuery{State: state.WorkflowFailed, Since: w1.Exec.StartTime})
 	if err != nil || len(failed) != 1 || failed[0].Reason != "activity a FAILED" {
 		t.Errorf("FAILED workflows since its start: %+v, %v", failed, err)
 	}
@@ -842,7 +836,7 @@ func testWorkflowMoves(t *testing.T, h Harness) {
 	time.Sleep(5 * time.Millisecond) // a start time of its own: newest first must be decidable
 	other := NewWorkflow(t, "other", DAG{"a": nil})
 	Create(t, st, other)
-	byName, err := st.Workflows(ctx(t), state.WorkflowQuery{Name: "moves"})
+	byName, err := st.Workflows(testbin.Context(t), state.WorkflowQuery{Name: "moves"})
 	if err != nil || len(byName) != 2 || byName[0].WorkflowExecID != w2.Exec.WorkflowExecID || byName[1].State != state.WorkflowFailed {
 		t.Errorf("workflows named moves: %+v, %v; want w2 then the FAILED w1", byName, err)
 	}
@@ -851,11 +845,11 @@ func testWorkflowMoves(t *testing.T, h Harness) {
 			t.Errorf("a listing carries the definition of %s", w.WorkflowExecID)
 		}
 	}
-	named, err := st.Workflows(ctx(t), state.WorkflowQuery{Name: "moves", State: state.WorkflowFailed})
+	named, err := st.Workflows(testbin.Context(t), state.WorkflowQuery{Name: "moves", State: state.WorkflowFailed})
 	if err != nil || len(named) != 1 || named[0].WorkflowExecID != w1.Exec.WorkflowExecID {
 		t.Errorf("FAILED workflows named moves: %+v, %v", named, err)
 	}
-	all, err := st.Workflows(ctx(t), state.WorkflowQuery{Limit: 2})
+	all, err := st.Workflows(testbin.Context(t), state.WorkflowQuery{Limit: 2})
 	if err != nil || len(all) != 2 || all[0].WorkflowExecID != other.Exec.WorkflowExecID {
 		t.Errorf("the 2 newest workflows: %+v, %v; want other first", all, err)
 	}
@@ -867,7 +861,7 @@ func testPreconditions(t *testing.T, h Harness) {
 	Create(t, st, w)
 	b := Key(w, "b")
 	for _, to := range []state.ActivityState{state.Ready, state.Queued} {
-		_, err := st.UpdateActivity(ctx(t), b, state.ActivityChange{From: []state.ActivityState{state.Requested}, To: to})
+		_, err := st.UpdateActivity(testbin.Context(t), b, state.ActivityChange{From: []state.ActivityState{state.Requested}, To: to})
 		if ce := conflict(t, err); ce.State != string(state.Requested) || !strings.Contains(err.Error(), "nothing pending") {
 			t.Errorf("REQUESTED → %s with a pending dependency: %v; want a conflict saying something is pending", to, err)
 		}
@@ -875,12 +869,12 @@ func testPreconditions(t *testing.T, h Harness) {
 	a := Key(w, "a")
 	move(t, st, a, state.Requested, state.Queued)
 	for _, c := range []*state.Claim{nil, {Owner: ""}} {
-		_, err := st.UpdateActivity(ctx(t), a, state.ActivityChange{From: []state.ActivityState{state.Queued}, To: state.Running, Claim: c})
+		_, err := st.UpdateActivity(testbin.Context(t), a, state.ActivityChange{From: []state.ActivityState{state.Queued}, To: state.Running, Claim: c})
 		if err == nil || errors.Is(err, state.ErrConflict) || !strings.Contains(err.Error(), "owner") {
 			t.Errorf("RUNNING with claim %+v: got %v, want a refusal before writing", c, err)
 		}
 	}
-	if got, err := st.GetActivity(ctx(t), a); err != nil || got.State != state.Queued {
+	if got, err := st.GetActivity(testbin.Context(t), a); err != nil || got.State != state.Queued {
 		t.Errorf("after refused claims: %+v, %v; want QUEUED", got, err)
 	}
 }
@@ -892,7 +886,7 @@ func testHeartbeatSeen(t *testing.T, h Harness) {
 	claimed := map[string]*state.ActivityExec{}
 	for _, n := range []string{"a", "b"} {
 		move(t, st, Key(w, n), state.Requested, state.Queued)
-		a, err := st.UpdateActivity(ctx(t), Key(w, n), state.ActivityChange{
+		a, err := st.UpdateActivity(testbin.Context(t), Key(w, n), state.ActivityChange{
 			From: []state.ActivityState{state.Queued}, To: state.Running, Claim: claim("o-" + n)})
 		if err != nil {
 			t.Fatal(err)
@@ -900,7 +894,7 @@ func testHeartbeatSeen(t *testing.T, h Harness) {
 		claimed[n] = a
 	}
 	timeout := func(k state.ActivityKey, seen time.Time) error {
-		_, err := st.UpdateActivity(ctx(t), k, state.ActivityChange{
+		_, err := st.UpdateActivity(testbin.Context(t), k, state.ActivityChange{
 			From: []state.ActivityState{state.Running}, To: state.TimedOut, HeartbeatSeen: &seen})
 		return err
 	}
@@ -908,7 +902,7 @@ func testHeartbeatSeen(t *testing.T, h Harness) {
 	// a beat after the monitor looked: the timeout loses.
 	time.Sleep(5 * time.Millisecond) // past the claim's own heartbeat
 	beat := state.Truncate(time.Now())
-	if err := st.Heartbeat(ctx(t), Key(w, "a"), "o-a", beat); err != nil {
+	if err := st.Heartbeat(testbin.Context(t), Key(w, "a"), "o-a", beat); err != nil {
 		t.Fatal(err)
 	}
 	if err := timeout(Key(w, "a"), time.Time{}); !errors.Is(err, state.ErrConflict) {
@@ -953,7 +947,7 @@ func testClaimWritesTheFirstHeartbeat(t *testing.T, h Harness) {
 		move(t, st, Key(w, n), state.Requested, state.Queued)
 	}
 	before := state.Truncate(time.Now())
-	on, err := st.UpdateActivity(ctx(t), Key(w, "on"), state.ActivityChange{
+	on, err := st.UpdateActivity(testbin.Context(t), Key(w, "on"), state.ActivityChange{
 		From: []state.ActivityState{state.Queued}, To: state.Running, Claim: claim("o-on")})
 	if err != nil {
 		t.Fatal(err)
@@ -963,7 +957,7 @@ func testClaimWritesTheFirstHeartbeat(t *testing.T, h Harness) {
 	}
 	// Read back as any client would, a seed-exact monitor finds nothing
 	// stale right after the claim, judged by the activity's own timeout.
-	got, err := st.GetActivity(ctx(t), Key(w, "on"))
+	got, err := st.GetActivity(testbin.Context(t), Key(w, "on"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -977,7 +971,7 @@ func testClaimWritesTheFirstHeartbeat(t *testing.T, h Harness) {
 	// With heartbeats off, the contract's -1 is written: nothing to judge.
 	c := claim("o-off")
 	c.HeartbeatEnabled = false
-	off, err := st.UpdateActivity(ctx(t), Key(w, "off"), state.ActivityChange{
+	off, err := st.UpdateActivity(testbin.Context(t), Key(w, "off"), state.ActivityChange{
 		From: []state.ActivityState{state.Queued}, To: state.Running, Claim: c})
 	if err != nil {
 		t.Fatal(err)
@@ -995,17 +989,17 @@ func testLandedWriteOnMalformedItem(t *testing.T, h Harness) {
 		"activity_exec_id": k.ActivityExecID, "workflow_exec_id": wf, "state": "QUEUED",
 		"reason": 42, // malformed, and unrelated to a claim
 	})
-	a, err := st.UpdateActivity(ctx(t), k, state.ActivityChange{
+	a, err := st.UpdateActivity(testbin.Context(t), k, state.ActivityChange{
 		From: []state.ActivityState{state.Queued}, To: state.Running, Claim: claim("first")})
 	if err != nil || a.State != state.Running || a.Owner != "first" {
 		t.Fatalf("claim of an item with a malformed reason: %+v, %v; the write landed, so it must succeed", a, err)
 	}
-	_, err = st.UpdateActivity(ctx(t), k, state.ActivityChange{
+	_, err = st.UpdateActivity(testbin.Context(t), k, state.ActivityChange{
 		From: []state.ActivityState{state.Queued}, To: state.Running, Claim: claim("second")})
 	if ce := conflict(t, err); ce.Owner != "first" || ce.State != string(state.Running) {
 		t.Errorf("the loser sees %+v, want RUNNING held by first", ce)
 	}
-	if _, err := st.GetActivity(ctx(t), k); !errors.Is(err, state.ErrInvalidItem) {
+	if _, err := st.GetActivity(testbin.Context(t), k); !errors.Is(err, state.ErrInvalidItem) {
 		t.Errorf("a plain read still reports the malformed attribute: got %v", err)
 	}
 }
@@ -1028,11 +1022,11 @@ func testCreateRefusesBadInput(t *testing.T, h Harness) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := NewWorkflow(t, "bad", DAG{"a": nil, "b": {"a"}})
 			tc.edit(w)
-			err := st.CreateWorkflow(ctx(t), w)
+			err := st.CreateWorkflow(testbin.Context(t), w)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an error about %q", err, tc.want)
 			}
-			if _, err := st.GetWorkflow(ctx(t), w.Exec.WorkflowExecID); !errors.Is(err, state.ErrNotFound) {
+			if _, err := st.GetWorkflow(testbin.Context(t), w.Exec.WorkflowExecID); !errors.Is(err, state.ErrNotFound) {
 				t.Errorf("refused input was written: %v", err)
 			}
 		})
@@ -1044,14 +1038,14 @@ func testExpire(t *testing.T, h Harness) {
 	w := NewWorkflow(t, "old", DAG{"a": nil, "b": {"a"}})
 	Create(t, st, w)
 	at := time.Now().Add(30 * 24 * time.Hour).Truncate(time.Second).UTC()
-	if err := st.Expire(ctx(t), w.Exec.WorkflowExecID, at); err != nil {
+	if err := st.Expire(testbin.Context(t), w.Exec.WorkflowExecID, at); err != nil {
 		t.Fatalf("Expire: %v", err)
 	}
-	wf, err := st.GetWorkflow(ctx(t), w.Exec.WorkflowExecID)
+	wf, err := st.GetWorkflow(testbin.Context(t), w.Exec.WorkflowExecID)
 	if err != nil || !wf.Expires.Equal(at) {
 		t.Errorf("workflow expires %v (%v), want %v", wf.Expires, err, at)
 	}
-	acts, err := st.Activities(ctx(t), w.Exec.WorkflowExecID)
+	acts, err := st.Activities(testbin.Context(t), w.Exec.WorkflowExecID)
 	if err != nil || len(acts) != 2 {
 		t.Fatal(acts, err)
 	}
@@ -1060,15 +1054,12 @@ func testExpire(t *testing.T, h Harness) {
 			t.Errorf("activity %s expires %v, want %v", a.ActivityName, a.Expires, at)
 		}
 	}
-	if err := st.Expire(ctx(t), state.NewWorkflowExecID("ghost"), at); !errors.Is(err, state.ErrNotFound) {
+	if err := st.Expire(testbin.Context(t), state.NewWorkflowExecID("ghost"), at); !errors.Is(err, state.ErrNotFound) {
 		t.Errorf("Expire of a missing workflow: %v, want ErrNotFound", err)
 	}
 }
 
 // Helpers for the suites of what extends a store (simpleapi/inboxtest).
-
-// Ctx is a test's context, bounded and ended with the test.
-func Ctx(t testing.TB) context.Context { return ctx(t) }
 
 // Move changes an activity's state without fencing, failing the test on
 // error.
