@@ -133,6 +133,8 @@ func fill(t *testing.T, v reflect.Value, path string) {
 		v.SetString("x")
 	case reflect.Int:
 		v.SetInt(1)
+	case reflect.Int64: // a duration of another name (state.Interval)
+		v.SetInt(int64(time.Minute))
 	case reflect.Bool:
 		v.SetBool(true)
 	case reflect.Pointer:
