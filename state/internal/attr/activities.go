@@ -6,6 +6,8 @@ import (
 	"github.com/whimbrel/whimbrel/state"
 )
 
+// --- activity_exec
+
 // ActivityKey is the key of an activity item.
 func ActivityKey(k state.ActivityKey) Item {
 	return Item{

@@ -33,6 +33,8 @@ func putStr(m Item, name, v string) {
 	}
 }
 
+// --- workflow_exec
+
 func EncodeWorkflow(w *state.WorkflowExec) Item {
 	m := Item{
 		"workflow_exec_id": S(w.WorkflowExecID),
@@ -234,5 +236,3 @@ func DecodeRegistration(table string, m Item) (*state.WorkflowLambda, error) {
 	}
 	return r, d.err
 }
-
-// --- activity_exec

@@ -243,5 +243,3 @@ func (d *decoder) workflowState(attr string) state.WorkflowState {
 	}
 	return s
 }
-
-// --- workflow_exec
