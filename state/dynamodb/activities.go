@@ -199,5 +199,3 @@ func (st *Store) Expire(ctx context.Context, id string, at time.Time) error {
 	}
 	return nil
 }
-
-// --- dependencies

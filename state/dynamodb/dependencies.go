@@ -80,5 +80,3 @@ func (st *Store) ResolveDependency(ctx context.Context, waiting state.ActivityKe
 	}
 	return a, resolved, err
 }
-
-// --- helpers

@@ -213,5 +213,3 @@ func reportOne(cc *types.ConsumedCapacity) []types.ConsumedCapacity {
 	}
 	return []types.ConsumedCapacity{*cc}
 }
-
-// --- workflows

@@ -320,5 +320,3 @@ func (st *Store) workflowShard(ctx context.Context, q state.WorkflowQuery, n int
 	}
 	return out, skips.Err()
 }
-
-// --- activities
