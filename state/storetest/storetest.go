@@ -151,6 +151,8 @@ func conflict(t *testing.T, err error) *state.ConflictError {
 	return ce
 }
 
+// Helpers for the suites of what extends a store (simpleapi/inboxtest).
+
 // Move changes an activity's state without fencing, failing the test on
 // error.
 func Move(t *testing.T, st state.Store, k state.ActivityKey, from, to state.ActivityState) *state.ActivityExec {

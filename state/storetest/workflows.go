@@ -105,5 +105,3 @@ func testExpire(t *testing.T, h Harness) {
 		t.Errorf("Expire of a missing workflow: %v, want ErrNotFound", err)
 	}
 }
-
-// Helpers for the suites of what extends a store (simpleapi/inboxtest).
