@@ -116,7 +116,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 	}
 	// The values the commands check themselves. (The schedule commands'
 	// triggers, times and zones have their own tests.)
-	for _, c := range []usageCase{
+	cases = append(cases, []usageCase{
 		{"whimbrel", []string{"list", "--since", "yesterday"}, "--since"},
 		{"whimbrel", []string{"list", "--limit", "-1"}, "--limit"},
 		{"whimbrel", []string{"stats", "--since", "-3d"}, "--since"},
@@ -146,9 +146,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"whimbrel-run", []string{"--kill-grace=-1s", "--activity-exec-id", "a::0b0e3c0f-5d7a-4d8e-9c43-0f6b2d7c9a51", "--workflow-exec-id", "w::0b0e3c0f-5d7a-4d8e-9c43-0f6b2d7c9a52", "--", "true"}, "--kill-grace"},
 		{"whimbrel-run", []string{"--heartbeat-interval", "10s", "--heartbeat-timeout", "5s", "--activity-exec-id", "a::0b0e3c0f-5d7a-4d8e-9c43-0f6b2d7c9a51", "--workflow-exec-id", "w::0b0e3c0f-5d7a-4d8e-9c43-0f6b2d7c9a52", "--", "true"}, "heartbeat timeout"},
 		{"whimbrel-poller", []string{"--poll-interval", "0s"}, "--poll-interval"},
-	} {
-		cases = append(cases, c)
-	}
+	}...)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	work := make(chan usageCase)

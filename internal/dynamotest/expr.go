@@ -16,9 +16,6 @@ import (
 // attribute_not_exists). An expression outside that (a nested path, size)
 // is refused with an error, and the proxy forwards the query unlagged.
 
-// attrValue is one attribute value in DynamoDB's JSON form ({"S": "x"}).
-type attrValue = map[string]any
-
 // record is an item in DynamoDB's JSON form: name → attribute value.
 type record = map[string]any
 
@@ -239,13 +236,12 @@ func (p *exprParser) comparison() (cond, error) {
 		p.next()
 		p.next()
 		var args []operand
-		var names []string
 		for {
-			a, n, err := p.operand()
+			a, _, err := p.operand()
 			if err != nil {
 				return nil, err
 			}
-			args, names = append(args, a), append(names, n)
+			args = append(args, a)
 			if p.peek() != "," {
 				break
 			}
