@@ -161,7 +161,7 @@ func (p *Processor) changeFor(ctx context.Context, ev *state.ActivityEvent, a *s
 			Reason: fmt.Sprintf("the activity was already %s; how its command ended is recorded beside it", a.State)}, apply, nil
 	}
 	if err := state.CheckTransition(a.State, to); err != nil {
-		if reachable(a.State, to) {
+		if state.Reachable(a.State, to) {
 			return no(wait, "%v", err)
 		}
 		if strings.Contains(err.Error(), "already") {

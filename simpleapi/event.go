@@ -200,7 +200,6 @@ func tookEffect(ev *state.ActivityEvent, a *state.ActivityExec) bool {
 	return named && string(a.State) == ev.Transition
 }
 
-// order is the state machine's rank of the state an event asks for: an
 func ownerOrNone(o string) string {
 	if o == "" {
 		return "no owner"

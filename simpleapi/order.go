@@ -10,52 +10,21 @@ import (
 	"github.com/whimbrel/whimbrel/state"
 )
 
-// activity only ever moves to a higher rank. Heartbeats come between
-// RUNNING and the end.
+// order is the rank of the state an event asks for, taken from the state
+// package's transition table: an activity only ever moves to a deeper
+// state (state.Depth). Heartbeats come between RUNNING and the end; every
+// end, and CANCEL, ranks last, so that the state machine does not order
+// the ends among themselves.
 func order(transition string) int {
-	switch transition {
-	case state.TransitionHeartbeat:
-		return 5
-	case state.TransitionCancel:
-		return 6
+	running := state.Depth(state.Running)
+	s := state.ActivityState(transition)
+	switch {
+	case transition == state.TransitionHeartbeat:
+		return running + 1
+	case s.Valid() && !s.Terminal():
+		return state.Depth(s)
 	}
-	return rank(state.ActivityState(transition))
-}
-
-func rank(s state.ActivityState) int {
-	switch s {
-	case state.Requested:
-		return 0
-	case state.Ready:
-		return 1
-	case state.Queued:
-		return 2
-	case state.Preparing:
-		return 3
-	case state.Running:
-		return 4
-	}
-	return 6 // the end states
-}
-
-// reachable reports whether the state machine leads from one state to
-// another in more than one move: an event asking for it waits for the
-// events of the moves between.
-func reachable(from, to state.ActivityState) bool {
-	seen := map[state.ActivityState]bool{}
-	next := from.Next()
-	for len(next) > 0 {
-		s := next[0]
-		next = next[1:]
-		if s == to {
-			return true
-		}
-		if !seen[s] {
-			seen[s] = true
-			next = append(next, s.Next()...)
-		}
-	}
-	return false
+	return running + 2
 }
 
 // before reports whether event a takes effect before event b: by the state
