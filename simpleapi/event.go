@@ -15,10 +15,25 @@ import (
 // another participant changed its activity in between.
 const maxDecideAttempts = 20
 
-// event decides ev: it applies it, rejects it, or (when it may become
-// legal once an event before it in the state machine's order arrives)
-// returns ErrTooEarly so that the record is tried again.
-func (p *Processor) event(ctx context.Context, ev *state.ActivityEvent, r Record) error {
+// Delivery is what the stream says of an event's item beyond the item
+// itself.
+type Delivery struct {
+	// Created is when the item was written, by DynamoDB's clock (the
+	// stream record's ApproximateCreationDateTime); zero if unknown.
+	Created time.Time
+	// Rewritten is set when a client wrote a decided item again, wiping
+	// its outcome (a MODIFY record): it is decided again, unless the
+	// activity shows it already took effect.
+	Rewritten bool
+}
+
+// ProcessEvent decides ev: it applies it, rejects it, or (when it may
+// become legal once an event before it in the state machine's order
+// arrives) returns ErrTooEarly so that the record is tried again. It
+// returns nil when the event is decided or is none of this processor's
+// business, a *MalformedError when it must be skipped, and any other error
+// when it should be retried.
+func (p *Processor) ProcessEvent(ctx context.Context, ev *state.ActivityEvent, d Delivery) error {
 	log := p.log.With("activity_event_id", ev.ActivityEventID, "transition", ev.Transition)
 	if ev.Manual {
 		// A manual item: the Full Logic API made this change itself.
@@ -41,7 +56,7 @@ func (p *Processor) event(ctx context.Context, ev *state.ActivityEvent, r Record
 	}
 	if ev.When.IsZero() {
 		// No when: it happened when it was written.
-		ev.When = r.Created
+		ev.When = d.Created
 		if ev.When.IsZero() {
 			ev.When = time.Now()
 		}
@@ -80,10 +95,10 @@ func (p *Processor) event(ctx context.Context, ev *state.ActivityEvent, r Record
 				return nil
 			}
 		}
-		if why := p.checkEvent(ev, a, r.Created); why != "" {
+		if why := p.checkEvent(ev, a, d.Created); why != "" {
 			return p.rejectAlone(ctx, ev, why)
 		}
-		if r.EventName == "MODIFY" && tookEffect(ev, a) {
+		if d.Rewritten && tookEffect(ev, a) {
 			// Written again over its outcome, after it took effect.
 			return p.recordAlone(ctx, ev, state.Outcome{Result: state.OutcomeApplied, At: state.Truncate(time.Now()),
 				Reason: "it took effect before it was written again"})

@@ -4,7 +4,8 @@
 // the rest with the Full Logic API's code (package workflow). See
 // docs/contract.md#the-simple-lambda-api.
 //
-// The Processor applies one stream record. It runs inside a Lambda
+// The Processor applies one decoded request or event; simpleapi/stream
+// decodes the stream records it is fed. It runs inside a Lambda
 // function (simpleapi/lambda, cmd/whimbrel-lambda) or a long-running
 // poller (simpleapi/poller, cmd/whimbrel-poller). It sits above the core:
 // it moves activities and workflows with the Full Logic API (the Store and
@@ -35,7 +36,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/whimbrel/whimbrel/simpleapi/inbox"
@@ -84,7 +84,7 @@ type Config struct {
 	Logger hclog.Logger
 }
 
-// Processor applies stream records. It is safe for concurrent use.
+// Processor applies requests and events. It is safe for concurrent use.
 type Processor struct {
 	st     Store
 	name   string
@@ -116,20 +116,8 @@ func New(cfg Config) *Processor {
 		regs: map[string]cachedRegistration{}, seen: map[string]time.Time{}, workflowOf: map[string]string{}}
 }
 
-// Record is one DynamoDB stream record, as the poller reads it and the
-// Lambda runtime delivers it.
-type Record struct {
-	ID        string // the stream record's eventID, for the log
-	EventName string // INSERT, MODIFY or REMOVE
-	Keys      map[string]types.AttributeValue
-	NewImage  map[string]types.AttributeValue
-	// Created is when the item was written, by DynamoDB's clock (the
-	// record's ApproximateCreationDateTime); zero if unknown.
-	Created time.Time
-}
-
 // MalformedError reports a record that can never be applied: its item is
-// not a request or event Whimbrel can read. It is reported and skipped, so
+// not a request or event Whimbrel can read (see RejectMalformedEvent). It is reported and skipped, so
 // it does not block the records behind it; the reason is also recorded on
 // the item when its key can be read.
 type MalformedError struct {

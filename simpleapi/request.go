@@ -23,11 +23,15 @@ const (
 	startRecovery = time.Hour
 )
 
-// request starts the registered workflow a request names, once: the
+// ProcessRequest starts the registered workflow a request names, once: the
 // processor that records the outcome "started" first starts the execution
 // (whose ID the request's derives) and logs it; any other finds the
 // outcome and only makes sure the start finished.
-func (p *Processor) request(ctx context.Context, r *state.WorkflowRequest) error {
+//
+// It returns nil when the request is done or is none of this processor's
+// business, a *MalformedError when it must be skipped, and any other error
+// when it should be retried.
+func (p *Processor) ProcessRequest(ctx context.Context, r *state.WorkflowRequest) error {
 	log := p.log.With("workflow_request_id", r.WorkflowRequestID, "workflow_name", r.WorkflowName)
 	if r.Manual {
 		log.Debug("a manual request: the Full Logic API started it")
