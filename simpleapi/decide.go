@@ -95,10 +95,56 @@ func nextCursor(prev, eventID string) string {
 // wait, the outcome's reason says why.
 func (p *Processor) changeFor(ctx context.Context, ev *state.ActivityEvent, a *state.ActivityExec) (*state.ActivityChange, state.Outcome, verdict, error) {
 	now := time.Now()
-	applied := state.Outcome{Result: state.OutcomeApplied, At: state.Truncate(now)}
-	no := func(v verdict, format string, args ...any) (*state.ActivityChange, state.Outcome, verdict, error) {
-		return nil, state.Rejected(format, args...), v, nil
+	at := ev.When
+	if at.After(now) {
+		at = now // within the skew allowed, but nothing is recorded as to come
 	}
+	if ev.Transition == state.TransitionHeartbeat {
+		return beatChange(ev, a, at, now)
+	}
+	return p.moveChange(ctx, ev, a, at, now)
+}
+
+// no is changeFor's answer for an event that is not applied now: the
+// verdict, and the reason the outcome records.
+func no(v verdict, format string, args ...any) (*state.ActivityChange, state.Outcome, verdict, error) {
+	return nil, state.Rejected(format, args...), v, nil
+}
+
+// beatChange is changeFor for a heartbeat dated at.
+func beatChange(ev *state.ActivityEvent, a *state.ActivityExec, at, now time.Time) (*state.ActivityChange, state.Outcome, verdict, error) {
+	applied := state.Outcome{Result: state.OutcomeApplied, At: state.Truncate(now)}
+	held := fence(ev, a)
+	switch {
+	case a.State.Terminal():
+		return no(reject, "a heartbeat of an activity that is %s, not RUNNING", a.State)
+	case a.State != state.Running:
+		return no(wait, "a heartbeat of an activity that is %s, not RUNNING yet", a.State)
+	case held != "":
+		return no(reject, "%s", held)
+	case !a.HeartbeatEnabled:
+		// heartbeat_time_epoch stays negative while heartbeats are
+		// off (docs/contract.md#times).
+		return no(reject, "heartbeats are off for this activity (heartbeat_enabled is false): set heartbeat_interval in the workflow definition, or heartbeat_enabled on the RUNNING event")
+	}
+	// Heartbeats arrive in any order: the newest stands, and so does
+	// the newest progress.
+	c := &state.ActivityChange{From: []state.ActivityState{state.Running}, Owner: a.Owner, Beat: true, At: at}
+	if ev.Progress != "" && len(ev.Progress) <= state.MaxProgress && !at.Before(a.ProgressTime) {
+		c.Progress = ev.Progress
+	}
+	if at.Before(a.HeartbeatTime) {
+		c.At = a.HeartbeatTime
+		c.Progress = ""
+	}
+	return c, applied, apply, nil
+}
+
+// moveChange is changeFor for an event that asks for a state (or CANCEL),
+// dated at.
+func (p *Processor) moveChange(ctx context.Context, ev *state.ActivityEvent, a *state.ActivityExec, at, now time.Time) (*state.ActivityChange, state.Outcome, verdict, error) {
+	applied := state.Outcome{Result: state.OutcomeApplied, At: state.Truncate(now)}
+	held := fence(ev, a)
 	reason := ev.Reason
 	if reason == "" {
 		reason = "event " + ev.ActivityEventID
@@ -106,38 +152,6 @@ func (p *Processor) changeFor(ctx context.Context, ev *state.ActivityEvent, a *s
 			reason += " from " + ev.Source
 		}
 	}
-	held := fence(ev, a)
-	at := ev.When
-	if at.After(now) {
-		at = now // within the skew allowed, but nothing is recorded as to come
-	}
-
-	if ev.Transition == state.TransitionHeartbeat {
-		switch {
-		case a.State.Terminal():
-			return no(reject, "a heartbeat of an activity that is %s, not RUNNING", a.State)
-		case a.State != state.Running:
-			return no(wait, "a heartbeat of an activity that is %s, not RUNNING yet", a.State)
-		case held != "":
-			return no(reject, "%s", held)
-		case !a.HeartbeatEnabled:
-			// heartbeat_time_epoch stays negative while heartbeats are
-			// off (docs/contract.md#times).
-			return no(reject, "heartbeats are off for this activity (heartbeat_enabled is false): set heartbeat_interval in the workflow definition, or heartbeat_enabled on the RUNNING event")
-		}
-		// Heartbeats arrive in any order: the newest stands, and so does
-		// the newest progress.
-		c := &state.ActivityChange{From: []state.ActivityState{state.Running}, Owner: a.Owner, Beat: true, At: at}
-		if ev.Progress != "" && len(ev.Progress) <= state.MaxProgress && !at.Before(a.ProgressTime) {
-			c.Progress = ev.Progress
-		}
-		if at.Before(a.HeartbeatTime) {
-			c.At = a.HeartbeatTime
-			c.Progress = ""
-		}
-		return c, applied, apply, nil
-	}
-
 	to := state.ActivityState(ev.Transition)
 	if ev.Transition == state.TransitionCancel {
 		to = state.Cancelled

@@ -215,13 +215,6 @@ func tookEffect(ev *state.ActivityEvent, a *state.ActivityExec) bool {
 	return named && string(a.State) == ev.Transition
 }
 
-func ownerOrNone(o string) string {
-	if o == "" {
-		return "no owner"
-	}
-	return o
-}
-
 // recordAlone records an outcome on an event without touching its
 // activity.
 func (p *Processor) recordAlone(ctx context.Context, ev *state.ActivityEvent, o state.Outcome) error {
