@@ -100,3 +100,11 @@ func orDefault(d, def time.Duration) time.Duration {
 	}
 	return d
 }
+
+// ownerOrNone names an owner in a reason, or says there is none.
+func ownerOrNone(o string) string {
+	if o == "" {
+		return "no owner"
+	}
+	return o
+}

@@ -30,6 +30,7 @@ import (
 	simplelambda "github.com/whimbrel/whimbrel/simpleapi/lambda"
 	"github.com/whimbrel/whimbrel/simpleapi/poller"
 	"github.com/whimbrel/whimbrel/simpleapi/report"
+	"github.com/whimbrel/whimbrel/simpleapi/stream"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 	"github.com/whimbrel/whimbrel/state/storetest"
@@ -215,7 +216,7 @@ func (e *env) process(p *simpleapi.Processor, recs []streamtypes.Record) {
 	for len(recs) > 0 {
 		var waiting []streamtypes.Record
 		for _, r := range recs {
-			err := p.Process(testbin.Context(e.t), poller.RecordFromStream(r))
+			err := stream.Process(testbin.Context(e.t), p, poller.RecordFromStream(r))
 			var bad *simpleapi.MalformedError
 			switch {
 			case errors.As(err, &bad):
@@ -274,10 +275,10 @@ func TestRequestDeliveredTwiceStartsOneExecution(t *testing.T) {
 				// The processor that lost the claim waits for the
 				// start to finish, as a poller or Lambda retries.
 				deadline := time.Now().Add(20 * time.Second)
-				err := p.Process(testbin.Context(t), poller.RecordFromStream(recs[0]))
+				err := stream.Process(testbin.Context(t), p, poller.RecordFromStream(recs[0]))
 				for simpleapi.IsTooEarly(err) && time.Now().Before(deadline) {
 					time.Sleep(20 * time.Millisecond)
-					err = p.Process(testbin.Context(t), poller.RecordFromStream(recs[0]))
+					err = stream.Process(testbin.Context(t), p, poller.RecordFromStream(recs[0]))
 				}
 				if err != nil {
 					t.Errorf("process: %v", err)
@@ -488,7 +489,7 @@ func (e *env) pollAs(positions, name string) (stop func()) {
 		}
 		arns = append(arns, arn)
 	}
-	p, err := poller.New(poller.Config{Name: positions, Processor: e.processorWithWindow(name, simpleapi.DefaultOrderWindow),
+	p, err := poller.New(poller.Config{Name: positions, Processor: stream.Processor{P: e.processorWithWindow(name, simpleapi.DefaultOrderWindow)},
 		Streams: e.streams, Positions: poller.StorePositions{Store: e.st.Store}, StreamARNs: arns, PollInterval: 50 * time.Millisecond, Discovery: time.Second,
 		Logger: hclog.New(&hclog.LoggerOptions{Name: "poll", Level: hclog.Debug, Output: testWriter{e.t, nil}})})
 	if err != nil {

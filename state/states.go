@@ -111,6 +111,45 @@ func CheckTransition(from, to ActivityState) error {
 	return &TransitionError{Kind: "activity", From: string(from), To: string(to), Allowed: statesString(activityTransitions[from])}
 }
 
+// Reachable reports whether legal transitions lead an activity from state
+// from to state to in one move or more. No state is reachable from itself:
+// the transitions never loop.
+func Reachable(from, to ActivityState) bool {
+	seen := map[ActivityState]bool{}
+	next := append([]ActivityState(nil), activityTransitions[from]...)
+	for len(next) > 0 {
+		s := next[0]
+		next = next[1:]
+		if s == to {
+			return true
+		}
+		if !seen[s] {
+			seen[s] = true
+			next = append(next, activityTransitions[s]...)
+		}
+	}
+	return false
+}
+
+// Depth is the number of moves on the longest legal path from REQUESTED to
+// s (REQUESTED is 0, RUNNING 4): every legal move leads to a deeper state,
+// so ordering by depth orders states as an activity passes through them.
+// It is -1 for a state that is not one of the ten.
+func Depth(s ActivityState) int {
+	if !s.Valid() {
+		return -1
+	}
+	depth := 0
+	for from, tos := range activityTransitions {
+		for _, to := range tos {
+			if to == s {
+				depth = max(depth, Depth(from)+1)
+			}
+		}
+	}
+	return depth
+}
+
 // WorkflowState is the state of one workflow execution.
 type WorkflowState string
 

@@ -140,3 +140,50 @@ func TestWorkflowTransitions(t *testing.T) {
 		}
 	}
 }
+
+// TestReachable walks every pair of states and compares Reachable with the
+// transitive closure of the independently written transition list.
+func TestReachable(t *testing.T) {
+	closure := map[[2]state.ActivityState]bool{}
+	for k := range legal {
+		closure[k] = true
+	}
+	for _, via := range state.ActivityStates {
+		for _, from := range state.ActivityStates {
+			for _, to := range state.ActivityStates {
+				if closure[[2]state.ActivityState{from, via}] && closure[[2]state.ActivityState{via, to}] {
+					closure[[2]state.ActivityState{from, to}] = true
+				}
+			}
+		}
+	}
+	for _, from := range state.ActivityStates {
+		for _, to := range state.ActivityStates {
+			if got, want := state.Reachable(from, to), closure[[2]state.ActivityState{from, to}]; got != want {
+				t.Errorf("Reachable(%s, %s) = %v, want %v", from, to, got, want)
+			}
+		}
+	}
+	if state.Reachable(state.Requested, "BOGUS") || state.Reachable("BOGUS", state.Ready) {
+		t.Error("a state that is not one of the ten is reachable")
+	}
+}
+
+// TestDepth checks that every legal move leads to a deeper state and that
+// the states an activity passes through before its end are ranked in the
+// contract's order.
+func TestDepth(t *testing.T) {
+	for k := range legal {
+		if state.Depth(k[1]) <= state.Depth(k[0]) {
+			t.Errorf("Depth(%s) = %d is not beyond Depth(%s) = %d", k[1], state.Depth(k[1]), k[0], state.Depth(k[0]))
+		}
+	}
+	for want, s := range []state.ActivityState{state.Requested, state.Ready, state.Queued, state.Preparing, state.Running} {
+		if got := state.Depth(s); got != want {
+			t.Errorf("Depth(%s) = %d, want %d", s, got, want)
+		}
+	}
+	if got := state.Depth("BOGUS"); got != -1 {
+		t.Errorf("Depth(BOGUS) = %d, want -1", got)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/whimbrel/whimbrel/metrics"
 	"github.com/whimbrel/whimbrel/simpleapi"
 	"github.com/whimbrel/whimbrel/simpleapi/poller"
+	"github.com/whimbrel/whimbrel/simpleapi/stream"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 )
 
@@ -95,11 +96,10 @@ func (c *CLI) Run(k *kong.Context) error {
 		return err
 	}
 	p, err := poller.New(poller.Config{
-		Name:         c.Name,
-		Processor:    simpleapi.New(simpleapi.Config{Store: d, Name: c.Name, OrderWindow: c.OrderWindow, MaxSkew: c.MaxSkew, MaxAge: c.MaxAge, Logger: log}),
-		Streams:      streams,
-		Positions:    poller.StorePositions{Store: st},
-		StreamARNs:   arns,
+		Name:      c.Name,
+		Processor: stream.Processor{P: simpleapi.New(simpleapi.Config{Store: d, Name: c.Name, OrderWindow: c.OrderWindow, MaxSkew: c.MaxSkew, MaxAge: c.MaxAge, Logger: log})},
+		Streams:   streams,
+		Positions: poller.StorePositions{Store: st}, StreamARNs: arns,
 		PollInterval: c.PollInterval, Discovery: c.Discovery, Logger: log,
 	})
 	if err != nil {

@@ -21,6 +21,7 @@ func TestLinksNeitherLambdaNorStreamsNorProcessor(t *testing.T) {
 		"github.com/whimbrel/whimbrel/simpleapi",
 		"github.com/whimbrel/whimbrel/simpleapi/lambda",
 		"github.com/whimbrel/whimbrel/simpleapi/poller",
+		"github.com/whimbrel/whimbrel/simpleapi/stream",
 		"github.com/whimbrel/whimbrel/metrics",
 		"github.com/prometheus/",
 	)

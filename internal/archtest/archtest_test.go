@@ -103,6 +103,7 @@ var levels = map[string]int{
 	"simpleapi":        14, // the processor
 	"local":            14, // launcher, launcher/local, monitor
 	"web":              14, // inspect, schedule
+	"simpleapi/stream": 15, // decoding of stream records, shared by the Lambda handler and the poller
 	"simpleapi/lambda": 16, "simpleapi/poller": 16,
 	"local/view": 16, // local, inspect
 	"local/up":   16, // launcher, monitor, schedule, web

@@ -1,6 +1,7 @@
 // Package lambda is the Simple Lambda API's Lambda function
-// (whimbrel-lambda): it hands each DynamoDB stream record of a batch to the
-// processor (package simpleapi). It is the only package that links the
+// (whimbrel-lambda): it converts each DynamoDB stream record of a batch
+// and hands it to the processor (package simpleapi) through the shared
+// decoding (simpleapi/stream). It is the only package that links the
 // Lambda runtime's event types.
 package lambda
 
@@ -13,6 +14,7 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/whimbrel/whimbrel/simpleapi"
+	"github.com/whimbrel/whimbrel/simpleapi/stream"
 )
 
 // Handler is the function's handler: a processor's, for the Lambda
@@ -49,7 +51,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 		return resp, nil
 	}
 	for i, r := range ev.Records {
-		err := p.Process(ctx, RecordFromLambda(r))
+		err := stream.Process(ctx, p, RecordFromLambda(r))
 		var bad *simpleapi.MalformedError
 		switch {
 		case err == nil, errors.As(err, &bad):
@@ -79,7 +81,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 		delay = min(2*delay, simpleapi.DeferMax)
 		rest := waiting[:0]
 		for _, i := range waiting {
-			err := p.Process(ctx, RecordFromLambda(ev.Records[i]))
+			err := stream.Process(ctx, p, RecordFromLambda(ev.Records[i]))
 			var bad *simpleapi.MalformedError
 			switch {
 			case err == nil, errors.As(err, &bad):
@@ -98,8 +100,8 @@ func (h *Handler) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.D
 }
 
 // RecordFromLambda converts a record of a Lambda DynamoDB event.
-func RecordFromLambda(r events.DynamoDBEventRecord) simpleapi.Record {
-	return simpleapi.Record{ID: r.EventID, EventName: r.EventName, Keys: lambdaItem(r.Change.Keys), NewImage: lambdaItem(r.Change.NewImage),
+func RecordFromLambda(r events.DynamoDBEventRecord) stream.Record {
+	return stream.Record{ID: r.EventID, EventName: r.EventName, Keys: lambdaItem(r.Change.Keys), NewImage: lambdaItem(r.Change.NewImage),
 		Created: r.Change.ApproximateCreationDateTime.Time}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/whimbrel/whimbrel/simpleapi"
+	"github.com/whimbrel/whimbrel/simpleapi/stream"
 )
 
 // StreamsAPI lists the DynamoDB Streams calls the poller makes;
@@ -36,9 +37,10 @@ type Positions interface {
 	SavePosition(ctx context.Context, poller, streamARN, shardID string, p ShardPosition) error
 }
 
-// Processor applies one record; *simpleapi.Processor is one.
+// Processor applies one record; stream.Processor (a *simpleapi.Processor
+// behind the shared decoding) is one.
 type Processor interface {
-	Process(ctx context.Context, r simpleapi.Record) error
+	Process(ctx context.Context, r stream.Record) error
 }
 
 // Defaults of Config.
@@ -318,7 +320,7 @@ func (p *Poller) iterator(ctx context.Context, log hclog.Logger, arn, shard, seq
 
 // deferred is a record set aside.
 type deferred struct {
-	rec   simpleapi.Record
+	rec   stream.Record
 	next  time.Time
 	delay time.Duration
 }
@@ -326,7 +328,7 @@ type deferred struct {
 // process applies one record, retrying while the failure may pass. It
 // reports whether the record waits for an earlier event (it is then to be
 // tried again later), and false for ok only when ctx ends first.
-func (p *Poller) process(ctx context.Context, log hclog.Logger, rec simpleapi.Record) (waits, ok bool) {
+func (p *Poller) process(ctx context.Context, log hclog.Logger, rec stream.Record) (waits, ok bool) {
 	_, err := retry(ctx, log, "process record "+rec.ID, func() (struct{}, error) {
 		err := p.cfg.Processor.Process(ctx, rec)
 		var bad *simpleapi.MalformedError
@@ -391,8 +393,8 @@ func sleep(ctx context.Context, d time.Duration) bool {
 }
 
 // RecordFromStream converts a record read from DynamoDB Streams.
-func RecordFromStream(r types.Record) simpleapi.Record {
-	rec := simpleapi.Record{ID: aws.ToString(r.EventID), EventName: string(r.EventName)}
+func RecordFromStream(r types.Record) stream.Record {
+	rec := stream.Record{ID: aws.ToString(r.EventID), EventName: string(r.EventName)}
 	if d := r.Dynamodb; d != nil {
 		rec.Keys = streamItem(d.Keys)
 		rec.NewImage = streamItem(d.NewImage)
