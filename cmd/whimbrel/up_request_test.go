@@ -52,7 +52,8 @@ activities:
 	}
 	waitUntil(t, "the request written before whimbrel up completing", completed(early))
 
-	late, errOut, code := whimbrelHere(t, dir, "request", "--store", embedded, "hello", "--request-id", "late")
+	// --wait returns once whimbrel up has run it (whimbrelHere bounds it).
+	late, errOut, code := whimbrelHere(t, dir, "request", "--store", embedded, "hello", "--request-id", "late", "--wait", "--wait-interval", "200ms")
 	if code != 0 || !strings.Contains(errOut, "whimbrel up (pid "+strconv.Itoa(s.cmd.Process.Pid)+") starts it") {
 		t.Fatalf("request beside whimbrel up: exit %d, want 0 and that whimbrel up starts it\n%s%s", code, late, errOut)
 	}
