@@ -39,9 +39,6 @@ func (c *RequestCmd) Run(g *Globals, k *kong.Context) error {
 	if c.Every <= 0 {
 		return &cli.UsageError{Msg: "--wait-interval must be positive"}
 	}
-	if s := c.Resolved(cli.DefaultStore); strings.HasPrefix(s, "sqlite:") {
-		return &cli.UsageError{Msg: "the Simple Lambda API needs DynamoDB's streams, which " + s + " has not: start the workflow with `whimbrel start FILE` (or `whimbrel run FILE`) instead, or with `whimbrel start --detach FILE` for the `whimbrel up` serving this store to run"}
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	log := g.Logger("whimbrel", k.Stderr)
@@ -56,8 +53,20 @@ func (c *RequestCmd) Run(g *Globals, k *kong.Context) error {
 		return err
 	}
 	fmt.Fprintln(k.Stdout, execID)
+	if s := c.Resolved(cli.DefaultStore); strings.HasPrefix(s, "sqlite:") {
+		fmt.Fprintln(k.Stderr, requestHint(strings.TrimPrefix(s, "sqlite:")))
+	}
 	if !c.Wait {
 		return nil
 	}
 	return waitSettled(ctx, st, execID, c.Every, log, k)
+}
+
+// requestHint says in one line what starts a request on the embedded
+// store, which has no streams: the whimbrel up serving it, or the next one.
+func requestHint(path string) string {
+	if info, ok := upRunning(path); ok {
+		return fmt.Sprintf("request written: whimbrel up (pid %d) starts it within a second", info.PID)
+	}
+	return "request written: nothing starts it until whimbrel up serves " + path + " (run `whimbrel up`: it starts the requests written meanwhile)"
 }

@@ -61,7 +61,7 @@ func serveUp(g *Globals, k *kong.Context, c *UpCmd, choice cli.Choice, token str
 	if c.AllowActions {
 		mode = "actions allowed"
 	}
-	fmt.Fprintf(k.Stdout, "whimbrel up: serving %s until Ctrl-C\n  activities: run here; their output in %s/EXECUTION/ACTIVITY.log\n  schedules:  fired here\n  web view:   %s (%s)\n",
+	fmt.Fprintf(k.Stdout, "whimbrel up: serving %s until Ctrl-C\n  activities: run here; their output in %s/EXECUTION/ACTIVITY.log\n  schedules:  fired here; requests (whimbrel request) started here\n  web view:   %s (%s)\n",
 		path, logDir, address, mode)
 	interrupt, stop := local.Interrupts()
 	defer stop()
@@ -69,7 +69,8 @@ func serveUp(g *Globals, k *kong.Context, c *UpCmd, choice cli.Choice, token str
 	if !ok { // every store Whimbrel opens keeps schedules
 		return fmt.Errorf("the store %s keeps no schedules", choice.Store)
 	}
-	return up.Serve(ctx, ust, up.Options{Wrapper: wrapper, StoreEnv: map[string]string{"WHIMBREL_STORE": choice.Store, "WHIMBREL_TABLE_PREFIX": c.Prefix},
+	rq, _ := st.(up.Requests) // the embedded store's Simple Lambda API, as cli.SQLite keeps it
+	return up.Serve(ctx, ust, up.Options{Requests: rq, Wrapper: wrapper, StoreEnv: map[string]string{"WHIMBREL_STORE": choice.Store, "WHIMBREL_TABLE_PREFIX": c.Prefix},
 		LogDir: logDir, MaxRunning: c.MaxRunning, Web: ln, WebToken: token, AllowActions: c.AllowActions,
 		Interrupt: interrupt, Notes: k.Stderr, Logger: log})
 }
@@ -77,3 +78,5 @@ func serveUp(g *Globals, k *kong.Context, c *UpCmd, choice cli.Choice, token str
 // upRunning reports whether whimbrel up serves the embedded store at
 // path, and its web view's address.
 func upRunning(path string) (up.Info, bool) { return up.Running(path) }
+
+var _ up.Requests = (*cli.SQLite)(nil)

@@ -106,7 +106,7 @@ var levels = map[string]int{
 	"simpleapi/stream": 15, // decoding of stream records, shared by the Lambda handler and the poller
 	"simpleapi/lambda": 16, "simpleapi/poller": 16,
 	"local/view": 16, // local, inspect
-	"local/up":   16, // launcher, monitor, schedule, web
+	"local/up":   16, // launcher, monitor, schedule, web, simpleapi
 	// Commands and what only they use.
 	"cmd/internal/cli":  18,
 	"cmd":               20, // every cmd/NAME

@@ -2,8 +2,10 @@
 // stop, as `whimbrel up` does: a launcher that starts the store's local
 // activities under whimbrel-run (their output in a log folder), a monitor
 // that watches their heartbeats and fires the store's schedules, and the
-// web view. Whatever starts a workflow on that store then finds it run:
-// `whimbrel start --detach`, a schedule, the web view's rerun.
+// web view, and a loop that starts the Simple Lambda API's pending
+// requests. Whatever starts a workflow on that store then finds it run:
+// `whimbrel start --detach`, `whimbrel request`, a schedule, the web
+// view's rerun.
 //
 // A lock file beside the store (Acquire, Running) says that a server runs,
 // so that a second one refuses to start and `whimbrel start --detach` can
@@ -34,6 +36,7 @@ import (
 	locallauncher "github.com/whimbrel/whimbrel/launcher/local"
 	"github.com/whimbrel/whimbrel/monitor"
 	"github.com/whimbrel/whimbrel/schedule"
+	"github.com/whimbrel/whimbrel/simpleapi"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/web"
 	"github.com/whimbrel/whimbrel/workflow"
@@ -57,6 +60,10 @@ const (
 	// stopTimeout bounds each store call made while stopping.
 	stopTimeout = 30 * time.Second
 )
+
+// processorName is the name of the processor that starts the requests: a
+// workflow registered with another Lambda function's name is left to it.
+const processorName = "whimbrel-up"
 
 // Store is what a server needs of the store: what its launcher, monitor,
 // scheduler and web view each read and write.
@@ -93,6 +100,9 @@ type Options struct {
 	// server stops; nil drops it.
 	Notes  io.Writer
 	Logger hclog.Logger
+	// Requests, when set, is the store's Simple Lambda API: its pending
+	// requests are started here (see ServeRequests).
+	Requests Requests
 }
 
 // Serve serves st until ctx ends or Interrupt delivers, then stops as the
@@ -129,6 +139,11 @@ func Serve(ctx context.Context, st Store, opts Options) error {
 	stopMonitor := g.start(func(ctx context.Context) { _ = m.Run(ctx) })
 	stopSchedules := g.start(func(ctx context.Context) { _ = schedule.Run(ctx, st, scheduleInterval, log.Named("schedule"), nil) })
 	stopLauncher := g.start(func(ctx context.Context) { _ = l.Run(ctx) })
+	stopRequests := func() {}
+	if opts.Requests != nil {
+		p := simpleapi.New(simpleapi.Config{Store: opts.Requests, Name: processorName, OrderWindow: simpleapi.DefaultOrderWindow, Logger: log.Named("requests")})
+		stopRequests = g.start(func(ctx context.Context) { ServeRequests(ctx, opts.Requests, p, log.Named("requests")) })
+	}
 	defer g.wait()
 
 	select {
@@ -137,6 +152,7 @@ func Serve(ctx context.Context, st Store, opts Options) error {
 	}
 	// Nothing new starts from here on.
 	stopSchedules()
+	stopRequests()
 	stopLauncher()
 	jobs := backend.Jobs()
 	if len(jobs) > 0 {

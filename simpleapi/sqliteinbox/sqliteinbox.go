@@ -31,7 +31,7 @@ func New(st *sqlite.Store) *Inbox { return &Inbox{st: st, prefix: st.Prefix()} }
 // PutRequest implements inbox.Inbox.
 func (st *Inbox) PutRequest(ctx context.Context, r *state.WorkflowRequest) error {
 	return inbox.PutRequest(r, func() (codec.Item, error) {
-		return st.putNew(ctx, "workflow_request", codec.EncodeRequest(r), r.WorkflowRequestID, r.WorkflowName)
+		return st.putNewMarked(ctx, "workflow_request", codec.EncodeRequest(r), true, r.WorkflowRequestID, r.WorkflowName)
 	})
 }
 
@@ -45,6 +45,12 @@ func (st *Inbox) PutEvent(ctx context.Context, e *state.ActivityEvent) error {
 // putNew writes an item unless its key exists; then it returns the item
 // that is there.
 func (st *Inbox) putNew(ctx context.Context, base string, it codec.Item, key ...string) (old codec.Item, err error) {
+	return st.putNewMarked(ctx, base, it, false, key...)
+}
+
+// putNewMarked is putNew, which also marks the item pending (see
+// PendingRequests) when mark is set and it writes the item.
+func (st *Inbox) putNewMarked(ctx context.Context, base string, it codec.Item, mark bool, key ...string) (old codec.Item, err error) {
 	err = st.st.Do(ctx, func(tx *sqlite.Tx) error {
 		cur, err := tx.Get(base, key...)
 		if err != nil {
@@ -54,7 +60,10 @@ func (st *Inbox) putNew(ctx context.Context, base string, it codec.Item, key ...
 			old = cur
 			return nil
 		}
-		return tx.Put(base, it)
+		if err := tx.Put(base, it); err != nil || !mark {
+			return err
+		}
+		return tx.Mark(base, key...)
 	})
 	return old, err
 }
