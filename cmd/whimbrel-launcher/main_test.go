@@ -88,7 +88,7 @@ func TestRefusesToStart(t *testing.T) {
 		{"ecs without a cluster", []string{sqlite}, []string{"--types", "ecs"}, 2, "--types ecs needs --ecs-cluster"},
 		// --types is read before the numbers, as it always was.
 		{"unknown type and a bad number", []string{sqlite}, []string{"--types", "lokal", "--workers", "0"}, 2,
-			`--types: "lokal" is not a launch type: use local, docker or ecs`},
+			`--types: "lokal" is not a launch type: use local, docker, ecs or kubernetes`},
 		{"ecs without a region", []string{sqlite}, []string{"--types", "ecs", "--ecs-cluster", "batch"}, 1, "ECS needs a region: set AWS_REGION"},
 		{"ecs cluster missing", ecsEnv, []string{"--types", "ecs", "--ecs-cluster", "nope"}, 1, `ECS cluster "nope" does not exist in eu-west-1`},
 		{"ecs unreachable", append([]string{"AWS_ENDPOINT_URL_ECS=" + closed}, ecsEnv[:4]...), []string{"--types", "ecs", "--ecs-cluster", "batch"}, 1,
