@@ -24,11 +24,12 @@ import (
 // this backend created in the namespaces it knows (its own, and each it
 // created a Job in since it started) and, for each, reads its activity:
 //
-//   - an activity cancelled, failed or timed out whose Job still runs:
-//     the Job is deleted (foreground propagation, so its pod goes first)
-//     once the activity's kill grace has passed since the activity ended,
-//     time the wrapper has to stop its command and record the ending;
-//     at once for one cancelled before it ran;
+//   - a cancelled activity: its Job is deleted (foreground propagation,
+//     so its pod goes first) once the activity's kill grace has passed
+//     since it was cancelled, time the wrapper has to stop its command
+//     and record the ending (at once for one cancelled before it ran);
+//     so is the Job of an activity failed or timed out (by the monitor)
+//     whose pod still runs;
 //   - an activity still QUEUED whose Job failed (its wrapper ended
 //     before claiming it): the activity is failed with the pod's reason;
 //   - an activity QUEUED longer than its queued timeout (the
@@ -130,11 +131,9 @@ func (b *Backend) tendJob(ctx context.Context, s launcher.Tending, job *batchv1.
 		}
 		b.log().Info("failed a launch whose pod never started", "activity_exec_id", k.ActivityExecID, "why", reason)
 		return b.deleteJob(ctx, job, "its pod never started")
-	case done:
-		return nil
 	case a.State == state.Cancelled:
 		return b.deleteJob(ctx, job, "its activity was cancelled before it ran")
-	case a.State == state.CancelledRunning || a.State == state.Failed || a.State == state.TimedOut:
+	case a.State == state.CancelledRunning || (!done && (a.State == state.Failed || a.State == state.TimedOut)):
 		grace := parseDuration(job.Annotations[AnnotationKillGrace], state.DefaultKillGrace)
 		if now.Sub(a.StateTime) < grace {
 			return nil // the wrapper is still stopping its command
