@@ -187,12 +187,9 @@ func route(r *http.Request) (Request, bool) {
 	req := Request{Query: r.URL.RawQuery}
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	switch {
-	case len(parts) >= 5 && parts[0] == "apis" && parts[3] == "namespaces":
-		req.Group, parts = parts[1], parts[4:]
-		if parts[0] != "" {
-			req.Namespace = parts[0]
-		}
-	case len(parts) >= 4 && parts[0] == "api" && parts[2] == "namespaces":
+	case len(parts) >= 6 && parts[0] == "apis" && parts[3] == "namespaces":
+		req.Group, req.Namespace, parts = parts[1], parts[4], parts[5:]
+	case len(parts) >= 5 && parts[0] == "api" && parts[2] == "namespaces":
 		req.Namespace, parts = parts[3], parts[4:]
 	default:
 		return req, false
@@ -321,13 +318,13 @@ func (s *Server) serveJobs(req Request, r *http.Request) (int, any) {
 		job.Status = batchv1.JobStatus{StartTime: ptr(now()), Active: 1}
 		s.jobs[key] = &job
 		s.startPod(&job)
-		return http.StatusCreated, &job
+		return http.StatusCreated, job.DeepCopy()
 	case "get":
 		job, ok := s.jobs[key]
 		if !ok {
 			return http.StatusNotFound, status(http.StatusNotFound, metav1.StatusReasonNotFound, fmt.Sprintf("jobs.batch %q not found", req.Name), "jobs", req.Name)
 		}
-		return http.StatusOK, job
+		return http.StatusOK, job.DeepCopy()
 	case "list":
 		list := &batchv1.JobList{TypeMeta: metav1.TypeMeta{Kind: "JobList", APIVersion: "batch/v1"}}
 		list.ResourceVersion = s.nextID()
@@ -353,7 +350,7 @@ func (s *Server) serveJobs(req Request, r *http.Request) (int, any) {
 			}
 			s.deletePods(job)
 		}
-		return http.StatusOK, job
+		return http.StatusOK, job.DeepCopy()
 	}
 	return http.StatusMethodNotAllowed, status(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed, "the stand-in does not "+req.Verb+" jobs", "", "")
 }

@@ -75,6 +75,15 @@ func Connect(ctx context.Context, kubeconfig, namespace string, log hclog.Logger
 
 // NewBackend returns a backend talking to the API server of cfg.
 func NewBackend(cfg *rest.Config, namespace string) (*Backend, error) {
+	// JSON, which every API server and proxy in front of one speaks; the
+	// launcher's few calls gain nothing from protobuf.
+	cfg = rest.CopyConfig(cfg)
+	if cfg.ContentType == "" {
+		cfg.ContentType = "application/json"
+	}
+	if cfg.AcceptContentTypes == "" {
+		cfg.AcceptContentTypes = "application/json"
+	}
 	batch, err := batchv1client.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("build the Kubernetes batch client: %w", err)

@@ -204,6 +204,9 @@ func TestQuotaForbiddenThenAccepted(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	if _, err := st.Install(launchtest.Context(t), false); err != nil {
+		t.Fatal(err)
+	}
 	srv := newServer(t, nil)
 	srv.Quota(2)
 	b, err := kubernetes.NewBackend(&rest.Config{Host: srv.URL}, "batch")

@@ -34,7 +34,7 @@ var (
 
 // newServer starts a stand-in API server whose node runs whimbrel-run
 // for image, with env added to each pod's environment.
-func newServer(t *testing.T, env []string) *k8stest.Server {
+func newServer(t testing.TB, env []string) *k8stest.Server {
 	t.Helper()
 	s := k8stest.New(t)
 	s.Images[image] = []string{wrapper}
