@@ -411,3 +411,27 @@ func TestExampleJobTemplate(t *testing.T) {
 		t.Errorf("a Pod as template: %v", err)
 	}
 }
+
+// TestPodFailsBeforeClaiming: a pod whose wrapper exits before claiming
+// its activity (here it cannot reach the store) fails the activity at
+// once with what the pod said, not at the queued timeout.
+func TestPodFailsBeforeClaiming(t *testing.T) {
+	t.Parallel()
+	st := dynamotest.NewStore(t, dynamodb.Options{})
+	srv := newServer(t, nil)
+	srv.Images["registry.example.com/broken:1"] = []string{"/bin/sh", "-c", "echo 'cannot reach the store' >&2; exit 125", "whimbrel-run"}
+	b, err := kubernetes.NewBackend(&rest.Config{Host: srv.URL}, "batch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := launchtest.Start(t, st, "name: broken\nactivities:\n  a: {command: [\"true\"], launch: {type: kubernetes, image: registry.example.com/broken:1}}\n")
+	runLauncher(t, st, b, nil)
+	if wf := launchtest.WaitSettled(t, st, id, time.Minute); wf.State != state.WorkflowFailed {
+		t.Fatalf("workflow %s: %s", wf.State, wf.Reason)
+	}
+	a := launchtest.Activity(t, st, id, "a")
+	if !strings.Contains(a.Reason, "failed before whimbrel-run claimed the activity") || !strings.Contains(a.Reason, "Error (exit 125)") ||
+		strings.Contains(a.Reason, "queued timeout") {
+		t.Errorf("a: %s, reason %q", a.State, a.Reason)
+	}
+}
