@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	batchv1client "k8s.io/client-go/kubernetes/typed/batch/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
@@ -65,7 +66,8 @@ type Backend struct {
 	Logger       hclog.Logger
 
 	mu         sync.Mutex
-	namespaces map[string]bool // those this launcher created Jobs in
+	namespaces map[string]bool               // those this launcher created Jobs in
+	settled    map[string]map[types.UID]bool // by namespace: Jobs Tend need not read again
 }
 
 var (

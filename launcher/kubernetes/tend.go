@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/clock"
@@ -77,34 +78,69 @@ func (b *Backend) tendNamespace(ctx context.Context, s launcher.Tending, ns stri
 	if err != nil {
 		return fmt.Errorf("list the Jobs of namespace %s: %w", ns, err)
 	}
+	// A Job that finished after its activity ended needs nothing more
+	// until its TTL removes it: it is remembered, by UID, so that later
+	// rounds read no item for it.
+	b.mu.Lock()
+	settled := b.settled[ns]
+	b.mu.Unlock()
+	still := map[types.UID]bool{}
+	defer func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.settled == nil {
+			b.settled = map[string]map[types.UID]bool{}
+		}
+		b.settled[ns] = still
+	}()
 	for i := range list.Items {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err := b.tendJob(ctx, s, &list.Items[i]); err != nil {
+		job := &list.Items[i]
+		if settled[job.UID] {
+			still[job.UID] = true
+			continue
+		}
+		over, err := b.tendJob(ctx, s, job)
+		if over {
+			still[job.UID] = true
+		}
+		if err != nil {
 			b.log().Warn("looking after a Kubernetes Job failed", "job", ns+"/"+list.Items[i].Name, "error", err)
 		}
 	}
 	return nil
 }
 
-func (b *Backend) tendJob(ctx context.Context, s launcher.Tending, job *batchv1.Job) error {
+// tendJob looks after one Job; settled is true when the Job finished and
+// its activity ended (or is gone), so nothing more is to be done for it.
+func (b *Backend) tendJob(ctx context.Context, s launcher.Tending, job *batchv1.Job) (settled bool, err error) {
 	k := state.ActivityKey{ActivityExecID: job.Annotations[AnnotationActivity], WorkflowExecID: job.Annotations[AnnotationWorkflow]}
 	if k.ActivityExecID == "" || k.WorkflowExecID == "" || job.DeletionTimestamp != nil {
-		return nil
+		return false, nil
 	}
 	done, failed := finished(job)
 	a, err := s.GetActivity(ctx, k)
 	if errors.Is(err, state.ErrNotFound) {
 		// Its workflow expired: nothing can record what it does.
 		if !done {
-			return b.deleteJob(ctx, job, "its activity no longer exists")
+			return false, b.deleteJob(ctx, job, "its activity no longer exists")
 		}
-		return nil
+		return true, nil
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
+	if done && a.State.Terminal() && a.State != state.Cancelled && a.State != state.CancelledRunning {
+		return true, nil
+	}
+	return false, b.tendActivity(ctx, s, job, a, done, failed)
+}
+
+// tendActivity does what the activity a's state asks of its Job.
+func (b *Backend) tendActivity(ctx context.Context, s launcher.Tending, job *batchv1.Job, a *state.ActivityExec, done, failed bool) error {
+	k := a.ActivityKey
 	now := clock.Now()
 	switch {
 	case a.State == state.Queued || a.State == state.Preparing:
