@@ -97,8 +97,8 @@ type Settings struct {
 
 // Launch says how an activity is started.
 type Launch struct {
-	// Type is local (a child process of the launcher, the default), docker
-	// or ecs.
+	// Type is local (a child process of the launcher, the default),
+	// docker, ecs or kubernetes.
 	Type string `yaml:"type,omitempty" json:"type,omitempty"`
 
 	// Image is the container image (docker); its entrypoint is whimbrel-run.
@@ -117,6 +117,10 @@ type Launch struct {
 	AssignPublicIP   bool     `yaml:"assign_public_ip,omitempty" json:"assign_public_ip,omitempty"`
 	CapacityProvider string   `yaml:"capacity_provider,omitempty" json:"capacity_provider,omitempty"`
 
+	// Kubernetes: the Job to create (see Kubernetes; Image is the
+	// container's image).
+	Kubernetes `yaml:",inline" json:",inline"`
+
 	// RetryFor is how long the launcher keeps trying a launch that fails
 	// for a reason that may pass (throttling, an unreachable endpoint, ECS
 	// short of capacity) before it fails the activity; zero: the
@@ -129,6 +133,8 @@ const (
 	LaunchLocal  = "local"
 	LaunchDocker = "docker"
 	LaunchECS    = "ecs"
+	// LaunchKubernetes runs the activity as a Kubernetes Job.
+	LaunchKubernetes = "kubernetes"
 )
 
 // DefaultQueuedTimeout is how long a launched activity may take to start

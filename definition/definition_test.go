@@ -109,7 +109,7 @@ func TestParseErrors(t *testing.T) {
 			[]string{`activity "a": heartbeat timeout 15s is under 2× the interval 10s`}},
 		{"no command", "name: w\nactivities:\n  a: {depends_on: []}\n", []string{`activity "a" has no command`}},
 		{"empty activity", "name: w\nactivities:\n  a:\n", []string{`w.yaml:3: activity "a" is empty`}},
-		{"unknown launch type", "name: w\nactivities:\n  a: {command: [true], launch: {type: dockr}}\n", []string{`launch type "dockr" is unknown: use local, docker or ecs (did you mean "docker"?)`}},
+		{"unknown launch type", "name: w\nactivities:\n  a: {command: [true], launch: {type: dockr}}\n", []string{`launch type "dockr" is unknown: use local, docker, ecs or kubernetes (did you mean "docker"?)`}},
 		{"docker without image", "name: w\nactivities:\n  a: {launch: {type: docker}}\n", []string{"launch type docker needs an image"}},
 		{"ecs without task definition", "name: w\nactivities:\n  a: {launch: {type: ecs, cluster: c}}\n", []string{"needs a task_definition"}},
 		{"not yaml", "name: [w\n", []string{"w.yaml: "}},

@@ -148,7 +148,8 @@ var (
 	settingKeys  = []string{"env", "heartbeat_interval", "heartbeat_timeout", "timeout", "queued_timeout", "kill_grace", "launch", "retry"}
 	activityKeys = append([]string{"description", "command", "depends_on"}, settingKeys...)
 	launchKeys   = []string{"type", "image", "docker_args", "cluster", "task_definition", "container", "launch_type",
-		"platform_version", "subnets", "security_groups", "assign_public_ip", "capacity_provider", "retry_for"}
+		"platform_version", "subnets", "security_groups", "assign_public_ip", "capacity_provider", "retry_for",
+		"namespace", "service_account", "resources", "node_selector", "job_template"}
 )
 
 // maxDefinition bounds a definition's size: it is stored with every
@@ -217,7 +218,7 @@ var (
 		"interval", "max_delay"}
 	listKeys = []string{"command", "depends_on", "docker_args", "subnets", "security_groups"}
 	textKeys = []string{"name", "description", "type", "pattern", "image", "cluster", "task_definition", "container",
-		"launch_type", "platform_version", "capacity_provider"}
+		"launch_type", "platform_version", "capacity_provider", "namespace", "service_account", "job_template"}
 )
 
 // checkValue checks the kind of one field's value where the YAML still
@@ -263,6 +264,8 @@ func checkValue(p *problems, key string, v *yaml.Node, where string) {
 		}
 	case slices.Contains(retryValueKeys, key):
 		checkRetryValue(p, key, v, where)
+	case key == "resources", key == "node_selector":
+		checkKubernetesValue(p, key, v, where)
 	case key == "assign_public_ip", key == "required":
 		if v.Kind != yaml.ScalarNode || v.Tag != "!!bool" {
 			p.add(v.Line, "%s: %s must be true or false", where, key)

@@ -125,9 +125,11 @@ func (s Settings) check() error {
 			if len(l.SecurityGroups) > 0 && len(l.Subnets) == 0 {
 				errs = append(errs, "security_groups need subnets (awsvpc networking)")
 			}
+		case LaunchKubernetes:
+			errs = append(errs, l.checkKubernetes()...)
 		default:
-			msg := fmt.Sprintf("launch type %q is unknown: use local, docker or ecs", l.Type)
-			if s := suggest(l.Type, []string{LaunchLocal, LaunchDocker, LaunchECS}); s != "" {
+			msg := fmt.Sprintf("launch type %q is unknown: use local, docker, ecs or kubernetes", l.Type)
+			if s := suggest(l.Type, []string{LaunchLocal, LaunchDocker, LaunchECS, LaunchKubernetes}); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			}
 			errs = append(errs, msg)

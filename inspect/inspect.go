@@ -270,7 +270,9 @@ func (s *Status) WriteTextColors(w io.Writer, c Colors) error {
 	rows := make([][]string, 0, len(s.Activities))
 	for _, a := range s.Activities {
 		where := a.LaunchedAs
-		if a.Host != "" && a.PID > 0 && !strings.HasPrefix(a.LaunchedAs, "arn:") { // an ECS task says more than its container's pid
+		// An ECS task or a Kubernetes Job (namespace/name) says more than
+		// its container's pid.
+		if a.Host != "" && a.PID > 0 && !strings.HasPrefix(a.LaunchedAs, "arn:") && !strings.HasPrefix(a.LaunchedAs, "kubernetes:") {
 			where = fmt.Sprintf("%s pid %d", a.Host, a.PID)
 		}
 		exit := "-"

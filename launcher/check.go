@@ -15,21 +15,21 @@ import (
 
 // Types returns the launch types a launcher can serve, each by the backend
 // of the package named after it (launcher/local, launcher/docker,
-// launcher/ecs).
+// launcher/ecs, launcher/kubernetes).
 func Types() []string {
-	return []string{definition.LaunchLocal, definition.LaunchDocker, definition.LaunchECS}
+	return []string{definition.LaunchLocal, definition.LaunchDocker, definition.LaunchECS, definition.LaunchKubernetes}
 }
 
 // DefaultStartTimeout bounds each check a launcher process makes at start
 // (the store, the ECS cluster) when it is given no bound of its own.
 const DefaultStartTimeout = 20 * time.Second
 
-// CheckTypes refuses a launch type that is not local, docker or ecs, naming
+// CheckTypes refuses a launch type that is not local, docker, ecs or kubernetes, naming
 // it; a command says so (a usage error) before its other mistakes.
 func CheckTypes(types []string) error {
 	for _, t := range types {
 		if !slices.Contains(Types(), t) {
-			return fmt.Errorf("--types: %q is not a launch type: use local, docker or ecs", t)
+			return fmt.Errorf("--types: %q is not a launch type: use local, docker, ecs or kubernetes", t)
 		}
 	}
 	return nil

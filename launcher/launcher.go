@@ -149,6 +149,7 @@ func New(st Store, cfg Config) *Launcher {
 func (l *Launcher) Run(ctx context.Context) error {
 	defer l.waitGuards()
 	defer l.wg.Wait()
+	defer l.startTenders(ctx)()
 	t := time.NewTicker(l.cfg.Interval)
 	defer t.Stop()
 	for {

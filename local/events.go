@@ -51,6 +51,8 @@ type Event struct {
 	LogFile string `json:"log_file,omitempty"`
 	LogDir  string `json:"log_dir,omitempty"`
 	Message string `json:"message,omitempty"`
+	// LaunchedAs is what the launcher started, as the item records it.
+	LaunchedAs string `json:"launched_as,omitempty"`
 }
 
 // ActivityState is State as an activity's state, for an EventActivity.
@@ -73,7 +75,7 @@ type watcher struct {
 func (w *watcher) activity(a *state.ActivityExec, s state.ActivityState, at time.Time) Event {
 	e := Event{Time: at, Kind: EventActivity, WorkflowExecID: w.id, Activity: a.ActivityName, ActivityExecID: a.ActivityExecID,
 		State: string(s), Attempt: workflow.AttemptOf(a), NotBefore: a.NotBefore, StartTime: a.StartTime,
-		LogFile: filepath.Join(w.logDir, a.ActivityExecID+".log")}
+		LogFile: filepath.Join(w.logDir, a.ActivityExecID+".log"), LaunchedAs: a.LaunchedAs}
 	if s == a.State {
 		e.Reason, e.ExitCode, e.EndTime = a.Reason, a.ExitCode, a.EndTime
 		if s.EndedBadly() {

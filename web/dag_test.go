@@ -79,6 +79,7 @@ func TestWhereSaysALocalPidOnce(t *testing.T) {
 		{"pid:42", "vm pid 42"},
 		{"pid:41", "vm pid 42 (pid:41)"},
 		{"arn:aws:ecs:eu-west-1:1:task/c/t", "vm pid 42 (arn:aws:ecs:eu-west-1:1:task/c/t)"},
+		{"kubernetes:batch/wb-a-0a1b2c3d4e5f", "vm pid 42 (kubernetes:batch/wb-a-0a1b2c3d4e5f)"},
 		{"", "vm pid 42"},
 	} {
 		r := newActivityRow(&inspect.Activity{State: "RUNNING", Host: "vm", PID: 42, LaunchedAs: tc.launched}, time.Now())

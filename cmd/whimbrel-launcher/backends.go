@@ -14,6 +14,7 @@ import (
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/launcher/docker"
 	"github.com/whimbrel/whimbrel/launcher/ecs"
+	"github.com/whimbrel/whimbrel/launcher/kubernetes"
 	"github.com/whimbrel/whimbrel/launcher/local"
 )
 
@@ -70,6 +71,17 @@ func (c *CLI) checkBackends(ctx context.Context, log hclog.Logger) (*backends, e
 			}
 			b.ready[definition.LaunchECS] = e
 		}
+	}
+	if b.serves(definition.LaunchKubernetes) && !explicit {
+		drop(definition.LaunchKubernetes) // a cluster is only used when asked for
+	} else if b.serves(definition.LaunchKubernetes) {
+		cctx, cancel := context.WithTimeout(ctx, launcher.DefaultStartTimeout)
+		defer cancel()
+		k, err := kubernetes.Connect(cctx, c.Kubeconfig, c.K8sNS, log.Named("kubernetes"))
+		if err != nil {
+			return nil, err
+		}
+		b.ready[definition.LaunchKubernetes] = k
 	}
 	return b, nil
 }

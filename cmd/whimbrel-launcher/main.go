@@ -31,12 +31,14 @@ type CLI struct {
 	Workers     int           `name:"workers" default:"${default_workers}" help:"Launches carried out at once, so that one slow backend call never holds up the others."`
 	RetryFor    time.Duration `name:"retry-for" default:"${default_retry_for}" help:"How long a launch that fails for a reason that may pass (throttling, 5xx, an unreachable endpoint, ECS short of capacity) is retried before its activity is failed; a definition's launch.retry_for wins."`
 	CallTimeout time.Duration `name:"call-timeout" default:"${default_call_timeout}" help:"Deadline of one backend call (RunTask; docker run, which may pull its image, gets at least 2m); a call cut off by it is retried under the same launch token."`
-	Types       []string      `name:"types" placeholder:"local,docker,ecs" help:"Launch types this launcher serves; activities of other types are left to other launchers. Default: local, docker if the docker CLI is found, ecs if --ecs-cluster is given. A type named here that cannot be served stops the launcher at start."`
+	Types       []string      `name:"types" placeholder:"local,docker,ecs,kubernetes" help:"Launch types this launcher serves; activities of other types are left to other launchers. Default: local, docker if the docker CLI is found, ecs if --ecs-cluster is given (kubernetes only when named). A type named here that cannot be served stops the launcher at start."`
 	Wrapper     string        `name:"wrapper" type:"path" help:"The whimbrel-run binary for local activities (default: beside this binary, else on PATH)."`
 	LogDir      string        `name:"log-dir" type:"path" help:"Write each local activity's output to DIR/ACTIVITY_EXEC_ID.log instead of this launcher's stdout and stderr (created if missing)."`
 	Docker      string        `name:"docker" default:"docker" help:"The docker CLI."`
 	PassEnv     []string      `name:"pass-env" default:"AWS_REGION,AWS_DEFAULT_REGION" help:"Variables of this launcher's environment also handed to docker containers."`
 	ECSCluster  string        `name:"ecs-cluster" env:"WHIMBREL_ECS_CLUSTER" help:"The ECS cluster of activities whose definition names none; checked at start. Needed to serve ecs."`
+	Kubeconfig  string        `name:"kubeconfig" type:"path" help:"The kubeconfig of the cluster of kubernetes activities (default: KUBECONFIG, else the in-cluster configuration). Served only when --types names kubernetes."`
+	K8sNS       string        `name:"k8s-namespace" env:"WHIMBREL_K8S_NAMESPACE" help:"The namespace of kubernetes activities whose definition names none (default: the kubeconfig context's, else the launcher pod's, else default)."`
 }
 
 func main() {

@@ -72,6 +72,22 @@ func TestRefusesToStart(t *testing.T) {
 	sqlite := "WHIMBREL_STORE=sqlite:" + filepath.Join(dir, "state.db")
 	ecsEnv := []string{sqlite, "AWS_REGION=eu-west-1", "AWS_ACCESS_KEY_ID=k", "AWS_SECRET_ACCESS_KEY=s", "AWS_ENDPOINT_URL_ECS=" + fakeECSClusters(t)}
 	closed := "http://127.0.0.1:1" // nothing listens on port 1
+	forbidden := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403,`+
+			`"message":"jobs.batch is forbidden: User \"system:serviceaccount:batch:default\" cannot list resource \"jobs\" in API group \"batch\" in the namespace \"batch\""}`)
+	}))
+	t.Cleanup(forbidden.Close)
+	kubeconfig := func(server string) string {
+		path := filepath.Join(t.TempDir(), "kubeconfig")
+		cfg := "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"" + server + "\"}}]\nusers: [{name: u, user: {token: t}}]\n" +
+			"contexts: [{name: c, context: {cluster: c, user: u, namespace: batch}}]\ncurrent-context: c\n"
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
 	tests := []struct {
 		name string
 		env  []string
@@ -88,11 +104,17 @@ func TestRefusesToStart(t *testing.T) {
 		{"ecs without a cluster", []string{sqlite}, []string{"--types", "ecs"}, 2, "--types ecs needs --ecs-cluster"},
 		// --types is read before the numbers, as it always was.
 		{"unknown type and a bad number", []string{sqlite}, []string{"--types", "lokal", "--workers", "0"}, 2,
-			`--types: "lokal" is not a launch type: use local, docker or ecs`},
+			`--types: "lokal" is not a launch type: use local, docker, ecs or kubernetes`},
 		{"ecs without a region", []string{sqlite}, []string{"--types", "ecs", "--ecs-cluster", "batch"}, 1, "ECS needs a region: set AWS_REGION"},
 		{"ecs cluster missing", ecsEnv, []string{"--types", "ecs", "--ecs-cluster", "nope"}, 1, `ECS cluster "nope" does not exist in eu-west-1`},
 		{"ecs unreachable", append([]string{"AWS_ENDPOINT_URL_ECS=" + closed}, ecsEnv[:4]...), []string{"--types", "ecs", "--ecs-cluster", "batch"}, 1,
 			`cannot reach ECS in eu-west-1 to check cluster "batch"`},
+		{"kubernetes without a configuration", []string{sqlite}, []string{"--types", "kubernetes"}, 1,
+			"no Kubernetes configuration: run the launcher in a cluster (with a service account), or give --kubeconfig (or KUBECONFIG)"},
+		{"kubernetes unreachable", []string{sqlite}, []string{"--types", "kubernetes", "--kubeconfig", kubeconfig(closed)}, 1,
+			"cannot reach the Kubernetes API server http://127.0.0.1:1 to list Jobs in namespace batch"},
+		{"kubernetes forbidden", []string{sqlite, "KUBECONFIG=" + kubeconfig(forbidden.URL)}, []string{"--types", "kubernetes", "--k8s-namespace", "etl"}, 1,
+			"the launcher may not list Jobs in namespace etl: bind it the Role of examples/kubernetes/rbac.yaml"},
 		{"store unreachable", []string{"WHIMBREL_STORE=dynamodb", "AWS_REGION=eu-west-1", "AWS_ACCESS_KEY_ID=k", "AWS_SECRET_ACCESS_KEY=s",
 			"AWS_ENDPOINT_URL_DYNAMODB=" + closed}, []string{"--types", "local", "--wrapper", "/bin/true"}, 3, `cannot reach the store (dynamodb, prefix "whimbrel_")`},
 	}

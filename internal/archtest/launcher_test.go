@@ -11,7 +11,7 @@ import (
 )
 
 // launchBackends are the launcher's backends, one package per launch type.
-var launchBackends = []string{"launcher/docker", "launcher/ecs", "launcher/local"}
+var launchBackends = []string{"launcher/docker", "launcher/ecs", "launcher/kubernetes", "launcher/local"}
 
 // TestLaunchBackendsAreListed fails for a package under launcher/ (but
 // launcher/internal) that launchBackends does not name, so that the checks
@@ -58,4 +58,13 @@ func TestLaunchBackendsStandAlone(t *testing.T) {
 func TestWrapperLinksNoRemoteBackend(t *testing.T) {
 	testbin.CheckDeps(t, "../../cmd/whimbrel-run",
 		module+"/launcher/docker", module+"/launcher/ecs", "github.com/aws/aws-sdk-go-v2/service/ecs")
+}
+
+// TestOnlyTheLauncherLinksClientGo fails if a binary that does not launch
+// on Kubernetes links the Kubernetes backend or client-go: whimbrel-run
+// runs in every container, and the others never create a Job.
+func TestOnlyTheLauncherLinksClientGo(t *testing.T) {
+	for _, cmd := range []string{"whimbrel-run", "whimbrel-monitor", "whimbrel", "whimbrel-poller", "whimbrel-lambda"} {
+		testbin.CheckDeps(t, "../../cmd/"+cmd, module+"/launcher/kubernetes", "k8s.io/client-go/rest", "k8s.io/api/batch/v1")
+	}
 }

@@ -182,6 +182,8 @@ func (v *people) draw(now time.Time) {
 		st := e.ActivityState()
 		if st.EndedBadly() {
 			why = detail(e)
+		} else if !st.Terminal() {
+			why = where(e)
 		}
 		why += v.attempt(e, now)
 		// The state's colour goes on after the row is cut to the width.
@@ -276,6 +278,8 @@ func detail(e local.Event) string {
 		if !e.StartTime.IsZero() && !e.EndTime.IsZero() {
 			return "  in " + inspect.Took(e.EndTime.Sub(e.StartTime))
 		}
+	case !st.Terminal():
+		return where(e)
 	}
 	return ""
 }

@@ -253,3 +253,24 @@ func TestJSONEventsAttempts(t *testing.T) {
 		t.Errorf("the waiting retry's event: %v", waiting)
 	}
 }
+
+// TestKubernetesJobShown: an activity launched as a Kubernetes Job shows
+// the Job's namespace/name while it runs, on a terminal and off one.
+func TestKubernetesJobShown(t *testing.T) {
+	d, err := definition.Parse("w.yaml", []byte("name: w\nactivities:\n  a: {launch: {type: kubernetes, image: i}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	for _, tty := range []bool{false, true} {
+		var out bytes.Buffer
+		show := New(d, Options{Out: &out, TTY: tty, Width: 80})
+		show(local.Event{Time: t0, Kind: local.EventActivity, WorkflowExecID: "w::1", Activity: "a", ActivityExecID: "a::1",
+			State: "RUNNING", StartTime: t0, LaunchedAs: "kubernetes:batch/wb-a-0a1b2c3d4e5f"})
+		show(local.Event{Time: t0, Kind: local.EventActivity, WorkflowExecID: "w::1", Activity: "a", ActivityExecID: "a::1",
+			State: "QUEUED", LaunchedAs: "kubernetes:batch/\x1b[2Jevil"})
+		if got := out.String(); !strings.Contains(got, "job batch/wb-a-0a1b2c3d4e5f") || strings.Contains(got, "\x1b[2Jevil") {
+			t.Errorf("tty %v: %q", tty, got)
+		}
+	}
+}
