@@ -132,7 +132,7 @@ bench-peers: dynamodb-local-install native
 		echo "bench-peers: building the Temporal CLI v$(TEMPORAL_CLI_VERSION) into $(TEMPORAL_HOME) (a few CPU-minutes, once)" >&2; \
 		mkdir -p '$(TEMPORAL_HOME)/bin' && cd / && GOBIN='$(TEMPORAL_HOME)/bin' $(GO) install github.com/temporalio/cli/cmd/temporal@v$(TEMPORAL_CLI_VERSION); }
 	cd bench/peers && $(GO) vet . && $(GO) test -count=1 . && $(GO) build -o '$(CURDIR)/bin/peers' .
-	scripts/dynamodb-local run -- bin/peers -bin bin -temporal '$(TEMPORAL_HOME)/bin/temporal' $(PEERS_FLAGS)
+	scripts/dynamodb-local run -- bin/peers -bin bin -temporal '$(TEMPORAL_HOME)/bin/temporal' -temporal-version v$(TEMPORAL_CLI_VERSION) $(PEERS_FLAGS)
 
 # The operator CLI runs on operators' laptops too; the wrapper, launcher,
 # monitor and processors are Linux-only.

@@ -58,6 +58,7 @@ func workerMain(args []string) int {
 type options struct {
 	bin      string
 	temporal string
+	tversion string
 	sizes    []int
 	chain    int
 	memory   int
@@ -84,6 +85,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs.StringVar(&o.bin, "bin", "bin", "folder holding the Whimbrel binaries (make native)")
 	fs.StringVar(&o.temporal, "temporal", "temporal", "the Temporal CLI")
+	fs.StringVar(&o.tversion, "temporal-version", "", "the Temporal CLI's version, for the report (go install builds it as 0.0.0-DEV)")
 	sizes := fs.String("sizes", "125,500,2000", "fan-outs to measure, comma-separated")
 	fs.IntVar(&o.chain, "chain", 21, "activities in the chain (0: no chain)")
 	fs.IntVar(&o.memory, "memory", 100, "activities running at once for the memory (0: no memory)")
@@ -215,7 +217,11 @@ func bench(o options, stdout, stderr io.Writer) error {
 func versions(o options) []string {
 	var vs []string
 	if out, err := exec.Command(o.temporal, "--version").Output(); err == nil {
-		vs = append(vs, strings.TrimSpace(string(out)))
+		v := strings.TrimSpace(string(out))
+		if o.tversion != "" {
+			v = strings.Replace(v, "0.0.0-DEV", o.tversion, 1)
+		}
+		vs = append(vs, v)
 	}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, d := range bi.Deps {
