@@ -94,6 +94,11 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	// The binaries run from each measurement's own folder, so a relative
+	// -bin is taken from where this program was started.
+	if abs, err := filepath.Abs(o.bin); err == nil {
+		o.bin = abs
+	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q: every setting is a flag (-h lists them)", fs.Arg(0))
 	}

@@ -140,7 +140,7 @@ func TestOptionsRefuseBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(o.sizes) != 2 || o.sizes[1] != 7 || len(o.stores) != 1 || o.rounds != 1 {
+	if len(o.sizes) != 2 || o.sizes[1] != 7 || len(o.stores) != 1 || o.rounds != 1 || !filepath.IsAbs(o.bin) {
 		t.Errorf("options %+v", o)
 	}
 }
