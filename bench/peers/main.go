@@ -18,10 +18,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -152,6 +154,19 @@ func bench(o options, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer server.stop()
+	// Interrupted (^C, make stopped), it stops the server it started and
+	// leaves no work folder behind; the sides' own processes get the same
+	// signal from the terminal or the process group.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	go func() {
+		if _, ok := <-sig; ok {
+			server.stop()
+			_ = os.RemoveAll(top)
+			os.Exit(130)
+		}
+	}()
 	sides := []side{&temporalSide{server: server, self: self}}
 	for _, st := range o.stores {
 		ws := &whimbrelSide{bin: o.bin, store: st}
@@ -178,6 +193,24 @@ func bench(o options, stdout, stderr io.Writer) error {
 		works = append(works, work{kind: kindMemory, n: o.memory})
 	}
 	r := report{sides: sides, works: works, results: map[string]map[string][]measure{}, began: time.Now().UTC()}
+	r.versions = versions(o)
+	r.command = "make bench-peers"
+	r.rounds = o.rounds
+	if err := measureAll(o, sides, works, top, &r, stderr); err != nil {
+		// What was measured before the failure is printed all the same:
+		// on a loaded machine a run takes long, and its first rounds are
+		// worth keeping.
+		r.ended = time.Now().UTC()
+		fmt.Fprintf(stderr, "peers: measured before the failure:\n%s", r.markdown())
+		return err
+	}
+	r.ended = time.Now().UTC()
+	_, err = io.WriteString(stdout, r.markdown())
+	return err
+}
+
+// measureAll runs every workload on every side, round by round, into r.
+func measureAll(o options, sides []side, works []work, top string, r *report, stderr io.Writer) error {
 	seq := 0
 	for round := 0; round < o.rounds; round++ {
 		for _, w := range works {
@@ -208,13 +241,12 @@ func bench(o options, stdout, stderr io.Writer) error {
 				_ = os.RemoveAll(w.dir)
 			}
 		}
+		if round+1 < o.rounds {
+			r.ended = time.Now().UTC()
+			fmt.Fprintf(stderr, "peers: after round %d:\n%s", round+1, r.markdown())
+		}
 	}
-	r.ended = time.Now().UTC()
-	r.versions = versions(o)
-	r.command = "make bench-peers"
-	r.rounds = o.rounds
-	_, err = io.WriteString(stdout, r.markdown())
-	return err
+	return nil
 }
 
 // versions names what was measured: the Temporal CLI (with its server),
