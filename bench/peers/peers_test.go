@@ -54,6 +54,9 @@ func TestMemoryOfTreesLeavesOutTheCommands(t *testing.T) {
 	if m.kB < self/2 || m.kB > self*2 {
 		t.Errorf("tree of %d kB, this process alone %d kB: the sleep is counted or this process is not", m.kB, self)
 	}
+	if m.pssKB <= 0 || m.pssKB > m.kB {
+		t.Errorf("PSS %d kB of a tree of %d kB resident: want more than 0 and at most the resident", m.pssKB, m.kB)
+	}
 	// Its CPU as /proc says, and its pid found by its arguments.
 	if _, err := cpuOf(cmd.Process.Pid); err != nil {
 		t.Error(err)
@@ -157,15 +160,15 @@ func TestReportTable(t *testing.T) {
 	r.add(fan, wl, measure{wall: time.Second, cpu: 2 * time.Second, load: [2]float64{5, 6}})
 	r.add(fan, wd, measure{wall: 4 * time.Second, cpu: 3 * time.Second, storeCPU: time.Second, load: [2]float64{6, 2}})
 	r.add(chain, tm, measure{hops: []time.Duration{time.Millisecond, 3 * time.Millisecond}})
-	r.add(mem, tm, measure{mem: treeMemory{kB: 2048, procs: 2, leaves: 2}})
-	r.add(mem, wd, measure{mem: treeMemory{kB: 4096, procs: 3, leaves: 1}, storeKB: 1024})
+	r.add(mem, tm, measure{mem: treeMemory{kB: 2048, pssKB: 1024, procs: 2, leaves: 2}})
+	r.add(mem, wd, measure{mem: treeMemory{kB: 4096, pssKB: 3072, procs: 3, leaves: 1}, storeKB: 1024})
 	got := r.markdown()
 	for _, want := range []string{
 		"| measure | Temporal (dev server + worker) | Whimbrel, embedded store | Whimbrel, DynamoDB Local |",
 		"| fan-out of 99: wall time | 2.0 s | 1.0 s | 4.0 s |",
 		"| fan-out of 99: CPU per activity | 10.0 ms | 20.0 ms | 30.0 ms (+ 10.0 ms DynamoDB Local) |",
 		"| chain of 3: hop p50 / p95 | 1.0 ms / 1.0 ms | – | – |",
-		"| 2 running: resident memory | 2 MB in 2 processes | – | 4 MB in 3 processes (+ 1 MB DynamoDB Local) (only 1 of 2 running at once) |",
+		"| 2 running: resident memory, VmRSS (PSS) | 2 MB (PSS 1 MB) in 2 processes | – | 4 MB (PSS 3 MB) in 3 processes (+ 1 MB DynamoDB Local) (only 1 of 2 running at once) |",
 		"| load average during its runs | 0.0–5.0 | 5.0–6.0 | 0.0–6.0 |",
 		"load average was 0.0 to 6.0",
 		"- Whimbrel, embedded store ÷ Temporal, fan-out of 99: wall 0.50×, CPU 2.00×\n",

@@ -98,6 +98,27 @@ func vmRSS(pid int) (int, error) {
 	return 0, fmt.Errorf("read status of %d: no VmRSS (a zombie or a kernel thread)", pid)
 }
 
+// pssOf is a process's proportional set size in kB (/proc/PID/smaps_rollup):
+// its private pages, and its share of the pages it shares. Summed over a
+// system's processes it counts the pages of a binary that a hundred
+// wrappers share once, where VmRSS counts them a hundred times.
+func pssOf(pid int) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0, fmt.Errorf("read smaps_rollup of %d: %w", pid, err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Pss:"); ok {
+			f := strings.Fields(v)
+			if len(f) == 0 {
+				break
+			}
+			return strconv.Atoi(f[0])
+		}
+	}
+	return 0, fmt.Errorf("read smaps_rollup of %d: no Pss", pid)
+}
+
 // processes maps every process on the machine to its stat line; those
 // that end while it reads are left out.
 func processes() map[int]procStat {
@@ -123,7 +144,8 @@ func processes() map[int]procStat {
 // own commands, which are the same on both sides), and how many of those
 // leaves it found.
 type treeMemory struct {
-	kB     int
+	kB     int // VmRSS: every page a process maps, shared ones counted in each sharer
+	pssKB  int // Pss: each shared page divided among the processes sharing it
 	procs  int
 	leaves int
 }
@@ -151,6 +173,9 @@ func memoryOfTrees(all map[int]procStat, leaf string, roots ...int) treeMemory {
 		if kb, err := vmRSS(pid); err == nil {
 			m.kB += kb
 			m.procs++
+			if pss, err := pssOf(pid); err == nil {
+				m.pssKB += pss
+			}
 		}
 	}
 	return m

@@ -97,8 +97,8 @@ func (r *report) markdown() string {
 				return ms(percentile(m.hops, 50)) + " / " + ms(percentile(m.hops, 95))
 			})
 		case kindMemory:
-			r.row(&b, w.label()+": resident memory", w, func(m measure) string {
-				s := megabytes(m.mem.kB) + fmt.Sprintf(" in %d processes", m.mem.procs)
+			r.row(&b, w.label()+": resident memory, VmRSS (PSS)", w, func(m measure) string {
+				s := megabytes(m.mem.kB) + " (PSS " + megabytes(m.mem.pssKB) + fmt.Sprintf(") in %d processes", m.mem.procs)
 				if m.storeKB > 0 {
 					s += " (+ " + megabytes(m.storeKB) + " DynamoDB Local)"
 				}
