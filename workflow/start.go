@@ -89,11 +89,21 @@ func Start(ctx context.Context, st Starter, d *definition.Workflow, opts StartOp
 	if err := carry(ctx, st, d, id, opts.Carry); err != nil {
 		return "", false, fmt.Errorf("start %s: %w", d.Name, err)
 	}
+	if d.Controlled() {
+		// Likewise the activities that wait on nothing are decided
+		// (control_start.go) before any launcher may take them.
+		if err := startControlled(ctx, st, d, id); err != nil {
+			return "", false, err
+		}
+	}
 	_, err = st.UpdateWorkflow(ctx, id, state.WorkflowChange{
 		From: []state.WorkflowState{state.WorkflowRequested}, To: state.WorkflowRunning,
 	})
 	if err != nil && !errors.Is(err, state.ErrConflict) { // a concurrent start of the same request moved it
 		return "", false, fmt.Errorf("start %s: %w", d.Name, err)
+	}
+	if d.Controlled() {
+		return id, true, settleStarted(ctx, st, id) // control_start.go
 	}
 	// The activities that wait on nothing are ready now. If this dies
 	// before it is done, the monitor readies what is left.
