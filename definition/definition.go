@@ -194,7 +194,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 
 // Effective returns the activity's settings with the defaults filled in.
 func (d *Workflow) Effective(name string) Settings {
-	a := d.Activities[name]
+	a := d.Lookup(name)
 	s := a.Settings
 	def := d.Defaults
 	if s.HeartbeatInterval == 0 {

@@ -269,3 +269,11 @@ func (d *Workflow) FinallyNames() []string {
 	fin := Workflow{Activities: d.Finally}
 	return fin.Names()
 }
+
+// Lookup returns the named activity, or finally activity, or nil.
+func (d *Workflow) Lookup(name string) *Activity {
+	if a := d.Activities[name]; a != nil {
+		return a
+	}
+	return d.Finally[name]
+}

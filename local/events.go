@@ -51,6 +51,11 @@ type Event struct {
 	LogFile string `json:"log_file,omitempty"`
 	LogDir  string `json:"log_dir,omitempty"`
 	Message string `json:"message,omitempty"`
+	// Shown is how the activity's state is shown when that says more
+	// than the state: SKIPPED, or CANCELLED (rule) (see inspect.ActivityControl).
+	Shown string `json:"shown,omitempty"`
+	// Finally marks a finally activity.
+	Finally bool `json:"finally,omitempty"`
 }
 
 // ActivityState is State as an activity's state, for an EventActivity.
@@ -74,8 +79,14 @@ func (w *watcher) activity(a *state.ActivityExec, s state.ActivityState, at time
 	e := Event{Time: at, Kind: EventActivity, WorkflowExecID: w.id, Activity: a.ActivityName, ActivityExecID: a.ActivityExecID,
 		State: string(s), Attempt: workflow.AttemptOf(a), NotBefore: a.NotBefore, StartTime: a.StartTime,
 		LogFile: filepath.Join(w.logDir, a.ActivityExecID+".log")}
+	if a.Skipped {
+		e.Shown = "SKIPPED" // each of its moves: it never ran
+	}
 	if s == a.State {
 		e.Reason, e.ExitCode, e.EndTime = a.Reason, a.ExitCode, a.EndTime
+		if workflow.RuleCancelled(a) {
+			e.Shown = "CANCELLED (rule)"
+		}
 		if s.EndedBadly() {
 			e.StderrTail = a.Error
 		}

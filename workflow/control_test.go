@@ -464,3 +464,59 @@ func TestControlBehindFaults(t *testing.T) {
 		t.Errorf("the proxy injected nothing: %+v", s)
 	}
 }
+
+// TestRedriveControl: a redrive of a run with a skipped branch and a
+// failed activity carries the skipped one as skipped, runs only what did
+// not complete (deciding whens and rules again), runs finally again; a
+// second redrive refuses, naming the first, and --again forces one.
+func TestRedriveControl(t *testing.T) {
+	const yaml = `name: redrive
+activities:
+  check: {command: ["true"]}
+  skipped: {command: ["true"], depends_on: [check], when: "false"}
+  build: {command: ["true"], depends_on: [check]}
+  ship: {command: ["true"], depends_on: [build, skipped]}
+finally:
+  cleanup: {command: ["true"]}
+`
+	bothStores(t, func(t *testing.T, st state.Store) {
+		ctx := testbin.Context(t)
+		id := startYAML(t, st, yaml, nil)
+		wf, _, _ := drive(t, st, id, map[string]ending{"build": {to: state.Failed}})
+		if wf.State != state.WorkflowFailed || wf.DecidedBy != "build" {
+			t.Fatalf("first run %s decided by %q; want FAILED by build", wf.State, wf.DecidedBy)
+		}
+		again, err := workflow.Rerun(ctx, st, id, true, workflow.StartOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// While it runs, a second redrive refuses and names it.
+		_, err = workflow.Rerun(ctx, st, id, true, workflow.StartOptions{})
+		var re *workflow.RedrivenError
+		if !errors.As(err, &re) || re.Redrive != again || !strings.Contains(err.Error(), again) {
+			t.Fatalf("second redrive while the first runs: %v; want a refusal naming %s", err, again)
+		}
+		wf, acts, seen := drive(t, st, again, nil)
+		legalPath(t, seen)
+		if wf.State != state.WorkflowCompleted {
+			t.Errorf("redrive %s (%s); want COMPLETED", wf.State, wf.Reason)
+		}
+		for name, want := range map[string]string{"check": "carried", "skipped": "carried", "build": "driver", "ship": "driver", "cleanup": "driver"} {
+			a := acts[name]
+			ran := a.Owner == "driver"
+			if (want == "driver") != ran || a.State != state.Completed {
+				t.Errorf("%s %s owner %q; want %s", name, a.State, a.Owner, want)
+			}
+		}
+		if s := acts["skipped"]; !s.Skipped || workflow.Shown(s) != "SKIPPED" {
+			t.Errorf("skipped carried as %s (skipped=%v); want carried as skipped", workflow.Shown(s), s.Skipped)
+		}
+		_, err = workflow.Rerun(ctx, st, id, true, workflow.StartOptions{})
+		if !errors.As(err, &re) || re.State != state.WorkflowCompleted {
+			t.Errorf("redrive after the redrive completed: %v; want a refusal naming it", err)
+		}
+		if forced, err := workflow.Rerun(ctx, st, id, true, workflow.StartOptions{Again: true}); err != nil || forced == again {
+			t.Errorf("--again: %s, %v; want a new redrive", forced, err)
+		}
+	})
+}

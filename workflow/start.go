@@ -29,6 +29,9 @@ type StartOptions struct {
 	// definition's declarations (definition.Workflow.Bind) before anything is
 	// written.
 	Params map[string]string
+	// Again, for a redrive (Rerun with fromFailure), starts a new one even
+	// when the execution was redriven before (see redriveOnce).
+	Again bool
 }
 
 // Start records a new execution of d — the request (manual, as the Full
@@ -140,7 +143,7 @@ func carry(ctx context.Context, st Starter, d *definition.Workflow, id string, d
 		steps := []state.ActivityChange{
 			{From: []state.ActivityState{state.Requested}, To: state.Ready, Reason: "completed in " + old.WorkflowExecID},
 			{From: []state.ActivityState{state.Ready}, To: state.Running, Claim: &state.Claim{Owner: owner, Host: old.Host}},
-			{From: []state.ActivityState{state.Running}, To: state.Completed, Owner: owner, Exit: &state.Exit{Code: 0}, Output: old.Output,
+			{From: []state.ActivityState{state.Running}, To: state.Completed, Owner: owner, Exit: &state.Exit{Code: 0}, Output: old.Output, Skipped: old.Skipped,
 				LaunchedAs: "carried from " + old.ActivityExecID, Reason: "completed in " + old.WorkflowExecID + " as " + old.ActivityExecID},
 		}
 		for _, c := range steps {

@@ -122,7 +122,7 @@ func (v *people) show(e local.Event) {
 // line is one line for an activity's change of state.
 func (v *people) line(e local.Event) {
 	fmt.Fprintf(v.Out, "%s %-*s %s%s%s\n", e.Time.Local().Format("15:04:05"), v.nameWidth, v.name(e.Activity),
-		v.Colors.Activity(e.ActivityState()), detail(e), v.attempt(e, e.Time))
+		v.shown(e), detail(e), v.attempt(e, e.Time))
 }
 
 // above writes an activity's line above the tree, on a terminal: the tree
