@@ -34,8 +34,20 @@ func Load(path string) (*Workflow, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read workflow definition: %w", err)
 	}
-	return Parse(path, b)
+	d, err := Parse(path, b)
+	if err != nil {
+		return nil, &InvalidError{Err: err}
+	}
+	return d, nil
 }
+
+// InvalidError is a definition file that was read but is not a workflow
+// Whimbrel can run: every problem, each with its line. A command exits
+// with its usage status for it, as for a bad flag.
+type InvalidError struct{ Err error }
+
+func (e *InvalidError) Error() string { return e.Err.Error() }
+func (e *InvalidError) Unwrap() error { return e.Err }
 
 // Parse reads and checks a definition; file names it in errors. Every
 // problem found is reported, each with its line.
