@@ -520,3 +520,53 @@ finally:
 		}
 	})
 }
+
+// TestDeadDeciders: a participant died after the first write of a skip,
+// and another before deciding an activity whose edges it had resolved;
+// the monitor finishes both, and the dependents run.
+func TestDeadDeciders(t *testing.T) {
+	const yaml = `name: dead-deciders
+activities:
+  a: {command: ["true"]}
+  half: {command: ["true"], depends_on: [a], when: "false"}
+  undecided: {command: ["true"], depends_on: [a], when: "false"}
+  after: {command: ["true"], depends_on: [half, undecided]}
+`
+	bothStores(t, func(t *testing.T, st state.Store) {
+		ctx := testbin.Context(t)
+		id := startYAML(t, st, yaml, nil)
+		k := func(n string) state.ActivityKey {
+			return state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, n), WorkflowExecID: id}
+		}
+		if _, err := st.UpdateActivity(ctx, k("a"), state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running, Claim: &state.Claim{Owner: "o"}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.UpdateActivity(ctx, k("a"), state.ActivityChange{From: []state.ActivityState{state.Running}, To: state.Completed, Owner: "o"}); err != nil {
+			t.Fatal(err)
+		}
+		// The advance after a resolved both edges, wrote the first move of
+		// half's skip, and died.
+		for _, n := range []string{"half", "undecided"} {
+			if _, _, err := st.ResolveDependency(ctx, k(n), k("a").ActivityExecID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := st.UpdateActivity(ctx, k("half"), state.ActivityChange{From: []state.ActivityState{state.Requested}, To: state.Queued,
+			Hold: "whimbrel:skip", Skipped: true, Reason: "skipped: when \"false\" is false"}); err != nil {
+			t.Fatal(err)
+		}
+		wf, acts, seen := drive(t, st, id, nil)
+		legalPath(t, seen)
+		if wf.State != state.WorkflowCompleted {
+			t.Errorf("workflow %s (%s); want COMPLETED", wf.State, wf.Reason)
+		}
+		for _, n := range []string{"half", "undecided"} {
+			if a := acts[n]; a.State != state.Completed || !a.Skipped {
+				t.Errorf("%s %s skipped=%v; want finished as skipped", n, a.State, a.Skipped)
+			}
+		}
+		if a := acts["after"]; a.State != state.Completed || a.Owner != "driver" {
+			t.Errorf("after %s; want run", a.State)
+		}
+	})
+}
