@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -73,6 +74,8 @@ type watcher struct {
 	logDir string
 	last   map[string]state.ActivityState // by activity_exec_id
 	lastWF state.WorkflowState
+	// finally names the definition's finally activities, for Event.Finally.
+	finally map[string]*definition.Activity
 }
 
 func (w *watcher) activity(a *state.ActivityExec, s state.ActivityState, at time.Time) Event {
@@ -82,6 +85,7 @@ func (w *watcher) activity(a *state.ActivityExec, s state.ActivityState, at time
 	if a.Skipped {
 		e.Shown = "SKIPPED" // each of its moves: it never ran
 	}
+	e.Finally = w.finally[a.ActivityName] != nil
 	if s == a.State {
 		e.Reason, e.ExitCode, e.EndTime = a.Reason, a.ExitCode, a.EndTime
 		if workflow.RuleCancelled(a) {
@@ -151,6 +155,10 @@ func (w *watcher) ended(res *Result) {
 	e := Event{Time: time.Now(), Kind: EventEnded, WorkflowExecID: w.id}
 	if wf := res.Workflow; wf != nil {
 		e.State, e.Reason, e.StartTime, e.EndTime = string(wf.State), wf.Reason, wf.StartTime, wf.EndTime
+		if wf.FinallyFailed != "" {
+			// The run fails for it (whimbrel run exits 1): say why.
+			e.Message = "finally failed: " + wf.FinallyFailed
+		}
 	}
 	w.emit(e)
 }

@@ -10,11 +10,15 @@ import (
 // activity's moves (it never ran), CANCELLED (rule) for a trigger rule
 // that could not be met, the state painted otherwise.
 func (v *people) shown(e local.Event) string {
+	s := inert.String(e.Shown)
 	switch e.Shown {
 	case "":
-		return v.Colors.Activity(e.ActivityState())
+		s = v.Colors.Activity(e.ActivityState())
 	case "CANCELLED (rule)":
-		return v.Colors.Activity(state.Cancelled) + " (rule)  " + inert.String(e.Reason)
+		s = v.Colors.Activity(state.Cancelled) + " (rule)  " + inert.String(e.Reason)
 	}
-	return inert.String(e.Shown)
+	if e.Finally {
+		s += " (finally)"
+	}
+	return s
 }

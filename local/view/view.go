@@ -291,6 +291,9 @@ func (v *people) ended(e local.Event) {
 		took = " in " + inspect.Took(e.EndTime.Sub(e.StartTime))
 	}
 	fmt.Fprintf(v.Out, "workflow %s %s%s\n", inert.String(e.WorkflowExecID), v.Colors.Workflow(e.WorkflowState()), took)
+	if e.Message != "" {
+		fmt.Fprintf(v.Out, "  %s\n", inert.String(e.Message)) // a finally activity failed
+	}
 	if e.WorkflowState() == state.WorkflowCompleted {
 		return
 	}
