@@ -306,6 +306,10 @@ func (d *Workflow) checkTemplates(p *problems, name string, line int, env map[st
 				if _, ok := d.Params[r.Path[0]]; !ok {
 					p.add(line, "activity %q: %s: {{ %s }} names a parameter the workflow does not declare under `params:`", name, where, r)
 				}
+			case "workflow":
+				if r.Path[0] == "state" && d.Finally[name] == nil {
+					p.add(line, "activity %q: %s: {{ %s }} is known only to a finally activity, which runs once the workflow's state is known", name, where, r)
+				}
 			case "outputs":
 				if !containsString(a.DependsOn, r.Activity) {
 					p.add(line, "activity %q: %s: {{ %s }} names %q, which is not in its depends_on: only direct upstream outputs can be read", name, where, r, r.Activity)

@@ -219,8 +219,7 @@ func (d *Workflow) checkControl(p *problems) {
 	// A finally activity is checked as an activity of a workflow made of
 	// the finally activities: it may wait only on one of them.
 	fin := *d
-	fin.Activities = d.Finally
-	fin.Finally = nil
+	fin.Activities = d.Finally // and Finally stays: its templates may read workflow.state
 	for _, n := range names {
 		line := p.pos.activityLine(n)
 		if d.Activities[n] != nil {

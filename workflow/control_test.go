@@ -178,15 +178,20 @@ func TestWhen(t *testing.T) {
 		if n := acts["notify"]; n.State != state.Completed || n.Skipped || n.Owner != "driver" {
 			t.Errorf("notify %s skipped=%v; want run (its when is true)", n.State, n.Skipped)
 		}
-		// A when that fails at run time fails the activity, naming it.
+		// A when that fails at run time (a missing key) fails the
+		// activity, with a reason naming the expression.
 		id = startYAML(t, st, branching, nil)
 		wf, acts, seen = drive(t, st, id, map[string]ending{"check": {output: `{"other": 1}`}})
 		legalPath(t, seen)
-		if r := acts["rebuild"]; r.State != state.Completed || !r.Skipped {
-			// nil && ... is false in expr: a missing key reads as nil.
-			t.Logf("rebuild on a missing key: %s %q", r.State, r.Reason)
+		if r := acts["rebuild"]; r.State != state.Failed || r.Skipped || !strings.Contains(r.Reason, `when "outputs.check.changed && params.mode != 'dry-run'"`) {
+			t.Errorf("rebuild on a missing key: %s %q; want FAILED naming its when", r.State, r.Reason)
 		}
-		_ = wf
+		if p := acts["publish"]; p.State != state.Cancelled {
+			t.Errorf("publish after a failed when: %s; want CANCELLED", p.State)
+		}
+		if wf.State != state.WorkflowFailed {
+			t.Errorf("workflow %s; want FAILED", wf.State)
+		}
 	})
 }
 

@@ -194,6 +194,17 @@ func ensureFinally(ctx context.Context, st Settler, g graph, fin []string, lates
 		if len(a.PendingDependencies) > 0 {
 			continue
 		}
+		if adv, ok := st.(Advancer); ok && act != nil && act.When != "" {
+			// Its when decides it, as any activity's.
+			got, err := decide(ctx, adv, g, a, hclog.NewNullLogger())
+			if err == nil && got != nil && got.State.Terminal() {
+				_, err = advance(ctx, adv, g, got, hclog.NewNullLogger())
+			}
+			if err != nil {
+				return created, fmt.Errorf("decide finally activity %s: %w", n, err)
+			}
+			continue
+		}
 		_, err := st.UpdateActivity(ctx, a.ActivityKey, state.ActivityChange{
 			From: []state.ActivityState{state.Requested}, To: state.Ready, Reason: "the workflow's outcome is known",
 		})
