@@ -54,9 +54,9 @@ func TestEvalWhen(t *testing.T) {
 		Workflow: map[string]string{"name": "w", "id": "w::1"}}
 	for src, want := range map[string]bool{
 		"outputs.check.changed && params.mode != 'dry-run'": true,
-		"outputs.check.n > 5":  false,
-		"workflow.name == 'w'": true,
-		"item == nil":          true,
+		"outputs.check.n > 5":                               false,
+		"workflow.name == 'w'":                              true,
+		"item == nil":                                       true,
 	} {
 		got, err := EvalWhen(src, env)
 		if err != nil || got != want {
