@@ -47,6 +47,9 @@ type Workflow struct {
 	Activities map[string]*Activity `yaml:"activities" json:"activities"`
 	// Params declares the execution's parameters (see Param).
 	Params map[string]*Param `yaml:"params,omitempty" json:"params,omitempty"`
+	// Finally are the activities that run once the workflow's outcome is
+	// known, however it ended (see docs/control-flow.md).
+	Finally map[string]*Activity `yaml:"finally,omitempty" json:"finally,omitempty"`
 
 	warnings []string // found when it was read (see Warnings)
 }
@@ -66,6 +69,12 @@ type Activity struct {
 	Command []string `yaml:"command,omitempty" json:"command,omitempty"`
 	// DependsOn names the activities that must complete before it runs.
 	DependsOn []string `yaml:"depends_on,omitempty" json:"depends_on,omitempty"`
+	// When is an expression that must hold for the activity to run; when
+	// it does not, the activity is skipped (see docs/control-flow.md).
+	When string `yaml:"when,omitempty" json:"when,omitempty"`
+	// TriggerRule says which endings of its upstreams let it run
+	// (all_success when empty; see TriggerRules).
+	TriggerRule string `yaml:"trigger_rule,omitempty" json:"trigger_rule,omitempty"`
 	// Settings are its own; Workflow.Effective fills in the defaults.
 	Settings `yaml:",inline" json:",inline"`
 }
@@ -191,7 +200,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 
 // Effective returns the activity's settings with the defaults filled in.
 func (d *Workflow) Effective(name string) Settings {
-	a := d.Activities[name]
+	a := d.Lookup(name)
 	s := a.Settings
 	def := d.Defaults
 	if s.HeartbeatInterval == 0 {

@@ -34,8 +34,20 @@ func Load(path string) (*Workflow, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read workflow definition: %w", err)
 	}
-	return Parse(path, b)
+	d, err := Parse(path, b)
+	if err != nil {
+		return nil, &InvalidError{Err: err}
+	}
+	return d, nil
 }
+
+// InvalidError is a definition file that was read but is not a workflow
+// Whimbrel can run: every problem, each with its line. A command exits
+// with its usage status for it, as for a bad flag.
+type InvalidError struct{ Err error }
+
+func (e *InvalidError) Error() string { return e.Err.Error() }
+func (e *InvalidError) Unwrap() error { return e.Err }
 
 // Parse reads and checks a definition; file names it in errors. Every
 // problem found is reported, each with its line.
@@ -81,13 +93,17 @@ type positions struct {
 	activity map[string]int            // activity name → line of its name
 	command  map[string][]int          // activity name → line of each command entry
 	param    map[string]map[string]int // param name → field ("" for the name) → line
+	when     map[string]int            // activity name → line of its when
 }
 
 // positionsOf finds the lines of the activities, their command entries
 // and the parameters' fields in a workflow's mapping.
 func positionsOf(doc *yaml.Node) *positions {
-	pos := &positions{activity: map[string]int{}, command: map[string][]int{}, param: map[string]map[string]int{}}
-	if acts := field(doc, "activities"); acts != nil && acts.Kind == yaml.MappingNode {
+	pos := &positions{activity: map[string]int{}, command: map[string][]int{}, param: map[string]map[string]int{}, when: map[string]int{}}
+	for _, acts := range []*yaml.Node{field(doc, "activities"), field(doc, "finally")} {
+		if acts == nil || acts.Kind != yaml.MappingNode {
+			continue
+		}
 		for i := 0; i+1 < len(acts.Content); i += 2 {
 			name := acts.Content[i].Value
 			pos.activity[name] = acts.Content[i].Line
@@ -95,6 +111,9 @@ func positionsOf(doc *yaml.Node) *positions {
 				for _, e := range cmd.Content {
 					pos.command[name] = append(pos.command[name], e.Line)
 				}
+			}
+			if w := field(acts.Content[i+1], "when"); w != nil {
+				pos.when[name] = w.Line
 			}
 		}
 	}
@@ -144,9 +163,9 @@ func (pos *positions) paramLine(name, field string) int {
 }
 
 var (
-	topKeys      = []string{"name", "description", "retention", "defaults", "activities", "params"}
+	topKeys      = []string{"name", "description", "retention", "defaults", "activities", "params", "finally"}
 	settingKeys  = []string{"env", "heartbeat_interval", "heartbeat_timeout", "timeout", "queued_timeout", "kill_grace", "launch", "retry"}
-	activityKeys = append([]string{"description", "command", "depends_on"}, settingKeys...)
+	activityKeys = append([]string{"description", "command", "depends_on", "when", "trigger_rule"}, settingKeys...)
 	launchKeys   = []string{"type", "image", "docker_args", "cluster", "task_definition", "container", "launch_type",
 		"platform_version", "subnets", "security_groups", "assign_public_ip", "capacity_provider", "retry_for",
 		"namespace", "service_account", "resources", "node_selector", "job_template"}
@@ -355,9 +374,9 @@ func checkKeys(p *problems, m *yaml.Node, where string, known []string) {
 				}
 				checkKeys(p, decl, fmt.Sprintf("param %q", name.Value), paramKeys)
 			}
-		case "activities":
+		case "activities", "finally":
 			if v.Kind != yaml.MappingNode {
-				p.add(v.Line, "activities must be a mapping from activity name to activity")
+				p.add(v.Line, "%s must be a mapping from activity name to activity", k.Value)
 				continue
 			}
 			names := map[string]int{}

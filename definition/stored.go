@@ -119,6 +119,9 @@ func (s *Stored) Activity(name string) (*Activity, error) {
 
 func (s *Stored) decode(name string) storedEntry {
 	raw, ok := s.entries[name]
+	if !ok && s.head.Finally[name] != nil {
+		return storedEntry{a: s.head.Finally[name]} // checked with the head
+	}
 	if !ok {
 		return storedEntry{err: fmt.Errorf("stored definition: no activity %q", name)}
 	}
@@ -156,6 +159,9 @@ func (s *Stored) Effective(name string) (Settings, error) {
 // holds neither its quoted name nor an escape cannot. An error names an
 // entry that could wait on it and cannot be read.
 func (s *Stored) Dependents(name string) ([]string, error) {
+	if s.IsFinally(name) {
+		return s.finallyDependents(name), nil
+	}
 	quoted, err := json.Marshal(name)
 	if err != nil {
 		return nil, err

@@ -40,8 +40,8 @@ type Ref struct {
 // braces: params.NAME or outputs.ACTIVITY.KEY, then each filter after a |.
 func (r Ref) String() string {
 	s := "outputs." + r.Activity + "." + strings.Join(r.Path, ".")
-	if r.Kind == "params" {
-		s = "params." + strings.Join(r.Path, ".")
+	if r.Kind == "params" || r.Kind == "workflow" {
+		s = r.Kind + "." + strings.Join(r.Path, ".")
 	}
 	for _, f := range r.Filters {
 		s += " | " + f
@@ -153,6 +153,8 @@ func parsePath(inner string) (*Ref, error) {
 		return &Ref{Kind: "outputs", Activity: parts[1], Path: parts[2:]}, nil
 	case parts[0] == "outputs":
 		return nil, fmt.Errorf("names no key of an output: use {{ outputs.ACTIVITY.KEY }}")
+	case parts[0] == "workflow":
+		return workflowRef(parts)
 	}
 	return nil, fmt.Errorf("is not a reference: use {{ params.NAME }} or {{ outputs.ACTIVITY.KEY }}")
 }
@@ -178,6 +180,9 @@ func Refs(s string) ([]Ref, error) {
 type Data struct {
 	Params  map[string]string
 	Outputs map[string]json.RawMessage
+	// Workflow holds the execution's name, id and, for a finally
+	// activity, the workflow's outcome as state (see workflowRef).
+	Workflow map[string]string
 }
 
 // Resolve replaces the references of a template with their values. A
@@ -212,6 +217,13 @@ func (dt Data) value(r Ref) (string, error) {
 		v, ok := dt.Params[r.Path[0]]
 		if !ok {
 			return "", fmt.Errorf("the execution has no parameter %q", r.Path[0])
+		}
+		return v, nil
+	}
+	if r.Kind == "workflow" {
+		v, ok := dt.Workflow[r.Path[0]]
+		if !ok {
+			return "", fmt.Errorf("workflow.%s is known only to a finally activity", r.Path[0])
 		}
 		return v, nil
 	}
@@ -293,6 +305,10 @@ func (d *Workflow) checkTemplates(p *problems, name string, line int, env map[st
 			case "params":
 				if _, ok := d.Params[r.Path[0]]; !ok {
 					p.add(line, "activity %q: %s: {{ %s }} names a parameter the workflow does not declare under `params:`", name, where, r)
+				}
+			case "workflow":
+				if r.Path[0] == "state" && d.Finally[name] == nil {
+					p.add(line, "activity %q: %s: {{ %s }} is known only to a finally activity, which runs once the workflow's state is known", name, where, r)
 				}
 			case "outputs":
 				if !containsString(a.DependsOn, r.Activity) {

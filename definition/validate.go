@@ -28,6 +28,7 @@ func (d *Workflow) validate(file string, pos *positions) error {
 	for _, n := range names {
 		d.checkActivity(p, n, pos.activityLine(n), names, isActivity)
 	}
+	d.checkControl(p)
 	if p.err() == nil {
 		if cycle := d.cycle(names); cycle != nil {
 			p.add(pos.activityLine(cycle[0]), "the activities form a cycle: %s", strings.Join(cycle, " → "))

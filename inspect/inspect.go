@@ -42,6 +42,8 @@ type Workflow struct {
 	Expires   *time.Time          `json:"expires_at,omitempty"`
 	// Params are the execution's parameters.
 	Params map[string]string `json:"params,omitempty"`
+	// Control flow: see control.go.
+	WorkflowControl
 }
 
 // Activity is what Status shows of an activity.
@@ -73,6 +75,8 @@ type Activity struct {
 	// Retries: see attempts.go.
 	Retries
 	ActivityData
+	// Control flow: see control.go.
+	ActivityControl
 }
 
 // RejectedEvent is an activity event a processor did not apply, and why.
@@ -104,7 +108,8 @@ func viewWorkflow(w *state.WorkflowExec, now time.Time) Workflow {
 	}
 	return Workflow{ID: w.WorkflowExecID, Name: w.WorkflowName, State: w.State, Reason: w.Reason,
 		RequestID: w.WorkflowRequestID, Source: w.Source, Started: timePtr(w.StartTime), Ended: timePtr(w.EndTime),
-		Seconds: seconds(w.StartTime, end), Expires: timePtr(w.Expires), Params: viewParams(w.Params)}
+		Seconds: seconds(w.StartTime, end), Expires: timePtr(w.Expires), Params: viewParams(w.Params),
+		WorkflowControl: workflowControl(w)}
 }
 
 // Load reads an execution and lays its activities out as the DAG:
@@ -142,6 +147,12 @@ func Load(ctx context.Context, st workflow.Reader, id string, now time.Time) (*S
 				deps[n] = def.Activities[n].DependsOn
 			}
 		}
+		for _, n := range def.FinallyNames() { // after the workflow's
+			if byName[n] != nil {
+				order = append(order, byName[n])
+				deps[n] = def.Finally[n].DependsOn
+			}
+		}
 	}
 	if len(order) != finals { // no usable definition: the items' order
 		order = order[:0]
@@ -177,6 +188,7 @@ func Load(ctx context.Context, st workflow.Reader, id string, now time.Time) (*S
 			v.Earlier[i].Rejected = rejected(ctx, st, v.Earlier[i].ID)
 		}
 		v.ActivityData = viewData(a, now)
+		v.ActivityControl = activityControl(def, a)
 		if a.State == state.Running && a.HeartbeatEnabled {
 			last := a.HeartbeatTime
 			if last.IsZero() {
@@ -256,6 +268,7 @@ func (s *Status) WriteTextColors(w io.Writer, c Colors) error {
 	if wf.Reason != "" {
 		fmt.Fprintf(w, "  why: %s\n", inert.String(wf.Reason))
 	}
+	wf.writeControl(w)
 	if wf.Expires != nil {
 		fmt.Fprintf(w, "  kept until %s UTC\n", clock(wf.Expires))
 	}
@@ -287,7 +300,7 @@ func (s *Status) WriteTextColors(w io.Writer, c Colors) error {
 			hb = fmt.Sprintf("%s ago", time.Duration(*a.HeartbeatAge*float64(time.Second)).Round(time.Second))
 		}
 		attempt := a.attemptText()
-		name, st := a.Name, string(a.State)
+		name, st := a.Name, a.shownState()
 		if a.Undecodable != "" {
 			if name == "?" {
 				name = a.ID
@@ -326,11 +339,11 @@ func (s *Status) WriteTextColors(w io.Writer, c Colors) error {
 	for i, a := range s.Activities {
 		painted := ""
 		if a.Undecodable == "" {
-			painted = c.Activity(a.State)
+			painted = c.shownActivity(a)
 		}
 		line(rows[i], painted)
 		indent := strings.Repeat("  ", a.Depth) + "  "
-		ended := a.State.Terminal() && a.State != state.Completed
+		ended := a.State.Terminal() && (a.State != state.Completed || a.Skipped)
 		if ended && a.Reason != "" {
 			fmt.Fprintf(w, "%swhy: %s\n", indent, inert.String(a.Reason))
 		}

@@ -39,7 +39,7 @@ func (l *Launcher) try(ctx context.Context, p *pass, k state.ActivityKey) (launc
 	if w.state != state.WorkflowRunning || w.def == nil {
 		return false, nil // the monitor cancels what a settled workflow left
 	}
-	act := w.def.Activities[a.ActivityName]
+	act := w.def.Lookup(a.ActivityName) // an activity or a finally one
 	var settings definition.Settings
 	var backend Backend
 	if act != nil {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -53,6 +54,11 @@ type Event struct {
 	Message string `json:"message,omitempty"`
 	// LaunchedAs is what the launcher started, as the item records it.
 	LaunchedAs string `json:"launched_as,omitempty"`
+	// Shown is how the activity's state is shown when that says more
+	// than the state: SKIPPED, or CANCELLED (rule) (see inspect.ActivityControl).
+	Shown string `json:"shown,omitempty"`
+	// Finally marks a finally activity.
+	Finally bool `json:"finally,omitempty"`
 }
 
 // ActivityState is State as an activity's state, for an EventActivity.
@@ -70,14 +76,23 @@ type watcher struct {
 	logDir string
 	last   map[string]state.ActivityState // by activity_exec_id
 	lastWF state.WorkflowState
+	// finally names the definition's finally activities, for Event.Finally.
+	finally map[string]*definition.Activity
 }
 
 func (w *watcher) activity(a *state.ActivityExec, s state.ActivityState, at time.Time) Event {
 	e := Event{Time: at, Kind: EventActivity, WorkflowExecID: w.id, Activity: a.ActivityName, ActivityExecID: a.ActivityExecID,
 		State: string(s), Attempt: workflow.AttemptOf(a), NotBefore: a.NotBefore, StartTime: a.StartTime,
 		LogFile: filepath.Join(w.logDir, a.ActivityExecID+".log"), LaunchedAs: a.LaunchedAs}
+	if a.Skipped {
+		e.Shown = "SKIPPED" // each of its moves: it never ran
+	}
+	e.Finally = w.finally[a.ActivityName] != nil
 	if s == a.State {
 		e.Reason, e.ExitCode, e.EndTime = a.Reason, a.ExitCode, a.EndTime
+		if workflow.RuleCancelled(a) {
+			e.Shown = "CANCELLED (rule)"
+		}
 		if s.EndedBadly() {
 			e.StderrTail = a.Error
 		}
@@ -142,6 +157,10 @@ func (w *watcher) ended(res *Result) {
 	e := Event{Time: time.Now(), Kind: EventEnded, WorkflowExecID: w.id}
 	if wf := res.Workflow; wf != nil {
 		e.State, e.Reason, e.StartTime, e.EndTime = string(wf.State), wf.Reason, wf.StartTime, wf.EndTime
+		if wf.FinallyFailed != "" {
+			// The run fails for it (whimbrel run exits 1): say why.
+			e.Message = "finally failed: " + wf.FinallyFailed
+		}
 	}
 	w.emit(e)
 }

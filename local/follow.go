@@ -78,9 +78,12 @@ func (f *follower) follow(ctx context.Context) (*Result, error) {
 			if _, err := workflow.Cancel(ctx, st, id, "interrupted (whimbrel run)", f.log); err != nil {
 				f.log.Warn("cancelling the workflow failed", "error", err)
 			}
-			// Nothing new starts; the monitor goes on finishing what the
-			// cancellation leaves.
-			f.c.stopLauncher()
+			// Nothing new starts but the finally activities, which run
+			// once the cancellation is recorded; the monitor goes on
+			// finishing what the cancellation leaves.
+			if len(f.d.Finally) == 0 {
+				f.c.stopLauncher()
+			}
 			backend.Signal(syscall.SIGTERM)
 			force = time.After(maxKillGrace(f.d) + wrapperMargin)
 		case 2:

@@ -131,7 +131,7 @@ func Run(ctx context.Context, st Store, d *definition.Workflow, opts Options) (*
 		emit = func(Event) {}
 	}
 	f := &follower{st: st, d: d, id: id, c: c, log: opts.Logger, interrupt: opts.Interrupt,
-		w: &watcher{emit: emit, id: id, logDir: logDir, last: map[string]state.ActivityState{}}}
+		w: &watcher{emit: emit, id: id, logDir: logDir, last: map[string]state.ActivityState{}, finally: d.Finally}}
 	emit(Event{Time: time.Now(), Kind: EventStarted, WorkflowExecID: id, LogDir: logDir})
 	return f.follow(ctx)
 }

@@ -261,6 +261,10 @@ func (s *sweep) judge(ctx context.Context, k state.ActivityKey, listed state.Act
 	if a.State.Terminal() {
 		return nil
 	}
+	if workflow.SkipHeld(a) && wf.State == state.WorkflowRunning {
+		// A skip its decider left half-way: finish it.
+		return workflow.FinishSkip(ctx, s.st, a, s.log.Named("advance"))
+	}
 	switch {
 	case wf.State.Terminal() && a.State != state.Running:
 		n := s.report.Cancelled
@@ -464,6 +468,14 @@ func (s *sweep) repairWorkflow(ctx context.Context, id string) error {
 		}
 		for _, a := range acts {
 			if a.State != state.Requested || len(a.PendingDependencies) > 0 || def.Activities[a.ActivityName] == nil {
+				continue
+			}
+			if def.Controlled() {
+				// Its rule and its when decide it, as its last
+				// upstream's advance would have.
+				if _, err := workflow.Decide(ctx, s.st, a, s.log.Named("advance")); err != nil {
+					return err
+				}
 				continue
 			}
 			done := true

@@ -102,6 +102,14 @@ type WorkflowExec struct {
 	// Params are the execution's parameters, as a JSON object of strings
 	// (empty: none), checked against the definition before it was written.
 	Params string // params
+
+	// Outcome is the state the workflow's activities decided, recorded
+	// while its finally activities run; DecidedBy names the activity
+	// that decided it; FinallyFailed names the finally activities that
+	// did not complete (docs/contract.md#control-flow).
+	Outcome       WorkflowState // outcome
+	DecidedBy     string        // decided_by
+	FinallyFailed string        // finally_failed
 }
 
 // ActivityKey is the primary key of an activity execution item.
@@ -173,6 +181,12 @@ type ActivityExec struct {
 	// WHIMBREL_PROGRESS, carried by a heartbeat, and when it landed.
 	Progress     string    // progress
 	ProgressTime time.Time // progress_time, progress_time_epoch
+
+	// Skipped marks an activity whose when was false: it moves through
+	// the contract's states to COMPLETED without running, so a client
+	// that knows only the base contract sees it finished
+	// (docs/contract.md#control-flow).
+	Skipped bool // skipped
 }
 
 // Dependency records that one activity waits on another. Write-once.

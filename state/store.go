@@ -136,6 +136,14 @@ type WorkflowChange struct {
 	To     WorkflowState
 	At     time.Time // when; a settled state records it as end_time (default now)
 	Reason string    // why, for people; empty keeps the old reason
+	// Outcome, when set, records the outcome the activities decided,
+	// only if none is recorded yet; To may then be empty, to keep the
+	// state (see WorkflowExec.Outcome).
+	Outcome WorkflowState
+	// DecidedBy and FinallyFailed are recorded when set (see
+	// WorkflowExec).
+	DecidedBy     string
+	FinallyFailed string
 }
 
 // WorkflowQuery selects workflow executions.
@@ -219,6 +227,9 @@ type ActivityChange struct {
 	// nothing is pending. The edge is then removed exactly once, as by
 	// ResolveDependency, and one write does the work of two.
 	Resolve string
+	// Skipped marks the activity as skipped (its when was false); see
+	// ActivityExec.Skipped.
+	Skipped bool
 }
 
 // Claim is what a wrapper records when it takes an activity.

@@ -86,6 +86,9 @@ type activityRow struct {
 	// AttemptTxt is the attempt column: "2 of 3" under a retry policy.
 	AttemptTxt string
 	Earlier    []attemptRow // the attempts before this one, first first
+	// Label is the state as the page shows it: SKIPPED, CANCELLED (rule)
+	// and finally activities are told apart (control.go).
+	Label string
 }
 
 // attemptRow is an earlier attempt of an activity, as its row shows it.
@@ -145,6 +148,7 @@ func newActivityRow(a *inspect.Activity, readAt time.Time) *activityRow {
 		}
 	}
 	r.ShowReason = a.Reason != "" && a.State != state.Completed && a.State != state.Running
+	controlRow(r) // control.go
 	r.AttemptTxt = attemptText(a.Attempt, a.MaxAttempts)
 	for _, e := range a.Earlier {
 		ar := attemptRow{Attempt: e, look: activityLook(e.State), Stderr: strings.TrimRight(e.StderrTail, "\n")}

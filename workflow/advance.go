@@ -90,6 +90,9 @@ func advance(ctx context.Context, st Advancer, g graph, a *state.ActivityExec, l
 			return res, err
 		}
 	}
+	if g.controlled() {
+		return advanceControlled(ctx, st, g, a, log) // control.go
+	}
 	waiting := false
 	if a.State == state.Completed {
 		res.Readied, waiting, err = readyDependents(ctx, st, g, a, log)
@@ -370,6 +373,9 @@ func settle(ctx context.Context, st Settler, g graph, log hclog.Logger) (state.W
 	workflowExecID := g.id
 	if live, err := surelyLive(ctx, st, workflowExecID); err != nil || live {
 		return "", err
+	}
+	if g.controlled() {
+		return settleControlled(ctx, st, g, log) // outcome.go
 	}
 	acts, err := st.Activities(ctx, workflowExecID)
 	skipped, err := state.Skipped(err)

@@ -30,6 +30,9 @@ func Cancel(ctx context.Context, st Canceller, id, reason string, log hclog.Logg
 		log = hclog.NewNullLogger()
 	}
 	var res Cancelled
+	if res, ok, err := cancelToFinally(ctx, st, id, reason, log); ok || err != nil {
+		return res, err // control_cancel.go: its finally activities run
+	}
 	cancelled, err := st.UpdateWorkflow(ctx, id, state.WorkflowChange{
 		From: []state.WorkflowState{state.WorkflowRequested, state.WorkflowRunning}, To: state.WorkflowCancelled, Reason: reason,
 	})

@@ -59,7 +59,13 @@ func Rerun(ctx context.Context, st Starter, id string, fromFailure bool, opts St
 		source += " (" + opts.Source + ")"
 	}
 	opts.Source = source
-	newID, _, err := Start(ctx, st, d, opts)
+	if fromFailure && opts.RequestID == "" && !opts.Again {
+		opts.RequestID = redriveRequestID(id) // redrive_once.go
+	}
+	newID, created, err := Start(ctx, st, d, opts)
+	if err == nil && !created && fromFailure {
+		return "", redriveOnce(ctx, st, id, newID)
+	}
 	return newID, err
 }
 

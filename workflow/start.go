@@ -29,6 +29,9 @@ type StartOptions struct {
 	// definition's declarations (definition.Workflow.Bind) before anything is
 	// written.
 	Params map[string]string
+	// Again, for a redrive (Rerun with fromFailure), starts a new one even
+	// when the execution was redriven before (see redriveOnce).
+	Again bool
 }
 
 // Start records a new execution of d — the request (manual, as the Full
@@ -89,11 +92,21 @@ func Start(ctx context.Context, st Starter, d *definition.Workflow, opts StartOp
 	if err := carry(ctx, st, d, id, opts.Carry); err != nil {
 		return "", false, fmt.Errorf("start %s: %w", d.Name, err)
 	}
+	if d.Controlled() {
+		// Likewise the activities that wait on nothing are decided
+		// (control_start.go) before any launcher may take them.
+		if err := startControlled(ctx, st, d, id); err != nil {
+			return "", false, err
+		}
+	}
 	_, err = st.UpdateWorkflow(ctx, id, state.WorkflowChange{
 		From: []state.WorkflowState{state.WorkflowRequested}, To: state.WorkflowRunning,
 	})
 	if err != nil && !errors.Is(err, state.ErrConflict) { // a concurrent start of the same request moved it
 		return "", false, fmt.Errorf("start %s: %w", d.Name, err)
+	}
+	if d.Controlled() {
+		return id, true, settleStarted(ctx, st, id) // control_start.go
 	}
 	// The activities that wait on nothing are ready now. If this dies
 	// before it is done, the monitor readies what is left.
@@ -130,7 +143,7 @@ func carry(ctx context.Context, st Starter, d *definition.Workflow, id string, d
 		steps := []state.ActivityChange{
 			{From: []state.ActivityState{state.Requested}, To: state.Ready, Reason: "completed in " + old.WorkflowExecID},
 			{From: []state.ActivityState{state.Ready}, To: state.Running, Claim: &state.Claim{Owner: owner, Host: old.Host}},
-			{From: []state.ActivityState{state.Running}, To: state.Completed, Owner: owner, Exit: &state.Exit{Code: 0}, Output: old.Output,
+			{From: []state.ActivityState{state.Running}, To: state.Completed, Owner: owner, Exit: &state.Exit{Code: 0}, Output: old.Output, Skipped: old.Skipped,
 				LaunchedAs: "carried from " + old.ActivityExecID, Reason: "completed in " + old.WorkflowExecID + " as " + old.ActivityExecID},
 		}
 		for _, c := range steps {

@@ -39,6 +39,10 @@ type Inputs struct {
 	// this activity, so a retried attempt can resume (Temporal's
 	// heartbeat details). Filled by previousProgress.
 	PreviousProgress json.RawMessage `json:"previous_progress,omitempty"`
+	// WorkflowState and Failed, for a finally activity: the state the
+	// workflow's activities decided, and those that failed or timed out.
+	WorkflowState string   `json:"workflow_state,omitempty"`
+	Failed        []string `json:"failed,omitempty"`
 }
 
 // data is what one run hands its command and reads back.
@@ -112,6 +116,9 @@ func (r *run) prepare(ctx context.Context, claimed *state.ActivityExec) (*data, 
 	if in.PreviousProgress, err = r.previousProgress(ctx, claimed); err != nil {
 		return nil, err
 	}
+	if err := finallyData(ctx, r.st, wf, claimed, &in, &tdata); err != nil { // finally.go
+		return nil, err
+	}
 
 	dir, err := os.MkdirTemp(r.cfg.DataDir, "whimbrel-"+claimed.ActivityName+"-")
 	if err != nil {
@@ -165,6 +172,9 @@ func (r *run) prepare(ctx context.Context, claimed *state.ActivityExec) (*data, 
 	// The contract's variables win over the definition's env.
 	env[state.EnvInputs], env[state.EnvOutput], env[state.EnvProgress] = dt.inputs, dt.output, dt.progress
 	identityEnv(env, claimed)
+	if in.WorkflowState != "" {
+		env[EnvWorkflowState] = in.WorkflowState
+	}
 	for k, v := range params {
 		env[definition.ParamEnv(k)] = v
 	}

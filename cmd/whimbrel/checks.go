@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -36,6 +37,10 @@ func checkRequestID(id string) error {
 // warns of (the definition still runs) to w.
 func load(file string, w io.Writer) (*definition.Workflow, error) {
 	def, err := definition.Load(file)
+	var bad *definition.InvalidError
+	if errors.As(err, &bad) {
+		return nil, &cli.UsageError{Msg: err.Error()}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -67,7 +67,7 @@ func (h here) storeEnv() map[string]string {
 
 // settled maps how a run here ended to the exit code.
 func settled(wf *state.WorkflowExec) error {
-	if wf == nil || wf.State != state.WorkflowCompleted {
+	if wf == nil || wf.State != state.WorkflowCompleted || wf.FinallyFailed != "" {
 		return &cli.ExitError{Code: cli.ExitFailure}
 	}
 	return nil

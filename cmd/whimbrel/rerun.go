@@ -19,6 +19,7 @@ type RerunCmd struct {
 	HereFlags
 	ID          string `arg:"" name:"workflow-exec-id" help:"The execution whose definition to run again."`
 	FromFailure bool   `name:"from-failure" help:"Redrive: record what completed before as COMPLETED and run only the rest."`
+	Again       bool   `name:"again" help:"With --from-failure: start a new redrive even when the execution was redriven before."`
 	RequestID   string `name:"request-id" help:"Names the request: the same ID never starts a second execution."`
 	Detach      bool   `name:"detach" help:"On the embedded store: only start the execution, print its workflow_exec_id and say how to start a launcher (default: run it to its end here, as whimbrel run does)."`
 }
@@ -36,7 +37,7 @@ func (c *RerunCmd) Run(g *Globals, k *kong.Context) error {
 	}
 	defer se.close()
 	rerun := func(ctx context.Context) (string, error) {
-		return workflow.Rerun(ctx, se.st, c.ID, c.FromFailure, workflow.StartOptions{RequestID: c.RequestID})
+		return workflow.Rerun(ctx, se.st, c.ID, c.FromFailure, workflow.StartOptions{RequestID: c.RequestID, Again: c.Again})
 	}
 	if se.choice.Embedded() && !c.Detach {
 		wf, err := se.st.GetWorkflow(se.ctx, c.ID)

@@ -68,7 +68,7 @@ func TestStartRefusesBadDefinitions(t *testing.T) {
 	env := dynamotest.Env(t, dynamotest.Prefix(t))
 	bad := writeFile(t, "bad.yaml", "name: w\nactivities:\n  a:\n    command: [true]\n    depend_on: [b]\n")
 	_, errOut, code := whimbrel(t, env, "start", bad)
-	if code != 1 || !strings.Contains(errOut, "bad.yaml:5: activity \"a\": unknown field \"depend_on\" (did you mean \"depends_on\"?)") {
+	if code != 2 || !strings.Contains(errOut, "bad.yaml:5: activity \"a\": unknown field \"depend_on\" (did you mean \"depends_on\"?)") {
 		t.Errorf("exit %d stderr:\n%s", code, errOut)
 	}
 	_, errOut, code = whimbrel(t, env, "start", filepath.Join(t.TempDir(), "missing.yaml"))

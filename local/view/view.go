@@ -122,7 +122,7 @@ func (v *people) show(e local.Event) {
 // line is one line for an activity's change of state.
 func (v *people) line(e local.Event) {
 	fmt.Fprintf(v.Out, "%s %-*s %s%s%s\n", e.Time.Local().Format("15:04:05"), v.nameWidth, v.name(e.Activity),
-		v.Colors.Activity(e.ActivityState()), detail(e), v.attempt(e, e.Time))
+		v.shown(e), detail(e), v.attempt(e, e.Time))
 }
 
 // above writes an activity's line above the tree, on a terminal: the tree
@@ -295,6 +295,9 @@ func (v *people) ended(e local.Event) {
 		took = " in " + inspect.Took(e.EndTime.Sub(e.StartTime))
 	}
 	fmt.Fprintf(v.Out, "workflow %s %s%s\n", inert.String(e.WorkflowExecID), v.Colors.Workflow(e.WorkflowState()), took)
+	if e.Message != "" {
+		fmt.Fprintf(v.Out, "  %s\n", inert.String(e.Message)) // a finally activity failed
+	}
 	if e.WorkflowState() == state.WorkflowCompleted {
 		return
 	}

@@ -63,6 +63,9 @@ func EncodeActivity(a *state.ActivityExec) Item {
 	}
 	putStr(m, "output", a.Output)
 	putStr(m, "progress", a.Progress)
+	if a.Skipped {
+		m["skipped"] = Bool(true)
+	}
 	if !a.ProgressTime.IsZero() {
 		m["progress_time_epoch"] = Epoch(a.ProgressTime)
 	}
@@ -113,6 +116,11 @@ func DecodeActivity(table string, m Item) (*state.ActivityExec, error) {
 	a.PID, _ = d.integer("pid")
 	if code, ok := d.integer("exit_code"); ok {
 		a.ExitCode = &code
+	}
+	// Only a Boolean true marks a skip: another client's attribute of the
+	// same name in another type is not ours to judge.
+	if b, ok := m["skipped"].(Bool); ok && bool(b) {
+		a.Skipped = true
 	}
 	if a.ActivityName == "" && d.err == nil {
 		// Foreign clients may omit it; the ID carries it.

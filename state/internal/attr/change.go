@@ -307,6 +307,9 @@ func ActivityChangeWith(c state.ActivityChange, swap *Swap) (Cond, Update, error
 	if c.RetriedBy != "" {
 		set["retried_by"] = S(c.RetriedBy)
 	}
+	if c.Skipped {
+		set["skipped"] = Bool(true)
+	}
 	if c.Beat {
 		set["heartbeat_time"] = List(at)
 		set["heartbeat_time_epoch"] = Epoch(at)
@@ -359,6 +362,10 @@ func WorkflowChange(c state.WorkflowChange) (Cond, Update, error) {
 	}
 	var cond Cond
 	for _, f := range c.From {
+		if c.To == "" && c.Outcome != "" {
+			cond.States = append(cond.States, string(f))
+			continue // the outcome alone is recorded; the state stays
+		}
 		if err := state.CheckWorkflowTransition(f, c.To); err != nil {
 			return Cond{}, Update{}, err
 		}
@@ -368,7 +375,23 @@ func WorkflowChange(c state.WorkflowChange) (Cond, Update, error) {
 	if at.IsZero() {
 		at = clock.Now()
 	}
-	set := Item{"state": S(c.To)}
+	set := Item{}
+	if c.To != "" {
+		set["state"] = S(c.To)
+	}
+	if c.Outcome != "" {
+		if !c.Outcome.Terminal() {
+			return Cond{}, Update{}, fmt.Errorf("outcome %s is not a settled state", c.Outcome)
+		}
+		set["outcome"] = S(c.Outcome)
+		cond.Match = &Match{Attr: "outcome"} // recorded once: only if absent
+	}
+	if c.DecidedBy != "" {
+		set["decided_by"] = S(c.DecidedBy)
+	}
+	if c.FinallyFailed != "" {
+		set["finally_failed"] = S(c.FinallyFailed)
+	}
 	if c.To.Terminal() {
 		set["end_time"] = List(at)
 		set["end_time_epoch"] = Epoch(at)

@@ -48,6 +48,9 @@ func EncodeWorkflow(w *state.WorkflowExec) Item {
 	putStr(m, "definition", w.Definition)
 	putStr(m, "reason", w.Reason)
 	putStr(m, "params", w.Params)
+	putStr(m, "outcome", string(w.Outcome))
+	putStr(m, "decided_by", w.DecidedBy)
+	putStr(m, "finally_failed", w.FinallyFailed)
 	return m
 }
 
@@ -65,6 +68,13 @@ func DecodeWorkflow(table string, m Item) (*state.WorkflowExec, error) {
 		Reason:            d.str("reason", false),
 		Expires:           d.expires(),
 		Params:            d.str("params", false),
+		DecidedBy:         d.str("decided_by", false),
+		FinallyFailed:     d.str("finally_failed", false),
+	}
+	// An outcome that is not a settled state is not one this contract
+	// wrote: it is ignored rather than trusted.
+	if o := state.WorkflowState(d.str("outcome", false)); o.Terminal() {
+		w.Outcome = o
 	}
 	return w, d.err
 }
