@@ -90,33 +90,35 @@ vet:
 	$(GO) vet ./...
 	$(GO) vet -tags docker ./internal/dockertest/
 
-## bench: measure the headline figures side by side and write BENCHMARKS.md (needs tini: apt-get install tini);
+## bench: measure the headline figures side by side into BENCHMARKS.md, replacing only the sections it measures (needs tini: apt-get install tini);
 ##   BEFORE=DIR also compares the wrapper with the binaries an earlier build left in DIR
 bench: dynamodb-local-install native
 	scripts/dynamodb-local run -- $(GO) run ./tools/benchreport -bin bin -before='$(BEFORE)' -o BENCHMARKS.md
-	@echo '## DAG hop (upstream exits → downstream command starts)' >> BENCHMARKS.md
-	@echo >> BENCHMARKS.md
-	@echo 'Local backend, nudged launcher, a chain of 21 activities, 3 runs on each store (BenchmarkDAGHop in launcher/); budget p50 ≤ 100 ms on DynamoDB Local:' >> BENCHMARKS.md
-	@echo >> BENCHMARKS.md
-	scripts/dynamodb-local run -- $(GO) test -run '^$$' -bench DAGHop -benchtime 3x -timeout 30m ./launcher/ | grep -E '^Benchmark' | sed 's/^/    /' >> BENCHMARKS.md
-	@echo >> BENCHMARKS.md
-	@echo '## Web view: the cost of an idle open page' >> BENCHMARKS.md
-	@echo >> BENCHMARKS.md
-	@echo 'One simulated minute of open pages polling every 1.5 s with their ETag (TestIdlePageCost and TestIdlePageCostOnDynamoDB in web/); reads are shared by every page for 0.5 s (so a change shows within 2 s), and a settled execution is read once and never again:' >> BENCHMARKS.md
-	@echo >> BENCHMARKS.md
-	scripts/dynamodb-local run -- $(GO) test -count=1 -run 'TestIdlePageCost' -v ./web/ | grep -E 'cost_test.go' | sed -E 's/^ *cost_test.go:[0-9]+: /    /' >> BENCHMARKS.md
-	@echo >> BENCHMARKS.md
-	@echo '## ECS launches per second' >> BENCHMARKS.md
-	@echo >> BENCHMARKS.md
-	@echo '200 ready ECS activities launched against a fake ECS endpoint that answers each RunTask after 50 ms, on DynamoDB Local (BenchmarkECSLaunches in launcher/): one launcher with one worker (one launch at a time, as before the worker pool), then 1 and 4 launchers with the default 16 workers each:' >> BENCHMARKS.md
-	@echo >> BENCHMARKS.md
-	scripts/dynamodb-local run -- $(GO) test -run '^$$' -bench ECSLaunches -benchtime 3x -timeout 30m ./launcher/ | grep -E '^Benchmark' | sed 's/^/    /' >> BENCHMARKS.md
-	@echo >> BENCHMARKS.md
-	@echo '## Schedules: the cost of a tick' >> BENCHMARKS.md
-	@echo >> BENCHMARKS.md
-	@echo 'One `whimbrel schedule tick` on DynamoDB Local, from ReturnConsumedCapacity (TestTickCost in schedule/): a tick queries the 4 shards of the sparse due index, which holds only schedules with a next fire time, so its cost grows with the due schedules, not with all of them:' >> BENCHMARKS.md
-	@echo >> BENCHMARKS.md
-	scripts/dynamodb-local run -- $(GO) test -count=1 -run 'TestTickCost' -v ./schedule/ | grep -E 'cost_test.go' | sed -E 's/^ *cost_test.go:[0-9]+: /    /' >> BENCHMARKS.md
+	@: > bin/bench-tests.md
+	@echo '## DAG hop (upstream exits → downstream command starts)' >> bin/bench-tests.md
+	@echo >> bin/bench-tests.md
+	@echo 'Local backend, nudged launcher, a chain of 21 activities, 3 runs on each store (BenchmarkDAGHop in launcher/local/); budget p50 ≤ 100 ms on DynamoDB Local:' >> bin/bench-tests.md
+	@echo >> bin/bench-tests.md
+	scripts/dynamodb-local run -- $(GO) test -run '^$$' -bench DAGHop -benchtime 3x -timeout 30m ./launcher/local/ | grep -E '^Benchmark' | sed 's/^/    /' >> bin/bench-tests.md
+	@echo >> bin/bench-tests.md
+	@echo '## Web view: the cost of an idle open page' >> bin/bench-tests.md
+	@echo >> bin/bench-tests.md
+	@echo 'One simulated minute of open pages polling every 1.5 s with their ETag (TestIdlePageCost and TestIdlePageCostOnDynamoDB in web/); reads are shared by every page for 0.5 s (so a change shows within 2 s), and a settled execution is read once and never again:' >> bin/bench-tests.md
+	@echo >> bin/bench-tests.md
+	scripts/dynamodb-local run -- $(GO) test -count=1 -run 'TestIdlePageCost' -v ./web/ | grep -E 'cost_test.go' | sed -E 's/^ *cost_test.go:[0-9]+: /    /' >> bin/bench-tests.md
+	@echo >> bin/bench-tests.md
+	@echo '## ECS launches per second' >> bin/bench-tests.md
+	@echo >> bin/bench-tests.md
+	@echo '200 ready ECS activities launched against a fake ECS endpoint that answers each RunTask after 50 ms, on DynamoDB Local (BenchmarkECSLaunches in launcher/ecs/): one launcher with one worker (one launch at a time, as before the worker pool), then 1 and 4 launchers with the default 16 workers each:' >> bin/bench-tests.md
+	@echo >> bin/bench-tests.md
+	scripts/dynamodb-local run -- $(GO) test -run '^$$' -bench ECSLaunches -benchtime 3x -timeout 30m ./launcher/ecs/ | grep -E '^Benchmark' | sed 's/^/    /' >> bin/bench-tests.md
+	@echo >> bin/bench-tests.md
+	@echo '## Schedules: the cost of a tick' >> bin/bench-tests.md
+	@echo >> bin/bench-tests.md
+	@echo 'One `whimbrel schedule tick` on DynamoDB Local, from ReturnConsumedCapacity (TestTickCost in schedule/): a tick queries the 4 shards of the sparse due index, which holds only schedules with a next fire time, so its cost grows with the due schedules, not with all of them:' >> bin/bench-tests.md
+	@echo >> bin/bench-tests.md
+	scripts/dynamodb-local run -- $(GO) test -count=1 -run 'TestTickCost' -v ./schedule/ | grep -E 'cost_test.go' | sed -E 's/^ *cost_test.go:[0-9]+: /    /' >> bin/bench-tests.md
+	$(GO) run ./tools/benchreport -merge bin/bench-tests.md -o BENCHMARKS.md
 
 # The Temporal CLI for make bench-peers: built from source by go install
 # (a few CPU-minutes, once), outside the source tree like DynamoDB Local.

