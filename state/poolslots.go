@@ -20,11 +20,8 @@ const poolRetries = 20
 // lowered capacity stay held (nothing running is stopped), and no new
 // holder is let in until the shard is under it.
 func SetPool(ctx context.Context, st PoolStore, name string, slots int, description string, now time.Time) (*Pool, error) {
-	if err := CheckPoolName(name); err != nil {
+	if err := CheckPool(name, slots); err != nil {
 		return nil, err
-	}
-	if slots < 0 || slots > MaxPoolSlots {
-		return nil, fmt.Errorf("pool %s: --slots %d is out of range: give 0 to %d (0 holds every activity of the pool back)", name, slots, MaxPoolSlots)
 	}
 	var p *Pool
 	for try := 0; ; try++ {
@@ -54,6 +51,18 @@ func SetPool(ctx context.Context, st PoolStore, name string, slots int, descript
 		}
 	}
 	return p, nil
+}
+
+// CheckPool returns an error saying what is wrong with a pool's name or
+// size.
+func CheckPool(name string, slots int) error {
+	if err := CheckPoolName(name); err != nil {
+		return err
+	}
+	if slots < 0 || slots > MaxPoolSlots {
+		return fmt.Errorf("pool %s: --slots %d is out of range: give 0 to %d (0 holds every activity of the pool back)", name, slots, MaxPoolSlots)
+	}
+	return nil
 }
 
 // shardCapacities spreads slots over as few shards as SlotsPerShard
@@ -174,7 +183,7 @@ func AcquireSlots(ctx context.Context, st PoolStore, pool string, h PoolHolder) 
 		}
 		s := roomFor(shards, h)
 		if s == nil {
-			return &PoolWaitError{Pool: pool, Reason: fullReason(p, shards, h.Slots)}
+			return &PoolWaitError{Pool: pool, Reason: WaitReason(p, shards, h.Slots)}
 		}
 		next := *s
 		next.Holders = append(append([]PoolHolder(nil), s.Holders...), h)
@@ -208,8 +217,9 @@ func roomFor(shards []*PoolShard, h PoolHolder) *PoolShard {
 	return nil
 }
 
-// fullReason says why a holder of n slots does not fit.
-func fullReason(p *Pool, shards []*PoolShard, n int) string {
+// WaitReason says why a holder of n slots does not fit in a pool (or, when
+// it would, how full the pool is).
+func WaitReason(p *Pool, shards []*PoolShard, n int) string {
 	held := 0
 	most := 0
 	for _, s := range shards {
