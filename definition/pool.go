@@ -8,7 +8,7 @@ import (
 
 // Pools: an activity with `pool: NAME` starts only while it holds
 // pool_slots (default 1) of that pool's slots, which every launcher and
-// every workflow share (docs/definitions.md#pools). The fields are
+// every workflow share (docs/pools.md). The fields are
 // Settings, so `defaults:` gives them to every activity that names no
 // pool of its own, for_each items and finally activities included.
 

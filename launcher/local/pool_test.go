@@ -342,3 +342,122 @@ func TestPoolKilledWrapperFreesItsSlot(t *testing.T) {
 		})
 	}
 }
+
+// stuckBackend never returns from a launch until the test ends: a
+// launcher that died between its claim and its launch, as far as the
+// store can tell.
+type stuckBackend struct{ release chan struct{} }
+
+func (b *stuckBackend) Launch(ctx context.Context, j launcher.Job) (string, error) {
+	<-b.release
+	return "", fmt.Errorf("stopped")
+}
+
+// TestPoolLauncherDiedBetweenClaimAndLaunch: the only slot is taken by an
+// activity whose launcher never launches it; the monitor fails it at its
+// queued timeout, which frees the slot, and the next activity runs.
+func TestPoolLauncherDiedBetweenClaimAndLaunch(t *testing.T) {
+	t.Parallel()
+	for name, newStore := range poolStores(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ps := newStore(t)
+			ctx := launchtest.Context(t)
+			if _, err := state.SetPool(ctx, ps.st.(state.PoolStore), "one", 1, "", time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			first, _ := launchtest.Start(t, ps.st, "name: first\nactivities:\n  hold: {pool: one, queued_timeout: 3s, command: ['true']}\n")
+			stuck := &stuckBackend{release: make(chan struct{})}
+			sctx, stop := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				_ = launcher.New(ps.st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchLocal: stuck},
+					Interval: 100 * time.Millisecond, CallTimeout: time.Hour, RetryFor: time.Hour}).Run(sctx)
+			}()
+			t.Cleanup(func() { stop(); close(stuck.release); <-done })
+			deadline := time.Now().Add(2 * time.Minute)
+			for launchtest.Activity(t, ps.st, first, "hold").State != state.Queued {
+				if time.Now().After(deadline) {
+					t.Fatal("the stuck launcher never claimed the activity")
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if s, _ := state.ReadPool(ctx, ps.st.(state.PoolStore), "one"); s == nil || s.Held != 1 {
+				t.Fatalf("the claimed activity holds no slot: %+v", s)
+			}
+			second, _ := launchtest.Start(t, ps.st, "name: second\nactivities:\n  next: {pool: one, command: ['true']}\n")
+			runLaunchers(t, ps, 1)
+			runMonitor(t, ps.st)
+			if wf := launchtest.WaitSettled(t, ps.st, second, 2*time.Minute); wf.State != state.WorkflowCompleted {
+				t.Fatalf("second: %s %s", wf.State, wf.Reason)
+			}
+			hold := launchtest.Activity(t, ps.st, first, "hold")
+			next := launchtest.Activity(t, ps.st, second, "next")
+			if hold.State != state.Failed || next.StartTime.Before(hold.EndTime) {
+				t.Errorf("first %s (ended %s), second started %s: want the first failed by its queued timeout before the second started", hold.State, hold.EndTime, next.StartTime)
+			}
+			if s, _ := state.ReadPool(ctx, ps.st.(state.PoolStore), "one"); s == nil || s.Held != 0 {
+				t.Errorf("pool after both: %+v", s)
+			}
+		})
+	}
+}
+
+// TestPoolUndefinedThenSetAndGrown: activities of a pool that is not
+// defined wait, READY; once it is set to 1 they run one at a time, and
+// once it is grown to 3 the rest run together.
+func TestPoolUndefinedThenSetAndGrown(t *testing.T) {
+	t.Parallel()
+	ps := poolStores(t)["sqlite"](t)
+	ctx := launchtest.Context(t)
+	log := filepath.Join(t.TempDir(), "runs.log")
+	id, _ := launchtest.Start(t, ps.st, "name: late\ndefaults: {pool: late}\nactivities:\n"+
+		"  a: {command: "+logCommand(log, "1")+"}\n  b: {command: "+logCommand(log, "1")+"}\n  c: {command: "+logCommand(log, "1")+"}\n  d: {command: "+logCommand(log, "1")+"}\n")
+	runLaunchers(t, ps, 2)
+	time.Sleep(2 * time.Second) // passes of both launchers
+	for _, n := range []string{"a", "b", "c", "d"} {
+		if a := launchtest.Activity(t, ps.st, id, n); a.State != state.Ready {
+			t.Fatalf("%s is %s while its pool is not defined", n, a.State)
+		}
+	}
+	if _, err := state.SetPool(ctx, ps.st.(state.PoolStore), "late", 1, "", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if _, err := os.Stat(log); err == nil && len(readSpans(t, log)) >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the activities did not start once the pool was set")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := state.SetPool(ctx, ps.st.(state.PoolStore), "late", 3, "", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if wf := launchtest.WaitSettled(t, ps.st, id, 2*time.Minute); wf.State != state.WorkflowCompleted {
+		t.Fatalf("%s %s", wf.State, wf.Reason)
+	}
+	spans := readSpans(t, log)
+	var first, rest = map[string]*span{}, map[string]*span{}
+	var ids []string
+	for id := range spans {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return spans[ids[i]].start < spans[ids[j]].start })
+	for i, id := range ids {
+		if i < 2 {
+			first[id] = spans[id]
+		} else {
+			rest[id] = spans[id]
+		}
+	}
+	if n := mostAtOnce(first, func(string) int { return 1 }); n != 1 {
+		t.Errorf("%d ran at once in a pool of 1", n)
+	}
+	if n := mostAtOnce(spans, func(string) int { return 1 }); n < 2 || n > 3 {
+		t.Errorf("at most %d ran at once after the pool grew to 3, want 2 or 3", n)
+	}
+}
