@@ -104,7 +104,8 @@ func poolView(ctx context.Context, st state.PoolStore, name string) (*PoolView, 
 		v.Defined, v.Slots, v.Description, v.SetTime = true, s.Pool.Slots, s.Pool.Description, timePtr(s.Pool.SetTime)
 	}
 	for _, h := range s.Holders {
-		v.Holders = append(v.Holders, PoolHolding{Activity: h.ActivityName, ActivityID: h.ActivityExecID, WorkflowID: h.WorkflowExecID, Slots: h.Slots, Since: h.Since})
+		name, _, _ := state.SplitID(h.ActivityExecID)
+		v.Holders = append(v.Holders, PoolHolding{Activity: name, ActivityID: h.ActivityExecID, WorkflowID: h.WorkflowExecID, Slots: h.Slots, Since: h.Since})
 	}
 	return v, nil
 }

@@ -88,11 +88,11 @@ func (h PoolHolder) Key() ActivityKey {
 // Limits and defaults of pools.
 const (
 	// SlotsPerShard is how many slots one shard item holds at most. A
-	// write to a shard rewrites its holders, about 200 bytes each, so a
-	// full shard's write stays within 4 write units, and the writes of a
+	// write to a shard rewrites its holders, about 250 bytes each, so a
+	// full shard's write stays within 3 write units, and the writes of a
 	// large pool spread over many keys instead of one, which DynamoDB
 	// caps at 1,000 write units a second.
-	SlotsPerShard = 16
+	SlotsPerShard = 8
 	// MaxPoolSlots bounds a pool's size.
 	MaxPoolSlots = 10000
 	// PoolLease is how long a holder keeps its slots before whoever finds
