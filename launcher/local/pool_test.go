@@ -383,6 +383,7 @@ func TestPoolLauncherDiedBetweenClaimAndLaunch(t *testing.T) {
 				}
 				time.Sleep(50 * time.Millisecond)
 			}
+			stop() // it dies: no pass of it claims anything more
 			if s, _ := state.ReadPool(ctx, ps.st.(state.PoolStore), "one"); s == nil || s.Held != 1 {
 				t.Fatalf("the claimed activity holds no slot: %+v", s)
 			}
