@@ -102,6 +102,10 @@ type Settings struct {
 	// Retry runs the activity again when it fails or times out (see
 	// Retry); an activity's own replaces the defaults' as a whole.
 	Retry *Retry `yaml:"retry,omitempty" json:"retry,omitempty"`
+	// Pool names the pool whose slots the activity holds while it runs,
+	// and PoolSlots how many (default 1); see pool.go.
+	Pool      string `yaml:"pool,omitempty" json:"pool,omitempty"`
+	PoolSlots int    `yaml:"pool_slots,omitempty" json:"pool_slots,omitempty"`
 }
 
 // Launch says how an activity is started.
@@ -224,6 +228,7 @@ func (d *Workflow) Effective(name string) Settings {
 	if s.Retry == nil {
 		s.Retry = def.Retry
 	}
+	s.inheritPool(def)
 	launch := Launch{Type: LaunchLocal}
 	if s.Launch != nil {
 		launch = *s.Launch

@@ -164,7 +164,7 @@ func (pos *positions) paramLine(name, field string) int {
 
 var (
 	topKeys      = []string{"name", "description", "retention", "defaults", "activities", "params", "finally"}
-	settingKeys  = []string{"env", "heartbeat_interval", "heartbeat_timeout", "timeout", "queued_timeout", "kill_grace", "launch", "retry"}
+	settingKeys  = []string{"env", "heartbeat_interval", "heartbeat_timeout", "timeout", "queued_timeout", "kill_grace", "launch", "retry", "pool", "pool_slots"}
 	activityKeys = append([]string{"description", "command", "depends_on", "when", "trigger_rule"}, settingKeys...)
 	launchKeys   = []string{"type", "image", "docker_args", "cluster", "task_definition", "container", "launch_type",
 		"platform_version", "subnets", "security_groups", "assign_public_ip", "capacity_provider", "retry_for",
@@ -237,7 +237,7 @@ var (
 		"interval", "max_delay"}
 	listKeys = []string{"command", "depends_on", "docker_args", "subnets", "security_groups"}
 	textKeys = []string{"name", "description", "type", "pattern", "image", "cluster", "task_definition", "container",
-		"launch_type", "platform_version", "capacity_provider", "namespace", "service_account", "job_template"}
+		"launch_type", "platform_version", "capacity_provider", "namespace", "service_account", "job_template", "pool"}
 )
 
 // checkValue checks the kind of one field's value where the YAML still

@@ -139,6 +139,7 @@ func (s Settings) check() error {
 	if s.Retry != nil {
 		errs = append(errs, s.Retry.check()...)
 	}
+	errs = append(errs, s.checkPool()...)
 	if len(errs) == 0 {
 		return nil
 	}

@@ -72,6 +72,9 @@ type Activity struct {
 	// attribute and what is wrong with it); State is then the state
 	// attribute as written, if any.
 	Undecodable string `json:"undecodable,omitempty"`
+	// Pool: the activity's pool, whether it holds its slots or why it
+	// waits (pool.go).
+	Pool *PoolUse `json:"pool,omitempty"`
 	// Retries: see attempts.go.
 	Retries
 	ActivityData
@@ -170,6 +173,7 @@ func Load(ctx context.Context, st workflow.Reader, id string, now time.Time) (*S
 		}
 	}
 	s := &Status{Workflow: viewWorkflow(wf, now)}
+	pools := map[string]*poolRead{}
 	for _, a := range order {
 		n := a.ActivityName
 		end := a.EndTime
@@ -189,6 +193,7 @@ func Load(ctx context.Context, st workflow.Reader, id string, now time.Time) (*S
 		}
 		v.ActivityData = viewData(a, now)
 		v.ActivityControl = activityControl(def, a)
+		v.Pool = poolUse(ctx, st, def, a, pools)
 		if a.State == state.Running && a.HeartbeatEnabled {
 			last := a.HeartbeatTime
 			if last.IsZero() {
@@ -359,6 +364,9 @@ func (s *Status) WriteTextColors(w io.Writer, c Colors) error {
 		}
 		for _, e := range a.Rejected {
 			fmt.Fprintf(w, "%srejected event %s (%s): %s\n", indent, inert.String(e.Transition), inert.String(e.ID), inert.String(e.Reason))
+		}
+		if a.Pool != nil {
+			fmt.Fprintf(w, "%s%s\n", indent, inert.String(a.Pool.Text()))
 		}
 		a.writeRetries(w, indent)
 		a.ActivityData.writeText(w, indent)

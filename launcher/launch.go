@@ -30,12 +30,14 @@ func (l *Launcher) try(ctx context.Context, p *pass, k state.ActivityKey) (launc
 	}
 	if !a.NotBefore.IsZero() && clock.Now().Before(a.NotBefore) {
 		l.slots.wait(k, a.NotBefore)
-		return false, nil // a retry waiting out its delay
+		l.pools.mark(k.ActivityExecID) // it holds no slot while it waits
+		return false, nil              // a retry waiting out its delay
 	}
 	w, err := l.workflow(ctx, p, k.WorkflowExecID)
 	if err != nil {
 		return false, err
 	}
+	l.pools.mark(k.ActivityExecID)
 	if w.state != state.WorkflowRunning || w.def == nil {
 		return false, nil // the monitor cancels what a settled workflow left
 	}
@@ -44,6 +46,11 @@ func (l *Launcher) try(ctx context.Context, p *pass, k state.ActivityKey) (launc
 	var backend Backend
 	if act != nil {
 		settings = w.def.Effective(a.ActivityName)
+		if settings.Pool != "" {
+			if wait, err := l.poolGate(ctx, p, a, settings, l.cfg.Backends[settings.Launch.Type] != nil); wait {
+				return false, err
+			}
+		}
 		if backend = l.cfg.Backends[settings.Launch.Type]; backend == nil {
 			return false, nil // for a launcher with that backend
 		}
@@ -59,6 +66,7 @@ func (l *Launcher) try(ctx context.Context, p *pass, k state.ActivityKey) (launc
 	claimed, err := l.claim(cctx, k)
 	cancel()
 	if claimed == nil || err != nil {
+		l.poolUnclaimed(ctx, settings, k)
 		return false, err
 	}
 	log := l.log.With("activity_exec_id", k.ActivityExecID)

@@ -108,6 +108,7 @@ type Launcher struct {
 
 	slots *slots      // what it tries and runs, and the cap
 	defs  definitions // of the workflows it launches for
+	pools poolWaiters // the activities waiting for pools (pool.go)
 
 	// undecodable counts the items passes skipped because they could not
 	// be decoded (the store reports each one).
@@ -222,18 +223,25 @@ func (l *Launcher) pass(ctx context.Context) (*pass, error) {
 	}
 	l.undecodable.Add(int64(len(skipped)))
 	p := &pass{workflows: map[string]*passWorkflow{}}
+	admitted, refs, poolIn := l.admitPools(ctx, refs)
+	p.poolIn = poolIn
+	order := poolOrder{in: poolIn}
 	now := clock.Now()
 	l.slots.prune(now)
-	for _, ref := range fair(refs, l.cfg.Workflow) {
+	for _, ref := range append(admitted, fair(refs, l.cfg.Workflow)...) {
 		k := ref.ActivityKey
 		if ctx.Err() != nil || p.storeErr() != nil {
 			break
+		}
+		if order.skip(k) {
+			continue
 		}
 		ok, full := l.slots.take(k, now)
 		if full {
 			break
 		}
 		if !ok {
+			order.notTaken(k)
 			continue
 		}
 		select {
@@ -319,7 +327,8 @@ type pass struct {
 
 	mu        sync.Mutex
 	workflows map[string]*passWorkflow
-	down      error // the store did not answer a launch: hand out no more
+	down      error             // the store did not answer a launch: hand out no more
+	poolIn    map[string]string // the pool waiters the pass let in, and their pools (pool.go)
 }
 
 // unavailable records that the store did not answer one of the pass's

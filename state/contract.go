@@ -22,6 +22,9 @@ const (
 	TableActivityExec       = "activity_exec"
 	TableActivityDependency = "activity_exec_dependency"
 	TableWorkflowLambda     = "workflow_lambda"
+	// TablePool holds the pools: each one's definition and slot shards
+	// (docs/contract.md#pools).
+	TablePool = "pool"
 )
 
 // The lease a wrapper holds on a claimed activity

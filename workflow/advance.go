@@ -85,6 +85,7 @@ func AdvanceKnown(ctx context.Context, st Advancer, wf *state.WorkflowExec, a *s
 func advance(ctx context.Context, st Advancer, g graph, a *state.ActivityExec, log hclog.Logger) (Result, error) {
 	var res Result
 	var err error
+	releaseSlots(ctx, st, g, a, log)
 	if a.State != state.Completed {
 		if res.Retried, err = retry(ctx, st, g, a, log); err != nil || res.Retried != "" {
 			return res, err

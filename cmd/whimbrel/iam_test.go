@@ -207,6 +207,9 @@ var settling = []string{
 	"dynamodb:Query table/whimbrel_activity_exec/index/workflow-index",
 	"dynamodb:Query table/whimbrel_activity_exec_dependency/index/workflow-index",
 	"dynamodb:Query table/whimbrel_activity_event/index/activity-index",
+	// Releasing the pool slots of an activity that ended.
+	"dynamodb:Query table/whimbrel_pool",
+	"dynamodb:PutItem table/whimbrel_pool",
 }
 
 // firing is what firing the due schedules (schedule.Tick) calls: the due
@@ -342,7 +345,8 @@ func TestIAMPoliciesByResource(t *testing.T) {
 		}
 		return p
 	}
-	ok := def("iam-ok", "  a: {command: [sh, -c, 'sleep 1.5']}\n  b: {command: ['true'], depends_on: [a]}\n")
+	op("pool", "set", "iam-pool", "--slots", "1")
+	ok := def("iam-ok", "  a: {pool: iam-pool, command: [sh, -c, 'sleep 1.5']}\n  b: {command: ['true'], depends_on: [a]}\n")
 	bad := def("iam-bad", "  a: {command: ['true']}\n  b: {command: [sh, -c, 'exit 3'], depends_on: [a]}\n")
 	stuck := def("iam-stuck", "  a: {launch: {type: docker, image: never-starts}, queued_timeout: 2s}\n")
 	nolaunch := def("iam-nolaunch", "  a: {launch: {type: docker, image: fails}}\n  b: {command: ['true'], depends_on: [a]}\n")
@@ -425,6 +429,9 @@ func TestIAMPoliciesByResource(t *testing.T) {
 	op("schedule", "delete", "pulse")
 	op("schedule", "delete", "chain")
 
+	op("pool", "list")
+	op("pool", "show", "iam-pool")
+	op("pool", "delete", "iam-pool")
 	op("status", okID)
 	op("list")
 	op("stats")

@@ -61,6 +61,8 @@ type CLI struct {
 	Request    RequestCmd    `cmd:"" group:"Simple Lambda API" help:"Insert a workflow_request for a registered workflow; a processor (whimbrel-lambda, whimbrel-poller) starts it. Print its workflow_exec_id."`
 	Registered RegisteredCmd `cmd:"" group:"Simple Lambda API" help:"List the registered workflows."`
 
+	Pool PoolCmd `cmd:"" group:"Pools" help:"Share a scarce resource across every launcher and workflow: at most N activities of a pool hold its slots at once."`
+
 	Schedule ScheduleCmd `cmd:"" group:"Schedules" help:"Start workflows by cron, by interval, or after another workflow's completions; every whimbrel-monitor and schedule tick fires each time once."`
 }
 

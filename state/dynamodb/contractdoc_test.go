@@ -86,6 +86,8 @@ func contractNames(t *testing.T) map[string][]string {
 		attr.EncodeRegistration(populated[state.WorkflowLambda](t)),
 		attr.EncodeSchedule(populated[state.Schedule](t)),
 		attr.EncodeToken("nightly", "etl::x", time.Now()),
+		attr.EncodePool(populated[state.Pool](t)),
+		attr.EncodePoolShard(populated[state.PoolShard](t)),
 	}
 	for _, it := range items {
 		for k := range it {

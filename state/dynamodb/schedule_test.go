@@ -14,3 +14,9 @@ func TestScheduleConformance(t *testing.T) {
 		New: func(t *testing.T) state.Store { return dynamotest.NewStore(t, dynamodb.Options{}) },
 	})
 }
+
+func TestPoolConformance(t *testing.T) {
+	storetest.RunPools(t, storetest.Harness{
+		New: func(t *testing.T) state.Store { return dynamotest.NewStore(t, dynamodb.Options{}) },
+	})
+}

@@ -147,6 +147,7 @@ var tableDefs = []tableDef{
 	{base: TableStreamPosition, ttl: true, description: "where each stream poller is in each shard",
 		hash: s("poller"), rng: ps("shard")},
 	scheduleTable, // schedule.go
+	poolTable,     // pool.go
 }
 
 // streamSpec is the stream the Simple Lambda API's tables have: new images,

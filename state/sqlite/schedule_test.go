@@ -10,3 +10,7 @@ import (
 func TestScheduleConformance(t *testing.T) {
 	storetest.RunSchedules(t, storetest.Harness{New: func(t *testing.T) state.Store { return newStore(t) }})
 }
+
+func TestPoolConformance(t *testing.T) {
+	storetest.RunPools(t, storetest.Harness{New: func(t *testing.T) state.Store { return newStore(t) }})
+}

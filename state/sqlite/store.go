@@ -148,6 +148,7 @@ var tables = []table{
 		derived: []string{"workflow_exec_id", "dependent_activity_exec_id"}, indexes: [][]string{{"dependent_activity_exec_id"}, {"workflow_exec_id"}}},
 	{base: state.TableWorkflowLambda, keys: []string{"workflow_name"}},
 	scheduleTable, // schedule.go
+	poolTable,     // pool.go
 }
 
 func tableOf(base string) table {
