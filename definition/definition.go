@@ -47,6 +47,11 @@ type Workflow struct {
 	Activities map[string]*Activity `yaml:"activities" json:"activities"`
 	// Params declares the execution's parameters (see Param).
 	Params map[string]*Param `yaml:"params,omitempty" json:"params,omitempty"`
+	// Notify says whom to tell of an execution's ending (see Notify), and
+	// Deadline when a run not settled that long after its start is
+	// deadline_missed (0: never).
+	Notify   []Notify `yaml:"notify,omitempty" json:"notify,omitempty"`
+	Deadline Duration `yaml:"deadline,omitempty" json:"deadline,omitempty"`
 
 	warnings []string // found when it was read (see Warnings)
 }

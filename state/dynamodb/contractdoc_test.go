@@ -86,6 +86,7 @@ func contractNames(t *testing.T) map[string][]string {
 		attr.EncodeRegistration(populated[state.WorkflowLambda](t)),
 		attr.EncodeSchedule(populated[state.Schedule](t)),
 		attr.EncodeToken("nightly", "etl::x", time.Now()),
+		attr.EncodeNotification(populated[state.Notification](t)),
 	}
 	for _, it := range items {
 		for k := range it {
@@ -101,6 +102,8 @@ func contractNames(t *testing.T) map[string][]string {
 	add("transition", state.TransitionCancel, state.TransitionHeartbeat)
 	add("outcome", state.OutcomeStarted, state.OutcomeApplied, state.OutcomeRejected, state.OutcomeIgnored)
 	add("schedule entry", attr.EntrySchedule)
+	add("notification state", string(state.NotificationPending), string(state.NotificationDelivered),
+		string(state.NotificationUndeliverable), string(state.NotificationWatching), string(state.NotificationDone))
 	for kind := range out {
 		sort.Strings(out[kind])
 	}
