@@ -16,6 +16,11 @@ func TestMain(m *testing.M) {
 	// The deliverers read a webhook's secret from their environment, as
 	// a monitor does.
 	os.Setenv("WHIMBREL_TEST_HOOK_SECRET", secret)
+	// The EventBridge client's default chain, without a real account.
+	for k, v := range map[string]string{"AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "whimbrel", "AWS_SECRET_ACCESS_KEY": "whimbrel",
+		"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null"} {
+		os.Setenv(k, v)
+	}
 	os.Exit(m.Run())
 }
 
