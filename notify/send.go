@@ -82,9 +82,10 @@ func (s *senders) webhook(ctx context.Context, w *definition.Webhook, n *state.N
 	if w.Format == "slack" {
 		body = slackBody(body)
 	}
+	where := redact(w.URL)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(body))
 	if err != nil {
-		return "error", fmt.Errorf("webhook %s: %w", w.URL, err)
+		return "error", fmt.Errorf("webhook %s: %w", where, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "whimbrel")
@@ -95,21 +96,36 @@ func (s *senders) webhook(ctx context.Context, w *definition.Webhook, n *state.N
 		if secret == "" {
 			// Unsigned, a receiver that checks would drop it: better to
 			// retry until the deliverer is given the secret.
-			return "error", fmt.Errorf("webhook %s: %s is not set in the deliverer's environment: set it where the monitors run", w.URL, w.SecretEnv)
+			return "error", fmt.Errorf("webhook %s: %s is not set in the deliverer's environment: set it where the monitors run", where, w.SecretEnv)
 		}
 		req.Header.Set(HeaderSignature, Sign(secret, body))
 	}
 	resp, err := s.cfg.HTTP.Do(req)
 	if err != nil {
-		return "error", fmt.Errorf("webhook: %w", err)
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // its text holds the whole URL
+		}
+		return "error", fmt.Errorf("webhook %s: %w", where, err)
 	}
 	defer resp.Body.Close()
 	got, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
 	code := strconv.Itoa(resp.StatusCode)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return code, fmt.Errorf("webhook %s answered %s: %s", w.URL, resp.Status, strings.TrimSpace(string(got)))
+		return code, fmt.Errorf("webhook %s answered %s: %s", where, resp.Status, strings.TrimSpace(string(got)))
 	}
 	return code, nil
+}
+
+// redact is a webhook's URL as errors name it: its scheme and host, for
+// its path and query often hold its token (a Slack hook's do), and errors
+// are stored, logged and shown.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(an unreadable URL)"
+	}
+	return u.Scheme + "://" + u.Host + "/…"
 }
 
 // slackBody is a Slack incoming webhook's message for a body.
