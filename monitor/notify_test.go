@@ -47,7 +47,10 @@ func TestKilledWrapperNotifies(t *testing.T) {
 	sweeping(t, f.st, monitor.Config{Interval: 200 * time.Millisecond, Skew: 100 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); _ = notify.New(f.st, notify.Config{Interval: 100 * time.Millisecond}).Run(ctx) }()
+	go func() {
+		defer close(done)
+		_ = notify.New(f.st, notify.Config{Interval: 100 * time.Millisecond}).Run(ctx)
+	}()
 	t.Cleanup(func() { cancel(); <-done })
 	if err := w.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
