@@ -100,6 +100,9 @@ type Notification struct {
 	// Holder is a token of the deliverer that took the delivery for a
 	// try, so that one whose write's answer was lost can tell the write
 	// was its own.
-	Holder  string // holder
-	Version int    // version: raised by every write
+	Holder string // holder
+	// Expires is when the item is deleted (zero: never): its execution's
+	// retention, as the execution's own items.
+	Expires time.Time // expires_at (epoch seconds)
+	Version int       // version: raised by every write
 }

@@ -106,7 +106,8 @@ func Deliveries(def *definition.Stored, wf *state.WorkflowExec, acts []*state.Ac
 		b.Failed = failedOf(acts)
 		body, _ := json.Marshal(b) // plain fields always marshal
 		out = append(out, &state.Notification{NotificationKey: k, WorkflowName: wf.WorkflowName, State: state.NotificationPending,
-			Event: event, Entry: i, DeliveryID: b.DeliveryID, Body: string(body), Target: string(target), Created: now, Due: now})
+			Event: event, Entry: i, DeliveryID: b.DeliveryID, Body: string(body), Target: string(target), Created: now, Due: now,
+			Expires: expiresOf(def, now)})
 	}
 	return out
 }
@@ -128,6 +129,16 @@ func failedOf(acts []*state.ActivityExec) []FailedActivity {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// expiresOf is when a notification item written at now expires: after
+// the definition's retention, and the 24 hours of its tries, as the
+// execution's own items do (zero: never).
+func expiresOf(def *definition.Stored, now time.Time) time.Time {
+	if def == nil || def.Retention() <= 0 {
+		return time.Time{}
+	}
+	return now.Add(time.Duration(def.Retention()) + 24*time.Hour)
 }
 
 // StoredOf reads an execution's stored definition; nil for one without
@@ -219,7 +230,7 @@ func WriteEnding(ctx context.Context, ns state.Notifications, def *definition.St
 		return nil
 	}
 	prev := w.Version
-	w.State, w.Due = state.NotificationDone, time.Time{}
+	w.State, w.Due, w.Expires = state.NotificationDone, time.Time{}, expiresOf(def, now)
 	if err := ns.UpdateNotification(ctx, w, prev); err != nil && !errors.Is(err, state.ErrConflict) {
 		return err // a conflict: another participant moved it, and a monitor judges it again
 	}

@@ -50,6 +50,9 @@ func EncodeNotification(n *state.Notification) Item {
 	putTime(m, "created_time", n.Created, false)
 	putTime(m, "delivered_time", n.Delivered, false)
 	putTime(m, "deadline_time", n.Deadline, false)
+	if !n.Expires.IsZero() {
+		m[ExpiresAt] = N(strconv.FormatInt(n.Expires.Unix(), 10))
+	}
 	if !n.Due.IsZero() {
 		putTime(m, "due", n.Due, false)
 		m["due_shard"] = S(NotificationShard(n.WorkflowExecID))
@@ -77,6 +80,7 @@ func DecodeNotification(table string, m Item) (*state.Notification, error) {
 		Due:             d.time("due"),
 		DeadlineFired:   d.boolean("deadline_fired"),
 	}
+	n.Expires = d.expires()
 	n.Entry, _ = d.integer("entry")
 	n.Attempts, _ = d.integer("attempts")
 	n.Version, _ = d.integer("version")
