@@ -58,6 +58,7 @@ func main() {
 	flag.BoolVar(&onlyLocalRSS, "local-rss", false, "measure the resident memory of running local activities (wrappers and guard processes) only, with the binaries of -bin and, if given, of -before side by side, and print it")
 	flag.BoolVar(&onlyThroughput, "tp", false, "measure the throughput only, with the binaries of -bin and, if given, of -before side by side (three alternating runs), and print them")
 	flag.BoolVar(&onlySweep, "sweep", false, "measure the monitor's sweep against history only, and print its section")
+	flag.BoolVar(&onlyNotify, "notify", false, "measure the notifications' units and a sweep over delivered ones only, and print their section")
 	flag.Parse()
 	if err := run(*bin, *before, *runs, *trivial, *history, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "benchreport:", err)
@@ -108,6 +109,16 @@ func run(bin, before string, runs, trivial, history int, out string) error {
 
 	if onlyWrapper {
 		return writeWrapper(ctx, &b, before, bin, endpoint, out)
+	}
+	if onlyNotify {
+		nc, err := measureNotify(ctx, endpoint, 10000)
+		if err != nil {
+			return fmt.Errorf("notifications: %w", err)
+		}
+		b.Reset()
+		writeNotify(&b, nc, 10000)
+		_, err = io.WriteString(os.Stdout, b.String())
+		return err
 	}
 	if onlySweep {
 		sw, err := measureSweep(ctx, endpoint, history)
@@ -168,6 +179,11 @@ func run(bin, before string, runs, trivial, history int, out string) error {
 		return fmt.Errorf("sweep cost: %w", err)
 	}
 	writeSweep(&b, sw, history)
+	nc, err := measureNotify(ctx, endpoint, 10000)
+	if err != nil {
+		return fmt.Errorf("notifications: %w", err)
+	}
+	writeNotify(&b, nc, 10000)
 
 	if out == "-" {
 		_, err = io.WriteString(os.Stdout, b.String())
