@@ -153,7 +153,7 @@ func (d *Deliverer) dispatch(ctx context.Context, wg *sync.WaitGroup) {
 	if free <= 0 {
 		return
 	}
-	keys, err := d.st.DueNotifications(ctx, d.cfg.Now(), free+d.cfg.Concurrency)
+	keys, err := d.due(ctx, free+d.cfg.Concurrency)
 	if err != nil {
 		if ctx.Err() == nil {
 			d.cfg.Logger.Warn("listing due notifications failed", "error", err)
@@ -180,6 +180,26 @@ func (d *Deliverer) dispatch(ctx context.Context, wg *sync.WaitGroup) {
 			}
 		}()
 	}
+}
+
+// due lists the keys of the due items: through the due index, or, for a
+// deliverer of one execution's items, from that execution's partition
+// (the index would list every other execution's too).
+func (d *Deliverer) due(ctx context.Context, limit int) ([]state.NotificationKey, error) {
+	if d.cfg.Workflow == "" {
+		return d.st.DueNotifications(ctx, d.cfg.Now(), limit)
+	}
+	items, err := d.st.NotificationsOf(ctx, d.cfg.Workflow)
+	if _, err = state.Skipped(err); err != nil {
+		return nil, err
+	}
+	var out []state.NotificationKey
+	for _, n := range items {
+		if !n.Due.IsZero() && !n.Due.After(d.cfg.Now()) {
+			out = append(out, n.NotificationKey)
+		}
+	}
+	return out, nil
 }
 
 // Work does what one item needs now: a watch is judged (its deadline

@@ -80,7 +80,7 @@ func Cancel(ctx context.Context, st Canceller, id, reason string, log hclog.Logg
 		}
 	}
 	if res.Workflow {
-		notifyEnding(ctx, st, cancelled, acts, log)
+		notifyEnding(ctx, st, nil, cancelled, acts, log)
 	}
 	return res, nil
 }

@@ -197,12 +197,15 @@ func watch(ctx context.Context, st any, d *definition.Workflow, id string, now t
 }
 
 // notifyEnding writes the deliveries of a settled execution whose
-// activities the caller has read, then marks its watch done. A failure
+// activities (and definition, when def is not nil) the caller has read,
+// then marks its watch done. A failure
 // is logged, never returned: the ending stands, and a monitor finishes
 // the notifications from the watch.
-func notifyEnding(ctx context.Context, st any, wf *state.WorkflowExec, acts []*state.ActivityExec, log hclog.Logger) {
+func notifyEnding(ctx context.Context, st any, def *definition.Stored, wf *state.WorkflowExec, acts []*state.ActivityExec, log hclog.Logger) {
 	ns, ok := st.(state.Notifications)
-	def := StoredOf(wf)
+	if def == nil {
+		def = StoredOf(wf)
+	}
 	if !ok || !notifies(def) {
 		return
 	}
@@ -245,7 +248,8 @@ func NotifyEnding(ctx context.Context, st Reader, wf *state.WorkflowExec, log hc
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	if _, ok := st.(state.Notifications); !ok || !notifies(StoredOf(wf)) {
+	def := StoredOf(wf)
+	if _, ok := st.(state.Notifications); !ok || !notifies(def) {
 		return
 	}
 	acts, err := st.Activities(ctx, wf.WorkflowExecID)
@@ -253,7 +257,7 @@ func NotifyEnding(ctx context.Context, st Reader, wf *state.WorkflowExec, log hc
 		log.Warn("reading the activities of an ending to notify failed; a monitor writes them from the watch", "workflow_exec_id", wf.WorkflowExecID, "error", err)
 		return
 	}
-	notifyEnding(ctx, st, wf, acts, log)
+	notifyEnding(ctx, st, def, wf, acts, log)
 }
 
 // notifyLost writes the notifications of an execution whose settling
@@ -268,5 +272,5 @@ func notifyLost(ctx context.Context, st Settler, def *definition.Stored, id stri
 	if err != nil || !wf.State.Terminal() {
 		return // a monitor finishes it from the watch
 	}
-	notifyEnding(ctx, st, wf, acts, log)
+	notifyEnding(ctx, st, def, wf, acts, log)
 }
