@@ -122,8 +122,13 @@ func writeNotify(b *strings.Builder, n notifyCost, history int) {
 		n.plain.calls, n.plain.write, n.plain.read, n.notified.calls, n.notified.write, n.notified.read, n.delivery.calls, n.delivery.write, n.delivery.read)
 	fmt.Fprintf(b, "A notification adds %.1f write units to the run (the watch written at its start, the delivery written at its end, the watch closed) and %.1f to deliver it (taken, then recorded), index writes included.\n\n",
 		n.notified.write-n.plain.write, n.delivery.write)
-	ratio := n.units[1] / max(n.units[0], 0.5)
+	// DynamoDB Local reports no capacity for queries of an empty index:
+	// the calls are then what the pass costs.
+	ratio, of := n.units[1]/max(n.units[0], 0.5), "units"
+	if n.units[0] == 0 && n.units[1] == 0 {
+		ratio, of = float64(n.calls[1])/float64(max(n.calls[0], 1)), "store calls, the units being 0 both times"
+	}
 	fmt.Fprintf(b, "A monitor's sweep and its deliverer's pass over no notifications, then over %d delivered ones:\n\n| delivered notifications | store calls | capacity units | took |\n| ---: | ---: | ---: | ---: |\n", history)
 	fmt.Fprintf(b, "| 0 | %d | %.1f | %s |\n| %d | %d | %.1f | %s |\n\n", n.calls[0], n.units[0], n.took[0].Round(time.Millisecond), history, n.calls[1], n.units[1], n.took[1].Round(time.Millisecond))
-	fmt.Fprintf(b, "%.2f× the units (target ≤ 1.1×): a delivered notification leaves the sparse due index, which is all a pass reads (%d Queries, one per shard) (`scripts/dynamodb-local run -- go run ./tools/benchreport -notify`).\n\n", ratio, state.NotificationShards)
+	fmt.Fprintf(b, "%.2f× the %s (target ≤ 1.1×): a sweep never reads the notification table, and a deliverer's pass reads only the sparse due index (%d Queries, one per shard), which a delivered notification leaves (`scripts/dynamodb-local run -- go run ./tools/benchreport -notify`).\n\n", ratio, of, state.NotificationShards)
 }
