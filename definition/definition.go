@@ -50,6 +50,11 @@ type Workflow struct {
 	// Finally are the activities that run once the workflow's outcome is
 	// known, however it ended (see docs/control-flow.md).
 	Finally map[string]*Activity `yaml:"finally,omitempty" json:"finally,omitempty"`
+	// Notify says whom to tell of an execution's ending (see Notify), and
+	// Deadline when a run not settled that long after its start is
+	// deadline_missed (0: never).
+	Notify   []Notify `yaml:"notify,omitempty" json:"notify,omitempty"`
+	Deadline Duration `yaml:"deadline,omitempty" json:"deadline,omitempty"`
 
 	warnings []string // found when it was read (see Warnings)
 }

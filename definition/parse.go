@@ -163,7 +163,7 @@ func (pos *positions) paramLine(name, field string) int {
 }
 
 var (
-	topKeys      = []string{"name", "description", "retention", "defaults", "activities", "params", "finally"}
+	topKeys      = []string{"name", "description", "retention", "defaults", "activities", "params", "finally", "notify", "deadline"}
 	settingKeys  = []string{"env", "heartbeat_interval", "heartbeat_timeout", "timeout", "queued_timeout", "kill_grace", "launch", "retry", "pool", "pool_slots"}
 	activityKeys = append([]string{"description", "command", "depends_on", "when", "trigger_rule"}, settingKeys...)
 	launchKeys   = []string{"type", "image", "docker_args", "cluster", "task_definition", "container", "launch_type",
@@ -233,7 +233,7 @@ func resolve(n *yaml.Node) *yaml.Node {
 
 // The kinds of the fields' values.
 var (
-	durationKeys = []string{"heartbeat_interval", "heartbeat_timeout", "timeout", "queued_timeout", "kill_grace", "retention", "retry_for",
+	durationKeys = []string{"deadline", "heartbeat_interval", "heartbeat_timeout", "timeout", "queued_timeout", "kill_grace", "retention", "retry_for",
 		"interval", "max_delay"}
 	listKeys = []string{"command", "depends_on", "docker_args", "subnets", "security_groups"}
 	textKeys = []string{"name", "description", "type", "pattern", "image", "cluster", "task_definition", "container",
@@ -362,6 +362,8 @@ func checkKeys(p *problems, m *yaml.Node, where string, known []string) {
 			checkKeys(p, v, where+": launch", launchKeys)
 		case "retry":
 			checkKeys(p, v, where+": retry", retryKeys)
+		case "notify":
+			checkNotifyNode(p, v)
 		case "params":
 			if v.Kind != yaml.MappingNode {
 				p.add(v.Line, "params must be a mapping from parameter name to {type, required, default, enum, pattern, description}")

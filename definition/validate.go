@@ -40,6 +40,7 @@ func (d *Workflow) validate(file string, pos *positions) error {
 // checkHead checks what applies to the whole workflow: its name, that it
 // has activities, the defaults and the parameters.
 func (d *Workflow) checkHead(p *problems) {
+	d.checkNotify(p)
 	if d.Name == "" {
 		p.add(0, "the workflow has no name: add `name: my-workflow`")
 	} else if err := state.CheckName(d.Name); err != nil {

@@ -26,6 +26,9 @@ import (
 type Status struct {
 	Workflow   Workflow   `json:"workflow"`
 	Activities []Activity `json:"activities"`
+	// Notifications are the execution's deliveries and deadline
+	// (notify.go).
+	Notifications []Notification `json:"notifications,omitempty"`
 }
 
 // Workflow is what Status and List show of an execution.
@@ -216,6 +219,7 @@ func Load(ctx context.Context, st workflow.Reader, id string, now time.Time) (*S
 		s.Activities = append(s.Activities, Activity{ID: de.ID, Name: name, State: state.ActivityState(de.State),
 			Undecodable: fmt.Sprintf("attribute %s: %s", de.Attr, de.Err)})
 	}
+	s.Notifications = notificationsOf(ctx, st, id)
 	return s, nil
 }
 
@@ -371,6 +375,7 @@ func (s *Status) WriteTextColors(w io.Writer, c Colors) error {
 		a.writeRetries(w, indent)
 		a.ActivityData.writeText(w, indent)
 	}
+	s.writeNotifications(w)
 	return nil
 }
 

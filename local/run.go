@@ -27,6 +27,7 @@ import (
 	"github.com/whimbrel/whimbrel/launcher"
 	locallauncher "github.com/whimbrel/whimbrel/launcher/local"
 	"github.com/whimbrel/whimbrel/monitor"
+	"github.com/whimbrel/whimbrel/notify"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -78,6 +79,10 @@ type Options struct {
 	// launcher and monitor do (whimbrel run --metrics-addr).
 	LaunchObserver  launcher.Observer
 	MonitorObserver monitor.Observer
+	// NotifyObserver is told what the run's deliverer of notifications
+	// does; WebURL, when set, links each notification to the web view.
+	NotifyObserver notify.Observer
+	WebURL         string
 }
 
 // Result is how the run ended.
@@ -145,6 +150,10 @@ type crew struct {
 	stopLaunching         context.CancelFunc
 	stopMonitoring        context.CancelFunc
 	launching, monitoring sync.WaitGroup
+	// The run's deliverer of notifications (notify.go).
+	deliverer      *notify.Deliverer
+	stopDelivering context.CancelFunc
+	delivering     sync.WaitGroup
 }
 
 func startCrew(ctx context.Context, st Store, id, logDir string, nl *nudge.Listener, opts Options) *crew {
@@ -169,6 +178,7 @@ func startCrew(ctx context.Context, st Store, id, logDir string, nl *nudge.Liste
 		defer c.monitoring.Done()
 		_ = m.Run(monitorCtx)
 	}()
+	c.startDelivering(ctx, st, id, opts)
 	return c
 }
 
@@ -178,11 +188,13 @@ func (c *crew) stopLauncher() {
 	c.launching.Wait()
 }
 
-// stop stops the launcher and the monitor and waits for both.
+// stop stops the launcher and the monitor and waits for both, then the
+// deliverer after its last delivery.
 func (c *crew) stop() {
 	c.stopLauncher()
 	c.stopMonitoring()
 	c.monitoring.Wait()
+	c.stopDeliverer(context.Background())
 }
 
 // Interrupts delivers Ctrl-C, SIGTERM and SIGHUP (for Options.Interrupt)

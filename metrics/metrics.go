@@ -90,6 +90,9 @@ type Metrics struct {
 	storeCalls    *prometheus.CounterVec
 	storeDuration *prometheus.HistogramVec
 	capacity      *prometheus.CounterVec
+
+	// Notifications (notify.go).
+	notify *notifyMetrics
 }
 
 // New returns the metrics of one process, with the Go runtime's and the
@@ -134,6 +137,12 @@ func New() *Metrics {
 	m.storeCalls = counter("store_calls_total", "Calls to DynamoDB by operation (GetItem, UpdateItem, Query, …) and code (OK, or DynamoDB's error code, or Timeout, Canceled, Unreachable, Error).", LabelOperation, LabelCode)
 	m.storeDuration = histogram("store_call_duration_seconds", "How long calls to DynamoDB took, the SDK's retries inside, by operation.", callBuckets, LabelOperation)
 	m.capacity = counter("store_capacity_units_total", "Capacity units DynamoDB reports consumed (read and write, table and indexes), by the store's operation (UpdateActivity, Heartbeat, ActivitiesInState, …).", LabelOperation)
+	m.notify = &notifyMetrics{
+		written:     counter("notifications_total", "Notifications written, by workflow name and outcome (the event: failed, timed_out, …); each counted once across the fleet, by the deliverer that first took it.", LabelWorkflow, LabelOutcome),
+		deliveries:  counter("notification_deliveries_total", "Tries of notification deliveries by workflow name, how they ended (delivered, failed, undeliverable) and code (the receiver's HTTP status, error, or none).", LabelWorkflow, LabelOutcome, LabelCode),
+		undelivered: gauge("notifications_undelivered", "Notifications this deliverer gave up (UNDELIVERABLE after 24 h of tries) since it started, by workflow name; each counted by one deliverer.", LabelWorkflow),
+		took:        histogram("notification_delivery_seconds", "How long one try of a delivery took, until the receiver answered or was cut off.", deliveryBuckets).WithLabelValues(),
+	}
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -49,6 +49,10 @@ func feed(t *testing.T, m *Metrics) {
 	h.Observe(dynamodb.Call{Op: "UpdateItem", Took: time.Millisecond, Code: "ConditionalCheckFailedException"})
 	h.Observe(dynamodb.Call{Op: "GetItem", Took: time.Millisecond, Code: "OK"})
 	h.Capacity(dynamodb.Capacity{Op: "UpdateActivity", Total: 2})
+	n := m.Notify()
+	n.Written(monitor.NameOf(wf), "failed")
+	n.Tried(monitor.NameOf(wf), "failed", "failed", "500", time.Second)
+	n.Tried(monitor.NameOf(wf), "failed", "undeliverable", "", 0)
 }
 
 // TestNoLabelIsAnID: whatever names and IDs the observers are told, no

@@ -570,7 +570,7 @@ func (s *sweep) staleStarts(ctx context.Context) error {
 			continue // young, or another client's, which may keep it REQUESTED
 		}
 		reason := fmt.Sprintf("its start did not finish within %s (created %s ago)", s.cfg.QueuedTimeout, age.Round(time.Second))
-		_, err := s.st.UpdateWorkflow(ctx, wf.WorkflowExecID, state.WorkflowChange{
+		failed, err := s.st.UpdateWorkflow(ctx, wf.WorkflowExecID, state.WorkflowChange{
 			From: []state.WorkflowState{state.WorkflowRequested}, To: state.WorkflowFailed, At: s.now, Reason: reason,
 		})
 		switch {
@@ -579,6 +579,7 @@ func (s *sweep) staleStarts(ctx context.Context) error {
 			s.log.Warn("could not fail a stale start", "workflow_exec_id", wf.WorkflowExecID, "error", err)
 		default:
 			s.report.FailedStarts++
+			workflow.NotifyEnding(ctx, s.st, failed, s.log.Named("notify"))
 			s.log.Info("failed a workflow whose start never finished", "workflow_exec_id", wf.WorkflowExecID, "why", reason)
 		}
 	}

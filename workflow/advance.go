@@ -447,8 +447,10 @@ func settle(ctx context.Context, st Settler, g graph, log hclog.Logger) (state.W
 	case err == nil:
 		log.Info("settled workflow", "workflow_exec_id", workflowExecID, "state", to, "reason", reason)
 		expire(ctx, st, g, settled, log)
+		notifyEnding(ctx, st, g.def, settled, acts, log)
 		return to, nil
 	case errors.Is(err, state.ErrConflict):
+		notifyLost(ctx, st, g.def, workflowExecID, acts, log)
 		return "", nil // settled (or cancelled) by someone else
 	}
 	return "", fmt.Errorf("settle %s: %w", workflowExecID, err)

@@ -82,5 +82,8 @@ func Cancel(ctx context.Context, st Canceller, id, reason string, log hclog.Logg
 			s = state.ActivityState(ce.State)
 		}
 	}
+	if res.Workflow {
+		notifyEnding(ctx, st, nil, cancelled, acts, log)
+	}
 	return res, nil
 }

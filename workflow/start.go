@@ -99,6 +99,9 @@ func Start(ctx context.Context, st Starter, d *definition.Workflow, opts StartOp
 			return "", false, err
 		}
 	}
+	if err := watch(ctx, st, d, id, now); err != nil {
+		return "", false, fmt.Errorf("start %s: %w", d.Name, err)
+	}
 	_, err = st.UpdateWorkflow(ctx, id, state.WorkflowChange{
 		From: []state.WorkflowState{state.WorkflowRequested}, To: state.WorkflowRunning,
 	})

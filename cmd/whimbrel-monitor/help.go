@@ -16,7 +16,10 @@ for a bounded scan (--adopt-pages) that finds the items other clients
 wrote to DynamoDB without the shard attributes Whimbrel's indexes need.
 Every monitor also fires the due schedules (whimbrel schedule) at each
 interval: running monitors is running schedulers, and each fire time still
-starts exactly one run.
+starts exactly one run. And every monitor delivers the notifications that
+definitions ask for (notify:) and fires their deadlines, in a goroutine of
+its own, at most --notify-concurrency at a time: a receiver that hangs is
+cut off after --notify-timeout and tried again, with backoff, for 24 h.
 
 Examples:
   whimbrel-monitor                 sweep every 30 s

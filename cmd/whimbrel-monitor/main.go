@@ -26,6 +26,7 @@ type CLI struct {
 	cli.LogFlags
 	cli.StoreFlags
 	metrics.Flag
+	NotifyFlags
 	Version kong.VersionFlag `name:"version" help:"Print the version and exit."`
 
 	Once          bool          `name:"once" help:"Sweep once and exit."`
@@ -42,8 +43,8 @@ func main() {
 
 // Run sweeps once or until stopped.
 func (c *CLI) Run(k *kong.Context) error {
-	if c.Interval <= 0 || c.Skew < 0 || c.QueuedTimeout <= 0 || c.AdoptPages < 0 {
-		return &cli.UsageError{Msg: "--interval and --queued-timeout must be positive, --skew and --adopt-pages not negative"}
+	if c.Interval <= 0 || c.Skew < 0 || c.QueuedTimeout <= 0 || c.AdoptPages < 0 || c.NotifyConcurrency < 0 || c.NotifyTimeout <= 0 {
+		return &cli.UsageError{Msg: "--interval, --queued-timeout and --notify-timeout must be positive, --skew, --adopt-pages and --notify-concurrency not negative"}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -61,6 +62,7 @@ func (c *CLI) Run(k *kong.Context) error {
 	m := monitor.New(st, monitor.Config{Interval: c.Interval, Skew: c.Skew, QueuedTimeout: c.QueuedTimeout, Logger: log,
 		AdoptPages: cmp.Or(c.AdoptPages, -1), Observer: ms.Monitor()}) // the flag's 0 is none, the Config's the default
 	sched, _ := st.(schedule.Store)
+	deliverer := c.deliverer(st, c.Interval, log, ms.Notify())
 	if c.Once {
 		var tickErr error
 		if sched != nil {
@@ -72,6 +74,9 @@ func (c *CLI) Run(k *kong.Context) error {
 			}
 		}
 		r, err := m.Sweep(ctx)
+		if deliverer != nil {
+			deliverer.Once(ctx)
+		}
 		log.Info("sweep done", "timed_out", r.TimedOut, "failed_launches", r.FailedLaunches, "cancelled", r.Cancelled,
 			"cancelled_running", r.CancelledRunning, "repaired", r.Repaired, "readied", r.Readied, "cancelled_downstream", r.CancelledDown,
 			"settled", r.Settled, "failed_starts", r.FailedStarts, "adopted", r.Adopted, "undecodable", r.Undecodable)
@@ -86,8 +91,10 @@ func (c *CLI) Run(k *kong.Context) error {
 			_ = schedule.Run(ctx, sched, c.Interval, log.Named("schedule"), ms.Ticked)
 		}
 	}()
+	stopDelivering := startDeliverer(ctx, deliverer)
 	err = m.Run(ctx)
 	cancel()
+	stopDelivering()
 	<-ticked
 	return err
 }

@@ -68,4 +68,9 @@ func TestOnce(t *testing.T) {
 	if out, code := run(t, dynamotest.Env(t, st.Prefix()), "--interval", "0s"); code != 2 || !strings.Contains(out, "--interval") {
 		t.Errorf("--interval 0: exit %d\n%s", code, out)
 	}
+	for _, bad := range [][]string{{"--notify-concurrency", "-1"}, {"--notify-timeout", "0s"}} {
+		if out, code := run(t, dynamotest.Env(t, st.Prefix()), bad...); code != 2 || !strings.Contains(out, "--notify-") {
+			t.Errorf("%v: exit %d\n%s", bad, code, out)
+		}
+	}
 }

@@ -23,7 +23,8 @@ type HereFlags struct {
 	JSON    bool   `name:"json" help:"Print one JSON object per event (each change of state, each note) instead of the view for people."`
 	// MaxRunning is Airflow's parallelism: it keeps a run of many
 	// activities from starting more processes than the machine holds.
-	MaxRunning int `name:"max-running" default:"${default_max_running}" help:"Run at most this many activities at once (0: no cap); the next starts as soon as one ends."`
+	MaxRunning int    `name:"max-running" default:"${default_max_running}" help:"Run at most this many activities at once (0: no cap); the next starts as soon as one ends."`
+	WebURL     string `name:"web-url" env:"WHIMBREL_WEB_URL" help:"The web view's base URL: the run's notifications (notify:) link to its page there."`
 }
 
 // defaultMaxRunning is --max-running's default: no cap, every activity that

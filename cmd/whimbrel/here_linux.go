@@ -48,6 +48,7 @@ func runHere(ctx context.Context, k *kong.Context, h here, st state.Store, d *de
 
 		LaunchObserver:  h.metrics.Launcher(st, 0),
 		MonitorObserver: h.metrics.Monitor(),
+		NotifyObserver:  h.metrics.Notify(), WebURL: h.WebURL,
 	})
 	if err != nil {
 		return err

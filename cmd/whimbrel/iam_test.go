@@ -234,27 +234,39 @@ var firing = []string{
 	"dynamodb:PutItem table/whimbrel_activity_exec_dependency",
 }
 
+// notifying is what recording an execution's ending or starting one
+// calls when its definition asks for notifications (notify:, deadline:):
+// the watch written at its start, the deliveries written at its end, the
+// watch closed; every participant that starts or settles a workflow may.
+var notifying = []string{
+	"dynamodb:GetItem table/whimbrel_notification",
+	"dynamodb:PutItem table/whimbrel_notification",
+}
+
 // mayCall lists what a binary calls on paths the scenario of
 // TestIAMPoliciesByResource does not always reach; a policy must grant
 // them, and may grant nothing else the binary was not seen to call.
 var mayCall = map[string][]string{
-	"whimbrel-run": settling,
+	"whimbrel-run": slices.Concat(settling, notifying),
 	// A wrapper of the Simple Lambda API writes events and reads; it
 	// withdraws a claim no processor decided in time (an update of its
 	// event), which the scenario's processor always decides, and reads
 	// every activity of its workflow for a fan-in of many upstreams.
 	"whimbrel-run-simple": {"dynamodb:UpdateItem table/whimbrel_activity_event",
 		"dynamodb:BatchGetItem table/whimbrel_activity_exec", "dynamodb:Query table/whimbrel_activity_exec/index/workflow-index"},
-	"whimbrel-launcher": settling,
-	"whimbrel-monitor":  slices.Concat(settling, firing),
+	"whimbrel-launcher": slices.Concat(settling, notifying),
+	// A monitor's deliverer reads the due notifications at every
+	// interval, and delivers what notifying definitions wrote.
+	"whimbrel-monitor": slices.Concat(settling, firing, notifying, []string{"dynamodb:Query table/whimbrel_notification/index/due-index"}),
 	// The operator's install puts the items of tables installed before
 	// the sharded indexes under their shards, reading them through the
 	// legacy state indexes, which the scenario's tables lack.
-	"whimbrel-operator": slices.Concat(settling, firing, []string{
+	"whimbrel-operator": slices.Concat(settling, firing, notifying, []string{
+		"dynamodb:Query table/whimbrel_notification", // whimbrel status lists the notifications
 		"dynamodb:Query table/whimbrel_activity_exec/index/state-index",
 		"dynamodb:Query table/whimbrel_workflow_exec/index/state-index",
 	}),
-	"whimbrel-processor": slices.Concat(settling, firing),
+	"whimbrel-processor": slices.Concat(settling, firing, notifying),
 }
 
 // daemon runs a binary beside whimbrel until the test ends.

@@ -97,6 +97,7 @@ var levels = map[string]int{
 	"simpleapi/inbox": 10, "simpleapi/report": 10, // the wing's items; the wrapper's reporter for --api simple
 	"simpleapi/dynamoinbox": 12, "simpleapi/sqliteinbox": 12, "simpleapi/inboxtest": 12,
 	"launcher": 12, "monitor": 12, "schedule": 12, "inspect": 12,
+	"notify": 12, // workflow: delivers what its endings write
 	// The launcher's backends, each on the launcher and none on another,
 	// and what their tests share.
 	"launcher/local": 13, "launcher/docker": 13, "launcher/ecs": 13, "launcher/kubernetes": 13, "launcher/internal/launchtest": 13,

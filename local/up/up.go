@@ -35,6 +35,7 @@ import (
 	"github.com/whimbrel/whimbrel/launcher"
 	locallauncher "github.com/whimbrel/whimbrel/launcher/local"
 	"github.com/whimbrel/whimbrel/monitor"
+	"github.com/whimbrel/whimbrel/notify"
 	"github.com/whimbrel/whimbrel/schedule"
 	"github.com/whimbrel/whimbrel/simpleapi"
 	"github.com/whimbrel/whimbrel/state"
@@ -137,6 +138,12 @@ func Serve(ctx context.Context, st Store, opts Options) error {
 	var g group
 	stopWeb := g.start(func(ctx context.Context) { _ = view.Serve(ctx, opts.Web) })
 	stopMonitor := g.start(func(ctx context.Context) { _ = m.Run(ctx) })
+	// The monitor's deliverer of notifications, as every monitor has
+	// (docs/notifications.md): stopped with the monitor.
+	if ns, ok := st.(notify.Store); ok {
+		d := notify.New(ns, notify.Config{Interval: monitorInterval, Logger: log.Named("notify")})
+		stopMonitor = both(stopMonitor, g.start(func(ctx context.Context) { _ = d.Run(ctx) }))
+	}
 	stopSchedules := g.start(func(ctx context.Context) { _ = schedule.Run(ctx, st, scheduleInterval, log.Named("schedule"), nil) })
 	stopLauncher := g.start(func(ctx context.Context) { _ = l.Run(ctx) })
 	stopRequests := func() {}
@@ -268,3 +275,6 @@ func (g *group) wait() {
 		stops[i]()
 	}
 }
+
+// both calls a, then b.
+func both(a, b func()) func() { return func() { a(); b() } }

@@ -88,6 +88,7 @@ func contractNames(t *testing.T) map[string][]string {
 		attr.EncodeToken("nightly", "etl::x", time.Now()),
 		attr.EncodePool(populated[state.Pool](t)),
 		attr.EncodePoolShard(populated[state.PoolShard](t)),
+		attr.EncodeNotification(populated[state.Notification](t)),
 	}
 	for _, it := range items {
 		for k := range it {
@@ -103,6 +104,8 @@ func contractNames(t *testing.T) map[string][]string {
 	add("transition", state.TransitionCancel, state.TransitionHeartbeat)
 	add("outcome", state.OutcomeStarted, state.OutcomeApplied, state.OutcomeRejected, state.OutcomeIgnored)
 	add("schedule entry", attr.EntrySchedule)
+	add("notification state", string(state.NotificationPending), string(state.NotificationDelivered),
+		string(state.NotificationUndeliverable), string(state.NotificationWatching), string(state.NotificationDone))
 	for kind := range out {
 		sort.Strings(out[kind])
 	}

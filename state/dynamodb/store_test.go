@@ -274,12 +274,14 @@ func TestInstall(t *testing.T) {
 		"activity_exec_dependency": "activity_exec_dependency HASH, activity_exec_id RANGE",
 		"workflow_lambda":          "workflow_name HASH",
 		"stream_position":          "poller HASH, shard RANGE",
+		"notification":             "workflow_exec_id HASH, notification_id RANGE",
 	}
 	wantIndexes := map[string]string{
 		"activity_event":           "activity-index(activity_exec_id HASH, when_epoch RANGE)",
 		"workflow_exec":            "name-shard-index(name_shard HASH, start_time_epoch RANGE) state-shard-index(state_shard HASH, start_time_epoch RANGE)",
 		"activity_exec":            "state-shard-index(state_shard HASH, state_time_epoch RANGE) workflow-index(workflow_exec_id HASH, activity_exec_id RANGE)",
 		"activity_exec_dependency": "dependent-index(dependent_activity_exec_id HASH) workflow-index(workflow_exec_id HASH)",
+		"notification":             "due-index(due_shard HASH, due_epoch RANGE)",
 	}
 	for base, keys := range want {
 		out, err := client.DescribeTable(ctx, &awsdynamodb.DescribeTableInput{TableName: aws.String(prefix + base)})
@@ -309,12 +311,12 @@ func TestInstall(t *testing.T) {
 		}
 	}
 
-	// TTL by expires_at on the tables of executions, and on the
-	// schedules' (their token items).
-	if count(did, "enable TTL on expires_at") != 7 {
-		t.Errorf("install enabled TTL %d times, want 7: %v", count(did, "enable TTL on expires_at"), did)
+	// TTL by expires_at on the tables of executions, on the schedules'
+	// (their token items) and on the notifications'.
+	if count(did, "enable TTL on expires_at") != 8 {
+		t.Errorf("install enabled TTL %d times, want 8: %v", count(did, "enable TTL on expires_at"), did)
 	}
-	for _, base := range []string{"workflow_exec", "activity_exec", "activity_exec_dependency", "workflow_request", "activity_event", "stream_position", "schedule"} {
+	for _, base := range []string{"workflow_exec", "activity_exec", "activity_exec_dependency", "workflow_request", "activity_event", "stream_position", "schedule", "notification"} {
 		ttl, err := client.DescribeTimeToLive(ctx, &awsdynamodb.DescribeTimeToLiveInput{TableName: aws.String(prefix + base)})
 		if err != nil || ttl.TimeToLiveDescription.TimeToLiveStatus != types.TimeToLiveStatusEnabled ||
 			aws.ToString(ttl.TimeToLiveDescription.AttributeName) != "expires_at" {

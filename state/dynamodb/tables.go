@@ -146,8 +146,9 @@ var tableDefs = []tableDef{
 		hash: s("workflow_name")},
 	{base: TableStreamPosition, ttl: true, description: "where each stream poller is in each shard",
 		hash: s("poller"), rng: ps("shard")},
-	scheduleTable, // schedule.go
-	poolTable,     // pool.go
+	scheduleTable,     // schedule.go
+	poolTable,         // pool.go
+	notificationTable, // notification.go
 }
 
 // streamSpec is the stream the Simple Lambda API's tables have: new images,

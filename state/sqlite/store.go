@@ -147,8 +147,9 @@ var tables = []table{
 	{base: state.TableActivityDependency, keys: []string{"activity_exec_dependency", "activity_exec_id"},
 		derived: []string{"workflow_exec_id", "dependent_activity_exec_id"}, indexes: [][]string{{"dependent_activity_exec_id"}, {"workflow_exec_id"}}},
 	{base: state.TableWorkflowLambda, keys: []string{"workflow_name"}},
-	scheduleTable, // schedule.go
-	poolTable,     // pool.go
+	scheduleTable,     // schedule.go
+	poolTable,         // pool.go
+	notificationTable, // notification.go
 }
 
 func tableOf(base string) table {

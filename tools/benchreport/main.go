@@ -59,6 +59,7 @@ func main() {
 	flag.BoolVar(&onlyLocalRSS, "local-rss", false, "measure the resident memory of running local activities (wrappers and guard processes) only, with the binaries of -bin and, if given, of -before side by side, and print it")
 	flag.BoolVar(&onlyThroughput, "tp", false, "measure the throughput only, with the binaries of -bin and, if given, of -before side by side (three alternating runs), and print them")
 	flag.BoolVar(&onlySweep, "sweep", false, "measure the monitor's sweep against history only, and print its section")
+	flag.BoolVar(&onlyNotify, "notify", false, "measure the notifications' units and a sweep over delivered ones only, and print their section")
 	flag.Parse()
 	var b strings.Builder
 	var err error
@@ -127,6 +128,14 @@ func run(w *strings.Builder, bin, before string, runs, trivial, history int, out
 	if onlyWrapper {
 		return writeWrapper(ctx, w, before, bin, endpoint, out)
 	}
+	if onlyNotify {
+		nc, err := measureNotify(ctx, endpoint, 10000)
+		if err != nil {
+			return fmt.Errorf("notifications: %w", err)
+		}
+		writeNotify(w, nc, 10000)
+		return nil
+	}
 	if onlySweep {
 		sw, err := measureSweep(ctx, endpoint, history)
 		if err != nil {
@@ -184,6 +193,11 @@ func run(w *strings.Builder, bin, before string, runs, trivial, history int, out
 		return fmt.Errorf("sweep cost: %w", err)
 	}
 	writeSweep(&b, sw, history)
+	nc, err := measureNotify(ctx, endpoint, 10000)
+	if err != nil {
+		return fmt.Errorf("notifications: %w", err)
+	}
+	writeNotify(&b, nc, 10000)
 	w.WriteString(b.String())
 	return nil
 }
