@@ -67,6 +67,7 @@ func settleControlled(ctx context.Context, st Settler, g graph, log hclog.Logger
 		case err == nil && len(fin) == 0:
 			log.Info("settled workflow", "workflow_exec_id", g.id, "state", to, "reason", reason)
 			expire(ctx, st, g, got, log)
+			notifyEnding(ctx, st, g.def, got, acts, log)
 			return to, nil
 		case err == nil:
 			log.Info("workflow's outcome decided; running its finally activities", "workflow_exec_id", g.id, "outcome", to, "reason", reason)
@@ -75,6 +76,11 @@ func settleControlled(ctx context.Context, st Settler, g graph, log hclog.Logger
 			// Decided by someone else: go on from what they recorded.
 			if wf, err = st.GetWorkflow(ctx, g.id); err != nil {
 				return "", fmt.Errorf("settle %s: %w", g.id, err)
+			}
+			if wf.State.Terminal() {
+				// Settled, perhaps by this very write whose reply was
+				// lost: its notifications are written where absent.
+				notifyEnding(ctx, st, g.def, wf, acts, log)
 			}
 			if wf.State != state.WorkflowRunning || wf.Outcome == "" {
 				return "", nil
@@ -115,8 +121,10 @@ func settleControlled(ctx context.Context, st Settler, g graph, log hclog.Logger
 	case err == nil:
 		log.Info("settled workflow", "workflow_exec_id", g.id, "state", wf.Outcome, "finally_failed", strings.Join(failed, ", "))
 		expire(ctx, st, g, got, log)
+		notifyEnding(ctx, st, g.def, got, acts, log)
 		return wf.Outcome, nil
 	case errors.Is(err, state.ErrConflict):
+		notifyLost(ctx, st, g.def, g.id, acts, log)
 		return "", nil
 	}
 	return "", fmt.Errorf("settle %s: %w", g.id, err)
