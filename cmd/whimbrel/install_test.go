@@ -58,12 +58,12 @@ func TestInstallCommand(t *testing.T) {
 	env := dynamotest.Env(t, prefix)
 
 	out, errOut, code := whimbrel(t, env, "install", "--dry-run")
-	if code != 0 || strings.Count(out, "would table "+prefix) != 25 || strings.Count(out, ": enable TTL on expires_at\n") != 7 {
+	if code != 0 || strings.Count(out, "would table "+prefix) != 30 || strings.Count(out, ": enable TTL on expires_at\n") != 8 {
 		t.Fatalf("dry run: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 
 	out, errOut, code = whimbrel(t, env, "install")
-	if code != 0 || strings.Count(out, ": create\n") != 9 || strings.Count(out, ": record version 4\n") != 9 || strings.Count(out, ": enable TTL on expires_at\n") != 7 {
+	if code != 0 || strings.Count(out, ": create\n") != 11 || strings.Count(out, ": record version 4\n") != 11 || strings.Count(out, ": enable TTL on expires_at\n") != 8 {
 		t.Fatalf("install: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	if errOut != "" {

@@ -249,8 +249,8 @@ func TestInstall(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dry run: %v", err)
 	}
-	if n := count(plan, "create"); n != 10 {
-		t.Errorf("dry run plans %d creates, want 10: %v", n, plan)
+	if n := count(plan, "create"); n != 11 {
+		t.Errorf("dry run plans %d creates, want 11: %v", n, plan)
 	}
 	if _, err := client.DescribeTable(ctx, &awsdynamodb.DescribeTableInput{TableName: aws.String(prefix + "workflow_exec")}); err == nil {
 		t.Fatal("dry run created a table")
@@ -260,8 +260,8 @@ func TestInstall(t *testing.T) {
 	if err != nil {
 		t.Fatalf("install: %v", err)
 	}
-	if count(did, "create") != 10 || count(did, "record version 4") != 10 {
-		t.Errorf("install did %v, want 10 creates and 10 versions recorded", did)
+	if count(did, "create") != 11 || count(did, "record version 4") != 11 {
+		t.Errorf("install did %v, want 11 creates and 10 versions recorded", did)
 	}
 
 	// The key schemas are the contract's (docs/contract.md#tables).
