@@ -47,6 +47,10 @@ type Workflow struct {
 	Activities map[string]*Activity `yaml:"activities" json:"activities"`
 	// Params declares the execution's parameters (see Param).
 	Params map[string]*Param `yaml:"params,omitempty" json:"params,omitempty"`
+	// Outputs, for a workflow run as a child, are what its parent
+	// activity records as its output: names to templates over the
+	// outputs of its activities (docs/sub-workflows.md).
+	Outputs map[string]string `yaml:"outputs,omitempty" json:"outputs,omitempty"`
 
 	warnings []string // found when it was read (see Warnings)
 }
@@ -66,6 +70,10 @@ type Activity struct {
 	Command []string `yaml:"command,omitempty" json:"command,omitempty"`
 	// DependsOn names the activities that must complete before it runs.
 	DependsOn []string `yaml:"depends_on,omitempty" json:"depends_on,omitempty"`
+	// Workflow, instead of a command, runs another workflow as a child,
+	// with Params templated from this one's data (see ChildWorkflow).
+	Workflow *ChildWorkflow    `yaml:"workflow,omitempty" json:"workflow,omitempty"`
+	Params   map[string]string `yaml:"params,omitempty" json:"params,omitempty"`
 	// Settings are its own; Workflow.Effective fills in the defaults.
 	Settings `yaml:",inline" json:",inline"`
 }

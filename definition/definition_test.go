@@ -101,7 +101,7 @@ func TestParseErrors(t *testing.T) {
 		{"typo in activity field", "name: w\nactivities:\n  a:\n    command: [true]\n    depend_on: [b]\n",
 			[]string{`w.yaml:5: activity "a": unknown field "depend_on" (did you mean "depends_on"?)`}},
 		{"typo in top field", "name: w\nactivitys:\n  a: {command: [true]}\n", []string{`unknown field "activitys" (did you mean "activities"?)`}},
-		{"unknown field, no suggestion", "name: w\nowner: me\nactivities:\n  a: {command: [true]}\n", []string{`unknown field "owner" (known: name, description, retention, defaults, activities, params)`}},
+		{"unknown field, no suggestion", "name: w\nowner: me\nactivities:\n  a: {command: [true]}\n", []string{`unknown field "owner" (known: name, description, retention, defaults, activities, params, outputs)`}},
 		{"typo in launch", "name: w\nactivities:\n  a:\n    launch: {type: docker, imag: x}\n", []string{`activity "a": launch: unknown field "imag" (did you mean "image"?)`}},
 		{"bad duration", "name: w\nactivities:\n  a: {command: [true], timeout: 10 minutes}\n", []string{`"10 minutes" is not a duration`}},
 		{"negative duration", "name: w\nactivities:\n  a: {command: [true], timeout: -5s}\n", []string{`"-5s" is negative`}},

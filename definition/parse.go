@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
@@ -28,14 +27,9 @@ func FromJSON(s string) (*Workflow, error) {
 	return &d, nil
 }
 
-// Load reads and checks a definition file.
-func Load(path string) (*Workflow, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read workflow definition: %w", err)
-	}
-	return Parse(path, b)
-}
+// Load reads and checks a definition file, with the definitions of the
+// child workflows it names by file (see LoadWith).
+func Load(path string) (*Workflow, error) { return LoadWith(path, nil) }
 
 // Parse reads and checks a definition; file names it in errors. Every
 // problem found is reported, each with its line.
@@ -144,9 +138,9 @@ func (pos *positions) paramLine(name, field string) int {
 }
 
 var (
-	topKeys      = []string{"name", "description", "retention", "defaults", "activities", "params"}
+	topKeys      = []string{"name", "description", "retention", "defaults", "activities", "params", "outputs"}
 	settingKeys  = []string{"env", "heartbeat_interval", "heartbeat_timeout", "timeout", "queued_timeout", "kill_grace", "launch", "retry"}
-	activityKeys = append([]string{"description", "command", "depends_on"}, settingKeys...)
+	activityKeys = append([]string{"description", "command", "depends_on", "workflow", "params"}, settingKeys...)
 	launchKeys   = []string{"type", "image", "docker_args", "cluster", "task_definition", "container", "launch_type",
 		"platform_version", "subnets", "security_groups", "assign_public_ip", "capacity_provider", "retry_for"}
 )
@@ -330,6 +324,9 @@ func checkKeys(p *problems, m *yaml.Node, where string, known []string) {
 				msg += " (known: " + strings.Join(known, ", ") + ")"
 			}
 			p.add(k.Line, "%s", msg)
+			continue
+		}
+		if checkChildKey(p, k.Value, v, where) {
 			continue
 		}
 		checkValue(p, k.Value, v, where)

@@ -108,6 +108,9 @@ type Launcher struct {
 
 	slots *slots      // what it tries and runs, and the cap
 	defs  definitions // of the workflows it launches for
+	// family is cfg.Workflow's and its child workflows', the executions a
+	// launcher limited to one launches for.
+	family *workflow.Family
 
 	// undecodable counts the items passes skipped because they could not
 	// be decoded (the store reports each one).
@@ -139,7 +142,8 @@ func New(st Store, cfg Config) *Launcher {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	return &Launcher{st: st, cfg: cfg, log: cfg.Logger, workers: make(chan struct{}, cfg.Workers), freed: make(chan struct{}, 1),
-		slots: newSlots(cfg.MaxRunning), defs: definitions{byID: map[string]*definition.Workflow{}}}
+		family: workflow.NewFamily(cfg.Workflow),
+		slots:  newSlots(cfg.MaxRunning), defs: definitions{byID: map[string]*definition.Workflow{}}}
 }
 
 // Run polls until ctx ends, then returns once the launches in flight have
@@ -223,7 +227,7 @@ func (l *Launcher) pass(ctx context.Context) (*pass, error) {
 	p := &pass{workflows: map[string]*passWorkflow{}}
 	now := clock.Now()
 	l.slots.prune(now)
-	for _, ref := range fair(refs, l.cfg.Workflow) {
+	for _, ref := range fair(l.inFamily(ctx, refs), "") {
 		k := ref.ActivityKey
 		if ctx.Err() != nil || p.storeErr() != nil {
 			break

@@ -102,6 +102,21 @@ type WorkflowExec struct {
 	// Params are the execution's parameters, as a JSON object of strings
 	// (empty: none), checked against the definition before it was written.
 	Params string // params
+	// Parent names, for a child workflow, the activity that runs it and
+	// that activity's workflow (docs/contract.md#child-workflows).
+	Parent
+}
+
+// Parent is the link of a child workflow's items to the activity that
+// runs it; both empty for a workflow that is nobody's child.
+type Parent struct {
+	ParentWorkflowExecID string // parent_workflow_exec_id
+	ParentActivityExecID string // parent_activity_exec_id
+}
+
+// Key is the primary key of the parent activity.
+func (p Parent) Key() ActivityKey {
+	return ActivityKey{ActivityExecID: p.ParentActivityExecID, WorkflowExecID: p.ParentWorkflowExecID}
 }
 
 // ActivityKey is the primary key of an activity execution item.
@@ -173,6 +188,9 @@ type ActivityExec struct {
 	// WHIMBREL_PROGRESS, carried by a heartbeat, and when it landed.
 	Progress     string    // progress
 	ProgressTime time.Time // progress_time, progress_time_epoch
+	// Parent names, on the activities of a child workflow, the activity
+	// that runs the workflow (docs/contract.md#child-workflows).
+	Parent
 }
 
 // Dependency records that one activity waits on another. Write-once.

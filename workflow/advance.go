@@ -440,6 +440,7 @@ func settle(ctx context.Context, st Settler, g graph, log hclog.Logger) (state.W
 	case err == nil:
 		log.Info("settled workflow", "workflow_exec_id", workflowExecID, "state", to, "reason", reason)
 		expire(ctx, st, g, settled, log)
+		finishAfterSettle(ctx, st, settled, log)
 		return to, nil
 	case errors.Is(err, state.ErrConflict):
 		return "", nil // settled (or cancelled) by someone else

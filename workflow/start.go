@@ -29,6 +29,9 @@ type StartOptions struct {
 	// definition's declarations (definition.Workflow.Bind) before anything is
 	// written.
 	Params map[string]string
+	// Parent links a child workflow's items to the activity that runs it
+	// (see StartChild).
+	Parent state.Parent
 }
 
 // Start records a new execution of d — the request (manual, as the Full
@@ -56,7 +59,7 @@ func Start(ctx context.Context, st Starter, d *definition.Workflow, opts StartOp
 			Source: opts.Source, Manual: true, WorkflowExecID: id},
 		Exec: state.WorkflowExec{WorkflowExecID: id, WorkflowName: d.Name, State: state.WorkflowRequested,
 			WorkflowRequestID: reqID, StartTime: now, Source: opts.Source, Definition: d.JSON(),
-			Params: definition.EncodeParams(params)},
+			Params: definition.EncodeParams(params), Parent: opts.Parent},
 	}
 	if opts.RequestWritten {
 		w.Request = nil
@@ -66,6 +69,7 @@ func Start(ctx context.Context, st Starter, d *definition.Workflow, opts StartOp
 		act := state.ActivityExec{
 			ActivityKey:  state.ActivityKey{ActivityExecID: aid, WorkflowExecID: id},
 			WorkflowName: d.Name, ActivityName: name, State: state.Requested, StateTime: now,
+			Parent: opts.Parent,
 		}
 		for i, up := range d.Activities[name].DependsOn {
 			upID := state.ActivityExecIDFor(id, up)

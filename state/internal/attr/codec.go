@@ -48,6 +48,7 @@ func EncodeWorkflow(w *state.WorkflowExec) Item {
 	putStr(m, "definition", w.Definition)
 	putStr(m, "reason", w.Reason)
 	putStr(m, "params", w.Params)
+	putParent(m, w.Parent)
 	return m
 }
 
@@ -65,6 +66,7 @@ func DecodeWorkflow(table string, m Item) (*state.WorkflowExec, error) {
 		Reason:            d.str("reason", false),
 		Expires:           d.expires(),
 		Params:            d.str("params", false),
+		Parent:            d.parent(),
 	}
 	return w, d.err
 }
@@ -235,4 +237,19 @@ func DecodeRegistration(table string, m Item) (*state.WorkflowLambda, error) {
 		Source:       d.str("source", false),
 	}
 	return r, d.err
+}
+
+// putParent writes the link of a child workflow's item to its parent
+// activity, when it has one.
+func putParent(m Item, p state.Parent) {
+	putStr(m, "parent_workflow_exec_id", p.ParentWorkflowExecID)
+	putStr(m, "parent_activity_exec_id", p.ParentActivityExecID)
+}
+
+// parent reads what putParent writes.
+func (d *decoder) parent() state.Parent {
+	return state.Parent{
+		ParentWorkflowExecID: d.str("parent_workflow_exec_id", false),
+		ParentActivityExecID: d.str("parent_activity_exec_id", false),
+	}
 }
