@@ -369,3 +369,54 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(ks)
 	return ks
 }
+
+// ResolveRegistered reads, through reg, the definition of every child
+// workflow named by registration (workflow: {name: N}) down the tree,
+// those of files already read included, and checks the whole again: a
+// registered definition that includes itself, or nests deeper than the
+// cap, is refused naming the chain of workflow names.
+func (d *Workflow) ResolveRegistered(reg Registry) error {
+	if !d.hasChild() {
+		return nil
+	}
+	if err := resolveNames(d, []string{d.Name}, reg); err != nil {
+		return err
+	}
+	return d.validate("workflow "+d.Name, nil)
+}
+
+func resolveNames(d *Workflow, chain []string, reg Registry) error {
+	for _, n := range sortedKeys(d.Activities) {
+		a := d.Activities[n]
+		if !a.IsChild() {
+			continue
+		}
+		c := a.Workflow.Definition
+		name := a.Workflow.Name
+		if c != nil {
+			name = c.Name
+		}
+		here := append(append([]string{}, chain...), name)
+		if c == nil {
+			for _, up := range chain {
+				if up == name {
+					return &CycleError{Chain: here}
+				}
+			}
+		}
+		if len(here) > DefaultMaxDepth {
+			return &DepthError{Chain: here, Max: DefaultMaxDepth}
+		}
+		if c == nil {
+			var err error
+			if c, err = reg(name); err != nil {
+				return fmt.Errorf("activity %q: registered workflow %s: %w", n, name, err)
+			}
+		}
+		if err := resolveNames(c, here, reg); err != nil {
+			return err
+		}
+		a.Workflow.Definition = c
+	}
+	return nil
+}

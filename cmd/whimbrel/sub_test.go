@@ -370,3 +370,42 @@ func TestRunSubWorkflowRefusesCycleAndDepth(t *testing.T) {
 		}
 	}
 }
+
+// TestRunRegisteredChild: a child named by registration (workflow:
+// {name: N}) is read from the store when the parent starts and stored
+// with it; registered definitions that include each other are refused
+// naming the chain.
+func TestRunRegisteredChild(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"parent.yaml": "name: parent\nactivities:\n  run: {workflow: {name: child}}\n",
+		"child.yaml":  "name: child\noutputs: {n: \"{{ outputs.one.n }}\"}\nactivities:\n  one: {command: [\"sh\", \"-c\", \"echo '{\\\"n\\\": 5}' > $WHIMBREL_OUTPUT\"]}\n",
+		"loop.yaml":   "name: loop\nactivities:\n  run: {workflow: {name: ring}}\n",
+		"ring.yaml":   "name: ring\nactivities:\n  back: {workflow: {name: loop}}\n",
+		"top.yaml":    "name: top\nactivities:\n  run: {workflow: {name: loop}}\n",
+	})
+	if err := os.MkdirAll(filepath.Join(dir, ".whimbrel"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"WHIMBREL_STORE=sqlite:" + filepath.Join(dir, ".whimbrel", "state.db")}
+	for _, f := range []string{"child.yaml", "loop.yaml", "ring.yaml"} {
+		if out, errOut, code := whimbrelIn(t, dir, env, "register", filepath.Join(dir, f)); code != 0 {
+			t.Fatalf("register %s: exit %d\n%s%s", f, code, out, errOut)
+		}
+	}
+	out, errOut, code := runIn(t, dir, nil, filepath.Join(dir, "parent.yaml"))
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	st := openStore(t, dir, nil)
+	child := onlyWorkflow(t, st, "child")
+	p, err := st.GetActivity(context.Background(), child.Parent.Key())
+	if err != nil || p.State != state.Completed || p.Output != `{"n":"5"}` {
+		t.Errorf("parent activity %+v %v, want COMPLETED with output {\"n\":\"5\"}", p, err)
+	}
+	_, errOut, code = runIn(t, dir, nil, filepath.Join(dir, "top.yaml"))
+	if code == 0 || !strings.Contains(errOut, "top → loop → ring → loop") {
+		t.Errorf("exit %d, want a refusal naming top → loop → ring → loop:\n%s", code, errOut)
+	}
+}
