@@ -42,6 +42,8 @@ type Workflow struct {
 	Expires   *time.Time          `json:"expires_at,omitempty"`
 	// Params are the execution's parameters.
 	Params map[string]string `json:"params,omitempty"`
+	// ParentView: see child.go.
+	ParentView
 }
 
 // Activity is what Status shows of an activity.
@@ -73,6 +75,8 @@ type Activity struct {
 	// Retries: see attempts.go.
 	Retries
 	ActivityData
+	// ChildView: see child.go.
+	ChildView
 }
 
 // RejectedEvent is an activity event a processor did not apply, and why.
@@ -104,7 +108,7 @@ func viewWorkflow(w *state.WorkflowExec, now time.Time) Workflow {
 	}
 	return Workflow{ID: w.WorkflowExecID, Name: w.WorkflowName, State: w.State, Reason: w.Reason,
 		RequestID: w.WorkflowRequestID, Source: w.Source, Started: timePtr(w.StartTime), Ended: timePtr(w.EndTime),
-		Seconds: seconds(w.StartTime, end), Expires: timePtr(w.Expires), Params: viewParams(w.Params)}
+		Seconds: seconds(w.StartTime, end), Expires: timePtr(w.Expires), Params: viewParams(w.Params), ParentView: parentView(w)}
 }
 
 // Load reads an execution and lays its activities out as the DAG:
@@ -177,6 +181,7 @@ func Load(ctx context.Context, st workflow.Reader, id string, now time.Time) (*S
 			v.Earlier[i].Rejected = rejected(ctx, st, v.Earlier[i].ID)
 		}
 		v.ActivityData = viewData(a, now)
+		v.ChildView = childView(a)
 		if a.State == state.Running && a.HeartbeatEnabled {
 			last := a.HeartbeatTime
 			if last.IsZero() {
@@ -263,6 +268,7 @@ func (s *Status) WriteTextColors(w io.Writer, c Colors) error {
 		fmt.Fprintf(w, "  request %s, from %s\n", inert.String(orDash(wf.RequestID)), inert.String(orDash(wf.Source)))
 	}
 	writeParams(w, wf.Params)
+	wf.ParentView.writeText(w)
 	fmt.Fprintln(w)
 	// The columns are laid out by hand: the detail lines under a row
 	// (why, stderr) must not widen them.
@@ -347,6 +353,7 @@ func (s *Status) WriteTextColors(w io.Writer, c Colors) error {
 		}
 		a.writeRetries(w, indent)
 		a.ActivityData.writeText(w, indent)
+		a.ChildView.writeText(w, indent, c)
 	}
 	return nil
 }

@@ -51,6 +51,9 @@ type Event struct {
 	LogFile string `json:"log_file,omitempty"`
 	LogDir  string `json:"log_dir,omitempty"`
 	Message string `json:"message,omitempty"`
+	// Child is the execution ID of the child workflow an activity runs
+	// (docs/sub-workflows.md): whimbrel status follows it.
+	Child string `json:"child_workflow_exec_id,omitempty"`
 }
 
 // ActivityState is State as an activity's state, for an EventActivity.
@@ -74,6 +77,7 @@ func (w *watcher) activity(a *state.ActivityExec, s state.ActivityState, at time
 	e := Event{Time: at, Kind: EventActivity, WorkflowExecID: w.id, Activity: a.ActivityName, ActivityExecID: a.ActivityExecID,
 		State: string(s), Attempt: workflow.AttemptOf(a), NotBefore: a.NotBefore, StartTime: a.StartTime,
 		LogFile: filepath.Join(w.logDir, a.ActivityExecID+".log")}
+	e.Child, _ = state.ChildOf(a)
 	if s == a.State {
 		e.Reason, e.ExitCode, e.EndTime = a.Reason, a.ExitCode, a.EndTime
 		if s.EndedBadly() {

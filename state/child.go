@@ -35,5 +35,8 @@ func ChildOf(a *ActivityExec) (childID string, ok bool) {
 		return "", false
 	}
 	childID, ok = strings.CutPrefix(a.Owner, childOwnerPrefix)
-	return childID, ok && childID != ""
+	if !ok || childID == "" {
+		return "", false
+	}
+	return childID, true
 }

@@ -111,6 +111,33 @@ func TestRunSubWorkflowExample(t *testing.T) {
 			if !bytes.Contains(publish, []byte("publishing 42 + 42 rows")) {
 				t.Errorf("publish did not read the children's outputs:\n%s", publish)
 			}
+			for _, c := range children {
+				if !strings.Contains(out, "child "+c.WorkflowExecID) {
+					t.Errorf("whimbrel run's view does not name child %s:\n%s", c.WorkflowExecID, out)
+				}
+			}
+			// The views: one row per child with its ID to follow; the
+			// tree in place; the child names its parent.
+			status, _, code := whimbrelIn(t, dir, env, "status", parent.WorkflowExecID)
+			tree, _, code2 := whimbrelIn(t, dir, env, "status", "--tree", parent.WorkflowExecID)
+			childStatus, _, code3 := whimbrelIn(t, dir, env, "status", children[0].WorkflowExecID)
+			if code+code2+code3 != 0 {
+				t.Fatalf("status exits %d %d %d", code, code2, code3)
+			}
+			for _, c := range children {
+				if !strings.Contains(status, "child workflow "+c.WorkflowExecID+" (whimbrel status "+c.WorkflowExecID+")") {
+					t.Errorf("status does not name child %s:\n%s", c.WorkflowExecID, status)
+				}
+				if !strings.Contains(tree, "│ workflow "+c.WorkflowExecID+"  COMPLETED") {
+					t.Errorf("status --tree does not expand child %s:\n%s", c.WorkflowExecID, tree)
+				}
+			}
+			if strings.Count(tree, "│   load") != 2 {
+				t.Errorf("status --tree does not show the children's activities:\n%s", tree)
+			}
+			if !strings.Contains(childStatus, "child of "+parent.WorkflowExecID+", activity ") {
+				t.Errorf("the child's status does not name its parent:\n%s", childStatus)
+			}
 		})
 	}
 }
