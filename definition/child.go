@@ -133,6 +133,13 @@ func (d *Workflow) checkChild(p *problems, n string, line int) {
 				p.add(line, "activity %q: params %s: workflow %q declares no such parameter", n, k, c.Name)
 			}
 		}
+		for _, k := range sortedKeys(c.Params) {
+			if decl := c.Params[k]; decl != nil && decl.Required && decl.Default == nil {
+				if _, ok := a.Params[k]; !ok {
+					p.add(line, "activity %q: workflow %q requires the parameter %s: give it under `params:`", n, c.Name, k)
+				}
+			}
+		}
 	}
 }
 

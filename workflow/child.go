@@ -220,6 +220,9 @@ func FinishParent(ctx context.Context, st Advancer, child *state.WorkflowExec, l
 	}
 	if child.State == state.WorkflowCompleted {
 		out, err := childOutput(ctx, st, child)
+		if err == nil && len(out) > state.MaxOutput {
+			err = fmt.Errorf("they are %d bytes, more than an output may be (%d)", len(out), state.MaxOutput)
+		}
 		if err != nil {
 			c.To, c.Exit, c.Error, c.Reason = state.Failed, &state.Exit{Code: 1}, "child workflow outputs: "+err.Error(), why
 		} else {
