@@ -39,6 +39,14 @@ func (s *sweep) child(ctx context.Context, wf *state.WorkflowExec, a *state.Acti
 		return err
 	case err != nil:
 		return fmt.Errorf("read child workflow %s: %w", childID, err)
+	case cw.State == state.WorkflowRequested && wf.State == state.WorkflowRunning:
+		// Its start died half-way: repeating it with the same request
+		// finishes it.
+		if starter, ok := s.st.(workflow.Starter); ok {
+			_, err := workflow.StartChild(ctx, starter, wf, a, s.log.Named("child"))
+			return err
+		}
+		return nil
 	case !cw.State.Terminal():
 		return nil
 	}
