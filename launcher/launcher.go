@@ -142,8 +142,8 @@ func New(st Store, cfg Config) *Launcher {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	return &Launcher{st: st, cfg: cfg, log: cfg.Logger, workers: make(chan struct{}, cfg.Workers), freed: make(chan struct{}, 1),
-		family: workflow.NewFamily(cfg.Workflow),
-		slots:  newSlots(cfg.MaxRunning), defs: definitions{byID: map[string]*definition.Workflow{}}}
+		slots: newSlots(cfg.MaxRunning), defs: definitions{byID: map[string]*definition.Workflow{}},
+		family: workflow.NewFamily(cfg.Workflow)}
 }
 
 // Run polls until ctx ends, then returns once the launches in flight have

@@ -111,9 +111,10 @@ type Adopter interface {
 
 // Monitor sweeps.
 type Monitor struct {
-	st    Store
-	cfg   Config
-	log   hclog.Logger
+	st  Store
+	cfg Config
+	log hclog.Logger
+
 	scope *workflow.Family // cfg.Workflow and its child workflows
 }
 

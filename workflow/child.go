@@ -67,6 +67,9 @@ func StartChild(ctx context.Context, st Starter, wf *state.WorkflowExec, a *stat
 			Claim: &state.Claim{Owner: state.ChildOwner(id)}, LaunchedAs: id,
 			Reason: "running child workflow " + id,
 		})
+		if errors.Is(err, state.ErrConflict) {
+			return id, nil // no longer the launcher's: cancelled, or failed by the monitor
+		}
 		if err != nil {
 			return "", fmt.Errorf("claim %s for child %s: %w", a.ActivityExecID, id, err)
 		}
