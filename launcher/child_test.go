@@ -2,6 +2,7 @@ package launcher_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -128,8 +129,9 @@ func derivedChild(parentID string) string {
 // again: one child exists, derived from the parent, naming it. The
 // parent activity is RUNNING with heartbeats off. Then the write that
 // settles the child ends the parent activity with the child's outputs
-// and readies the parent's next step, with no monitor at all. On both
-// stores, and on DynamoDB behind the fault proxy.
+// and readies the parent's next step, with no monitor at all on both
+// stores; behind the fault proxy, with the monitor finishing what a
+// lagging index or a failed write left.
 func TestThreeLaunchersStartOneChild(t *testing.T) {
 	t.Parallel()
 	childStores(t, true, func(t *testing.T, st, clean state.Store) {
@@ -221,6 +223,19 @@ func TestThreeLaunchersStartOneChild(t *testing.T) {
 			return nil
 		})
 		eventually(t, "advance", func() error { _, err := workflow.Advance(ctx, st, done, nil); return err })
+		if st != clean {
+			// Behind the proxy the advance may find the index behind (the
+			// child not yet settled), or a write after the settle may
+			// fail: what it leaves, the monitor finishes.
+			m := monitor.New(st, monitor.Config{})
+			eventually(t, "the monitor ends the parent activity", func() error {
+				_, _ = m.Sweep(ctx)
+				if a, err := clean.GetActivity(ctx, run); err != nil || a.State == state.Running {
+					return fmt.Errorf("parent activity %v (%v)", a, err)
+				}
+				return nil
+			})
+		}
 		a, err = clean.GetActivity(ctx, run)
 		if err != nil {
 			t.Fatal(err)
