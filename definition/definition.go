@@ -55,6 +55,10 @@ type Workflow struct {
 	// deadline_missed (0: never).
 	Notify   []Notify `yaml:"notify,omitempty" json:"notify,omitempty"`
 	Deadline Duration `yaml:"deadline,omitempty" json:"deadline,omitempty"`
+	// Outputs, for a workflow run as a child, are what its parent
+	// activity records as its output: names to templates over the
+	// outputs of its activities (docs/sub-workflows.md).
+	Outputs map[string]string `yaml:"outputs,omitempty" json:"outputs,omitempty"`
 
 	warnings []string // found when it was read (see Warnings)
 }
@@ -80,6 +84,10 @@ type Activity struct {
 	// TriggerRule says which endings of its upstreams let it run
 	// (all_success when empty; see TriggerRules).
 	TriggerRule string `yaml:"trigger_rule,omitempty" json:"trigger_rule,omitempty"`
+	// Workflow, instead of a command, runs another workflow as a child,
+	// with Params templated from this one's data (see ChildWorkflow).
+	Workflow *ChildWorkflow    `yaml:"workflow,omitempty" json:"workflow,omitempty"`
+	Params   map[string]string `yaml:"params,omitempty" json:"params,omitempty"`
 	// Settings are its own; Workflow.Effective fills in the defaults.
 	Settings `yaml:",inline" json:",inline"`
 }

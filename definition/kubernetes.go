@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -102,15 +101,6 @@ func labelKeyOK(k string) bool {
 		return false
 	}
 	return name != "" && len(name) <= 63 && labelName.MatchString(name)
-}
-
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // checkKubernetesValue checks the shape of resources and node_selector

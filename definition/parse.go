@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
@@ -28,18 +27,9 @@ func FromJSON(s string) (*Workflow, error) {
 	return &d, nil
 }
 
-// Load reads and checks a definition file.
-func Load(path string) (*Workflow, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read workflow definition: %w", err)
-	}
-	d, err := Parse(path, b)
-	if err != nil {
-		return nil, &InvalidError{Err: err}
-	}
-	return d, nil
-}
+// Load reads and checks a definition file, with the definitions of the
+// child workflows it names by file (see LoadWith).
+func Load(path string) (*Workflow, error) { return LoadWith(path, nil) }
 
 // InvalidError is a definition file that was read but is not a workflow
 // Whimbrel can run: every problem, each with its line. A command exits
@@ -163,9 +153,9 @@ func (pos *positions) paramLine(name, field string) int {
 }
 
 var (
-	topKeys      = []string{"name", "description", "retention", "defaults", "activities", "params", "finally", "notify", "deadline"}
+	topKeys      = []string{"name", "description", "retention", "defaults", "activities", "params", "outputs", "finally", "notify", "deadline"}
 	settingKeys  = []string{"env", "heartbeat_interval", "heartbeat_timeout", "timeout", "queued_timeout", "kill_grace", "launch", "retry", "pool", "pool_slots"}
-	activityKeys = append([]string{"description", "command", "depends_on", "when", "trigger_rule"}, settingKeys...)
+	activityKeys = append([]string{"description", "command", "depends_on", "workflow", "params", "when", "trigger_rule"}, settingKeys...)
 	launchKeys   = []string{"type", "image", "docker_args", "cluster", "task_definition", "container", "launch_type",
 		"platform_version", "subnets", "security_groups", "assign_public_ip", "capacity_provider", "retry_for",
 		"namespace", "service_account", "resources", "node_selector", "job_template"}
@@ -352,6 +342,9 @@ func checkKeys(p *problems, m *yaml.Node, where string, known []string) {
 				msg += " (known: " + strings.Join(known, ", ") + ")"
 			}
 			p.add(k.Line, "%s", msg)
+			continue
+		}
+		if checkChildKey(p, k.Value, v, where) {
 			continue
 		}
 		checkValue(p, k.Value, v, where)

@@ -29,6 +29,7 @@ func (d *Workflow) validate(file string, pos *positions) error {
 		d.checkActivity(p, n, pos.activityLine(n), names, isActivity)
 	}
 	d.checkControl(p)
+	d.checkOutputs(p)
 	if p.err() == nil {
 		if cycle := d.cycle(names); cycle != nil {
 			p.add(pos.activityLine(cycle[0]), "the activities form a cycle: %s", strings.Join(cycle, " → "))
@@ -96,7 +97,8 @@ func (d *Workflow) checkActivity(p *problems, n string, line int, names []string
 	if rf := time.Duration(eff.Launch.RetryFor); rf >= qt {
 		p.add(line, "activity %q: launch.retry_for %s is not shorter than its queued_timeout %s: the monitor would fail the launch while the launcher still retries it", n, rf, qt)
 	}
-	if len(a.Command) == 0 && eff.Launch.Type == LaunchLocal {
+	d.checkChild(p, n, line)
+	if len(a.Command) == 0 && eff.Launch.Type == LaunchLocal && !a.IsChild() {
 		p.add(line, "activity %q has no command: give one as a list, such as [\"sh\", \"-c\", \"echo hello\"]", n)
 	}
 }

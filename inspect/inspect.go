@@ -47,6 +47,8 @@ type Workflow struct {
 	Params map[string]string `json:"params,omitempty"`
 	// Control flow: see control.go.
 	WorkflowControl
+	// ParentView: see child.go.
+	ParentView
 }
 
 // Activity is what Status shows of an activity.
@@ -83,6 +85,8 @@ type Activity struct {
 	ActivityData
 	// Control flow: see control.go.
 	ActivityControl
+	// ChildView: see child.go.
+	ChildView
 }
 
 // RejectedEvent is an activity event a processor did not apply, and why.
@@ -115,7 +119,7 @@ func viewWorkflow(w *state.WorkflowExec, now time.Time) Workflow {
 	return Workflow{ID: w.WorkflowExecID, Name: w.WorkflowName, State: w.State, Reason: w.Reason,
 		RequestID: w.WorkflowRequestID, Source: w.Source, Started: timePtr(w.StartTime), Ended: timePtr(w.EndTime),
 		Seconds: seconds(w.StartTime, end), Expires: timePtr(w.Expires), Params: viewParams(w.Params),
-		WorkflowControl: workflowControl(w)}
+		WorkflowControl: workflowControl(w), ParentView: parentView(w)}
 }
 
 // Load reads an execution and lays its activities out as the DAG:
@@ -197,6 +201,7 @@ func Load(ctx context.Context, st workflow.Reader, id string, now time.Time) (*S
 		v.ActivityData = viewData(a, now)
 		v.ActivityControl = activityControl(def, a)
 		v.Pool = poolUse(ctx, st, def, a, pools)
+		v.ChildView = childView(a)
 		if a.State == state.Running && a.HeartbeatEnabled {
 			last := a.HeartbeatTime
 			if last.IsZero() {
@@ -285,6 +290,7 @@ func (s *Status) WriteTextColors(w io.Writer, c Colors) error {
 		fmt.Fprintf(w, "  request %s, from %s\n", inert.String(orDash(wf.RequestID)), inert.String(orDash(wf.Source)))
 	}
 	writeParams(w, wf.Params)
+	wf.ParentView.writeText(w)
 	fmt.Fprintln(w)
 	// The columns are laid out by hand: the detail lines under a row
 	// (why, stderr) must not widen them.
@@ -374,6 +380,7 @@ func (s *Status) WriteTextColors(w io.Writer, c Colors) error {
 		}
 		a.writeRetries(w, indent)
 		a.ActivityData.writeText(w, indent)
+		a.ChildView.writeText(w, indent, c)
 	}
 	s.writeNotifications(w)
 	return nil

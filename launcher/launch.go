@@ -42,6 +42,9 @@ func (l *Launcher) try(ctx context.Context, p *pass, k state.ActivityKey) (launc
 		return false, nil // the monitor cancels what a settled workflow left
 	}
 	act := w.def.Lookup(a.ActivityName) // an activity or a finally one
+	if act.IsChild() {
+		return false, l.tryChild(ctx, k, a)
+	}
 	var settings definition.Settings
 	var backend Backend
 	if act != nil {

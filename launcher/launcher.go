@@ -109,6 +109,9 @@ type Launcher struct {
 	slots *slots      // what it tries and runs, and the cap
 	defs  definitions // of the workflows it launches for
 	pools poolWaiters // the activities waiting for pools (pool.go)
+	// family is cfg.Workflow's and its child workflows', the executions a
+	// launcher limited to one launches for.
+	family *workflow.Family
 
 	// undecodable counts the items passes skipped because they could not
 	// be decoded (the store reports each one).
@@ -140,7 +143,8 @@ func New(st Store, cfg Config) *Launcher {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	return &Launcher{st: st, cfg: cfg, log: cfg.Logger, workers: make(chan struct{}, cfg.Workers), freed: make(chan struct{}, 1),
-		slots: newSlots(cfg.MaxRunning), defs: definitions{byID: map[string]*definition.Workflow{}}}
+		slots: newSlots(cfg.MaxRunning), defs: definitions{byID: map[string]*definition.Workflow{}},
+		family: workflow.NewFamily(cfg.Workflow)}
 }
 
 // Run polls until ctx ends, then returns once the launches in flight have
@@ -223,12 +227,15 @@ func (l *Launcher) pass(ctx context.Context) (*pass, error) {
 	}
 	l.undecodable.Add(int64(len(skipped)))
 	p := &pass{workflows: map[string]*passWorkflow{}}
+	// A launcher limited to one workflow (whimbrel run) serves it and its
+	// child workflows only.
+	refs = l.inFamily(ctx, refs)
 	admitted, refs, poolIn := l.admitPools(ctx, refs)
 	p.poolIn = poolIn
 	order := poolOrder{in: poolIn}
 	now := clock.Now()
 	l.slots.prune(now)
-	for _, ref := range append(admitted, fair(refs, l.cfg.Workflow)...) {
+	for _, ref := range append(admitted, fair(refs, "")...) {
 		k := ref.ActivityKey
 		if ctx.Err() != nil || p.storeErr() != nil {
 			break

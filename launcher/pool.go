@@ -85,9 +85,6 @@ func (l *Launcher) admitPools(ctx context.Context, refs []state.ActivityRef) (ad
 	byPool := map[string][]poolWaiter{}
 	var unread time.Time // the oldest READY activity not read yet
 	for _, r := range refs {
-		if l.cfg.Workflow != "" && r.WorkflowExecID != l.cfg.Workflow {
-			continue
-		}
 		if l.pools.read[r.ActivityExecID] {
 			read[r.ActivityExecID] = true
 		} else if unread.IsZero() || r.StateTime.Before(unread) {

@@ -59,6 +59,9 @@ type Event struct {
 	Shown string `json:"shown,omitempty"`
 	// Finally marks a finally activity.
 	Finally bool `json:"finally,omitempty"`
+	// Child is the execution ID of the child workflow an activity runs
+	// (docs/sub-workflows.md): whimbrel status follows it.
+	Child string `json:"child_workflow_exec_id,omitempty"`
 }
 
 // ActivityState is State as an activity's state, for an EventActivity.
@@ -88,6 +91,7 @@ func (w *watcher) activity(a *state.ActivityExec, s state.ActivityState, at time
 		e.Shown = "SKIPPED" // each of its moves: it never ran
 	}
 	e.Finally = w.finally[a.ActivityName] != nil
+	e.Child, _ = state.ChildOf(a)
 	if s == a.State {
 		e.Reason, e.ExitCode, e.EndTime = a.Reason, a.ExitCode, a.EndTime
 		if workflow.RuleCancelled(a) {

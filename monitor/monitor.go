@@ -114,6 +114,8 @@ type Monitor struct {
 	st  Store
 	cfg Config
 	log hclog.Logger
+
+	scope *workflow.Family // cfg.Workflow and its child workflows
 }
 
 // New returns a Monitor.
@@ -134,7 +136,7 @@ func New(st Store, cfg Config) *Monitor {
 	if cfg.AdoptPages == 0 {
 		cfg.AdoptPages = DefaultAdoptPages
 	}
-	return &Monitor{st: st, cfg: cfg, log: cfg.Logger}
+	return &Monitor{st: st, cfg: cfg, log: cfg.Logger, scope: workflow.NewFamily(cfg.Workflow)}
 }
 
 // Run sweeps every interval (or SweepCost times a sweep's duration, if
@@ -226,7 +228,7 @@ func (s *sweep) activities(ctx context.Context, st state.ActivityState) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if s.cfg.Workflow != "" && ref.WorkflowExecID != s.cfg.Workflow {
+		if !s.scope.Has(ctx, s.st, ref.WorkflowExecID) {
 			continue
 		}
 		err := s.judge(ctx, ref.ActivityKey, st)
@@ -282,8 +284,16 @@ func (s *sweep) judge(ctx context.Context, k state.ActivityKey, listed state.Act
 		}
 		return nil
 	case wf.State == state.WorkflowCancelled && a.State == state.Running:
-		return s.cancel(ctx, a, state.CancelledRunning, fmt.Sprintf("workflow %s was cancelled", wf.WorkflowExecID), &s.report.CancelledRunning)
+		why := fmt.Sprintf("workflow %s was cancelled", wf.WorkflowExecID)
+		if err := s.cancel(ctx, a, state.CancelledRunning, why, &s.report.CancelledRunning); err != nil {
+			return err
+		}
+		workflow.CancelChild(ctx, s.st, a, why, s.log.Named("child"))
+		return nil
 	case a.State == state.Running:
+		if childID, ok := state.ChildOf(a); ok {
+			return s.child(ctx, wf, a, childID)
+		}
 		return s.heartbeat(ctx, a)
 	case a.State == state.Queued || a.State == state.Preparing:
 		return s.launch(ctx, a)
@@ -405,10 +415,13 @@ func (s *sweep) repair(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if s.cfg.Workflow != "" && wf.WorkflowExecID != s.cfg.Workflow {
+		if !s.scope.Has(ctx, s.st, wf.WorkflowExecID) {
 			continue
 		}
-		err := s.repairWorkflow(ctx, wf.WorkflowExecID)
+		err := s.orphan(ctx, wf.WorkflowExecID)
+		if err == nil {
+			err = s.repairWorkflow(ctx, wf.WorkflowExecID)
+		}
 		switch {
 		case errors.Is(err, state.ErrUnavailable):
 			return err

@@ -110,6 +110,22 @@ type WorkflowExec struct {
 	Outcome       WorkflowState // outcome
 	DecidedBy     string        // decided_by
 	FinallyFailed string        // finally_failed
+
+	// Parent names, for a child workflow, the activity that runs it and
+	// that activity's workflow (docs/contract.md#child-workflows).
+	Parent
+}
+
+// Parent is the link of a child workflow's items to the activity that
+// runs it; both empty for a workflow that is nobody's child.
+type Parent struct {
+	ParentWorkflowExecID string // parent_workflow_exec_id
+	ParentActivityExecID string // parent_activity_exec_id
+}
+
+// Key is the primary key of the parent activity.
+func (p Parent) Key() ActivityKey {
+	return ActivityKey{ActivityExecID: p.ParentActivityExecID, WorkflowExecID: p.ParentWorkflowExecID}
 }
 
 // ActivityKey is the primary key of an activity execution item.
@@ -187,6 +203,10 @@ type ActivityExec struct {
 	// that knows only the base contract sees it finished
 	// (docs/contract.md#control-flow).
 	Skipped bool // skipped
+
+	// Parent names, on the activities of a child workflow, the activity
+	// that runs the workflow (docs/contract.md#child-workflows).
+	Parent
 }
 
 // Dependency records that one activity waits on another. Write-once.

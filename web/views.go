@@ -261,7 +261,8 @@ func (s *Server) loadStatus(ctx context.Context, id string) (*status, error) {
 	}
 	v, _, err := s.reads.get(ctx, "status "+id, func(ctx context.Context) (any, bool, error) {
 		now := s.opts.Now()
-		st, err := inspect.Load(ctx, s.opts.Store, id, now)
+		// Child workflows are expanded in place (docs/sub-workflows.md).
+		st, err := inspect.LoadTree(ctx, s.opts.Store, id, now)
 		if err != nil {
 			return nil, false, fmt.Errorf("read workflow %s: %w", id, err)
 		}

@@ -448,6 +448,7 @@ func settle(ctx context.Context, st Settler, g graph, log hclog.Logger) (state.W
 		log.Info("settled workflow", "workflow_exec_id", workflowExecID, "state", to, "reason", reason)
 		expire(ctx, st, g, settled, log)
 		notifyEnding(ctx, st, g.def, settled, acts, log)
+		finishAfterSettle(ctx, st, settled, log)
 		return to, nil
 	case errors.Is(err, state.ErrConflict):
 		notifyLost(ctx, st, g.def, workflowExecID, acts, log)

@@ -43,6 +43,7 @@ func Cancel(ctx context.Context, st Canceller, id, reason string, log hclog.Logg
 		if g, err := graphOf(ctx, st, id); err == nil {
 			expire(ctx, st, g, cancelled, log)
 		}
+		defer finishAfterSettle(ctx, st, cancelled, log)
 	case errors.As(err, &ce) && ce.State == string(state.WorkflowCancelled):
 		// Cancelled before: finish the activities below.
 	default:
@@ -66,10 +67,11 @@ func Cancel(ctx context.Context, st Canceller, id, reason string, log hclog.Logg
 			if s == state.Running {
 				to = state.CancelledRunning
 			}
-			_, err := st.UpdateActivity(ctx, a.ActivityKey, state.ActivityChange{From: []state.ActivityState{s}, To: to, Reason: why})
+			moved, err := st.UpdateActivity(ctx, a.ActivityKey, state.ActivityChange{From: []state.ActivityState{s}, To: to, Reason: why})
 			if err == nil {
 				if to == state.CancelledRunning {
 					res.Running = append(res.Running, a.ActivityExecID)
+					cancelChild(ctx, st, moved, why, log)
 				} else {
 					res.Pending = append(res.Pending, a.ActivityExecID)
 				}

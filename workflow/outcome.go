@@ -68,6 +68,7 @@ func settleControlled(ctx context.Context, st Settler, g graph, log hclog.Logger
 			log.Info("settled workflow", "workflow_exec_id", g.id, "state", to, "reason", reason)
 			expire(ctx, st, g, got, log)
 			notifyEnding(ctx, st, g.def, got, acts, log)
+			finishAfterSettle(ctx, st, got, log)
 			return to, nil
 		case err == nil:
 			log.Info("workflow's outcome decided; running its finally activities", "workflow_exec_id", g.id, "outcome", to, "reason", reason)
@@ -122,6 +123,7 @@ func settleControlled(ctx context.Context, st Settler, g graph, log hclog.Logger
 		log.Info("settled workflow", "workflow_exec_id", g.id, "state", wf.Outcome, "finally_failed", strings.Join(failed, ", "))
 		expire(ctx, st, g, got, log)
 		notifyEnding(ctx, st, g.def, got, acts, log)
+		finishAfterSettle(ctx, st, got, log)
 		return wf.Outcome, nil
 	case errors.Is(err, state.ErrConflict):
 		notifyLost(ctx, st, g.def, g.id, acts, log)

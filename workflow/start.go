@@ -32,6 +32,9 @@ type StartOptions struct {
 	// Again, for a redrive (Rerun with fromFailure), starts a new one even
 	// when the execution was redriven before (see redriveOnce).
 	Again bool
+	// Parent links a child workflow's items to the activity that runs it
+	// (see StartChild).
+	Parent state.Parent
 }
 
 // Start records a new execution of d — the request (manual, as the Full
@@ -59,7 +62,7 @@ func Start(ctx context.Context, st Starter, d *definition.Workflow, opts StartOp
 			Source: opts.Source, Manual: true, WorkflowExecID: id},
 		Exec: state.WorkflowExec{WorkflowExecID: id, WorkflowName: d.Name, State: state.WorkflowRequested,
 			WorkflowRequestID: reqID, StartTime: now, Source: opts.Source, Definition: d.JSON(),
-			Params: definition.EncodeParams(params)},
+			Params: definition.EncodeParams(params), Parent: opts.Parent},
 	}
 	if opts.RequestWritten {
 		w.Request = nil
@@ -69,6 +72,7 @@ func Start(ctx context.Context, st Starter, d *definition.Workflow, opts StartOp
 		act := state.ActivityExec{
 			ActivityKey:  state.ActivityKey{ActivityExecID: aid, WorkflowExecID: id},
 			WorkflowName: d.Name, ActivityName: name, State: state.Requested, StateTime: now,
+			Parent: opts.Parent,
 		}
 		for i, up := range d.Activities[name].DependsOn {
 			upID := state.ActivityExecIDFor(id, up)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -48,4 +49,17 @@ func load(file string, w io.Writer) (*definition.Workflow, error) {
 		fmt.Fprintf(w, "warning: %s\n", inert.String(msg))
 	}
 	return def, nil
+}
+
+// resolveRegistered reads the registered definitions that def's child
+// workflows name (workflow: {name: N}) from the store, so that they are
+// stored with the execution as a file's are.
+func resolveRegistered(ctx context.Context, st cli.Store, def *definition.Workflow) error {
+	return def.ResolveRegistered(func(name string) (*definition.Workflow, error) {
+		r, err := st.Registration(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("%w (register it with whimbrel register FILE)", err)
+		}
+		return definition.FromJSON(r.Definition)
+	})
 }

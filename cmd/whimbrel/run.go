@@ -61,6 +61,9 @@ func (c *RunCmd) Run(g *Globals, k *kong.Context) error {
 	if _, err := st.Install(ctx, false); err != nil {
 		return fmt.Errorf("install the store: %w", err)
 	}
+	if err := resolveRegistered(ctx, st, def); err != nil {
+		return err
+	}
 	h := here{HereFlags: c.HereFlags, choice: choice, prefix: c.Prefix, log: log, metrics: ms}
 	if c.Web {
 		view, err := web.StartBackground(st, c.listen(c.WebAddr), log)

@@ -50,6 +50,9 @@ func (c *StartCmd) Run(g *Globals, k *kong.Context) error {
 		return err
 	}
 	defer se.close()
+	if err := resolveRegistered(se.ctx, se.st, def); err != nil {
+		return err
+	}
 	start := func(ctx context.Context) (string, error) {
 		id, created, err := workflow.Start(ctx, se.st, def, workflow.StartOptions{RequestID: c.RequestID, Source: "whimbrel start", Params: params})
 		if err == nil && !created {

@@ -18,12 +18,17 @@ type StatusCmd struct {
 	cli.StoreFlags
 	ID   string `arg:"" name:"workflow-exec-id" help:"The execution, as start printed it."`
 	JSON bool   `name:"json" help:"Print JSON for scripts."`
+	Tree bool   `name:"tree" help:"Show each child workflow's status in place, under the activity that runs it."`
 }
 
 // Run shows the execution and its activities.
 func (c *StatusCmd) Run(g *Globals, k *kong.Context) error {
 	return withSession(g, k, c.StoreFlags, reads, func(se *session) error {
-		s, err := inspect.Load(se.ctx, se.st, c.ID, time.Now())
+		load := inspect.Load
+		if c.Tree {
+			load = inspect.LoadTree
+		}
+		s, err := load(se.ctx, se.st, c.ID, time.Now())
 		if errors.Is(err, state.ErrNotFound) {
 			return fmt.Errorf("no workflow execution %s in %s: check the ID (whimbrel list shows the recent ones), --store/WHIMBREL_STORE and WHIMBREL_TABLE_PREFIX", c.ID, se.where(c.Prefix))
 		}

@@ -122,7 +122,7 @@ func (v *people) show(e local.Event) {
 // line is one line for an activity's change of state.
 func (v *people) line(e local.Event) {
 	fmt.Fprintf(v.Out, "%s %-*s %s%s%s\n", e.Time.Local().Format("15:04:05"), v.nameWidth, v.name(e.Activity),
-		v.shown(e), detail(e), v.attempt(e, e.Time))
+		v.shown(e), detail(e), v.attempt(e, e.Time)+child(e))
 }
 
 // above writes an activity's line above the tree, on a terminal: the tree
@@ -185,7 +185,7 @@ func (v *people) draw(now time.Time) {
 		} else if !st.Terminal() {
 			why = where(e)
 		}
-		why += v.attempt(e, now)
+		why += v.attempt(e, now) + child(e)
 		// The state's colour goes on after the row is cut to the width.
 		shown := inert.String(e.State)
 		row := v.fit(fmt.Sprintf("  %s %-*s  %-17s %8s%s", mark(st), v.nameWidth, v.name(n), shown, elapsed(e, now), why))

@@ -69,6 +69,7 @@ func EncodeActivity(a *state.ActivityExec) Item {
 	if !a.ProgressTime.IsZero() {
 		m["progress_time_epoch"] = Epoch(a.ProgressTime)
 	}
+	putParent(m, a.Parent)
 	return m
 }
 
@@ -104,6 +105,7 @@ func DecodeActivity(table string, m Item) (*state.ActivityExec, error) {
 		ProgressTime:        d.time("progress_time"),
 		RetryOf:             d.str("retry_of", false),
 		RetriedBy:           d.str("retried_by", false),
+		Parent:              d.parent(),
 	}
 	if nb, ok := d.number("not_before"); ok && nb > 0 {
 		if nb > maxEpoch {

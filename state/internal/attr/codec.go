@@ -51,6 +51,7 @@ func EncodeWorkflow(w *state.WorkflowExec) Item {
 	putStr(m, "outcome", string(w.Outcome))
 	putStr(m, "decided_by", w.DecidedBy)
 	putStr(m, "finally_failed", w.FinallyFailed)
+	putParent(m, w.Parent)
 	return m
 }
 
@@ -70,6 +71,7 @@ func DecodeWorkflow(table string, m Item) (*state.WorkflowExec, error) {
 		Params:            d.str("params", false),
 		DecidedBy:         d.str("decided_by", false),
 		FinallyFailed:     d.str("finally_failed", false),
+		Parent:            d.parent(),
 	}
 	// An outcome that is not a settled state is not one this contract
 	// wrote: it is ignored rather than trusted.
@@ -245,4 +247,19 @@ func DecodeRegistration(table string, m Item) (*state.WorkflowLambda, error) {
 		Source:       d.str("source", false),
 	}
 	return r, d.err
+}
+
+// putParent writes the link of a child workflow's item to its parent
+// activity, when it has one.
+func putParent(m Item, p state.Parent) {
+	putStr(m, "parent_workflow_exec_id", p.ParentWorkflowExecID)
+	putStr(m, "parent_activity_exec_id", p.ParentActivityExecID)
+}
+
+// parent reads what putParent writes.
+func (d *decoder) parent() state.Parent {
+	return state.Parent{
+		ParentWorkflowExecID: d.str("parent_workflow_exec_id", false),
+		ParentActivityExecID: d.str("parent_activity_exec_id", false),
+	}
 }
