@@ -19,7 +19,14 @@ import (
 // rest. A repeat finishes what an earlier call left.
 func cancelToFinally(ctx context.Context, st Canceller, id, reason string, log hclog.Logger) (res Cancelled, ok bool, err error) {
 	wf, err := st.GetWorkflow(ctx, id)
-	if err != nil || wf.State != state.WorkflowRunning {
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		return res, false, nil // Cancel says so
+	case err != nil:
+		// A store that does not answer this read will not answer the
+		// cancel's writes either: say so now rather than wait for them.
+		return res, false, fmt.Errorf("cancel %s: %w", id, err)
+	case wf.State != state.WorkflowRunning:
 		return res, false, nil
 	}
 	d, err := definition.ReadStored(wf.Definition)

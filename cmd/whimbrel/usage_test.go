@@ -138,7 +138,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{"whimbrel", []string{"request", "--wait-interval", "0s", "w"}, "--wait-interval"},
 		{"whimbrel", []string{"list", "--store", "postgres"}, "--store"},
 		{"whimbrel", []string{"list", "--prefix", "a b"}, "prefix"},
-		{"whimbrel-launcher", []string{"--types", "kubernetes"}, "--types"},
+		{"whimbrel-launcher", []string{"--types", "nomad"}, "--types"},
 		{"whimbrel-launcher", []string{"--interval", "0s"}, "--interval"},
 		{"whimbrel-launcher", []string{"--max-running", "-1"}, "--max-running"},
 		{"whimbrel-monitor", []string{"--interval", "-1s"}, "--interval"},
