@@ -66,6 +66,15 @@ type Activity struct {
 	Command []string `yaml:"command,omitempty" json:"command,omitempty"`
 	// DependsOn names the activities that must complete before it runs.
 	DependsOn []string `yaml:"depends_on,omitempty" json:"depends_on,omitempty"`
+	// ForEach makes it a map: it runs once per element of a list, each
+	// run an item of its own (see ForEach, docs/for-each.md); MaxItems
+	// caps the list, MaxRunning the elements queued or running at once,
+	// and ToleratedFailures the elements that may fail with the map still
+	// completing.
+	ForEach           *ForEach  `yaml:"for_each,omitempty" json:"for_each,omitempty"`
+	MaxItems          int       `yaml:"max_items,omitempty" json:"max_items,omitempty"`
+	MaxRunning        int       `yaml:"max_running,omitempty" json:"max_running,omitempty"`
+	ToleratedFailures Tolerance `yaml:"tolerated_failures,omitempty" json:"tolerated_failures,omitempty"`
 	// Settings are its own; Workflow.Effective fills in the defaults.
 	Settings `yaml:",inline" json:",inline"`
 }

@@ -146,7 +146,7 @@ func (pos *positions) paramLine(name, field string) int {
 var (
 	topKeys      = []string{"name", "description", "retention", "defaults", "activities", "params"}
 	settingKeys  = []string{"env", "heartbeat_interval", "heartbeat_timeout", "timeout", "queued_timeout", "kill_grace", "launch", "retry"}
-	activityKeys = append([]string{"description", "command", "depends_on"}, settingKeys...)
+	activityKeys = append([]string{"description", "command", "depends_on", "for_each", "max_items", "max_running", "tolerated_failures"}, settingKeys...)
 	launchKeys   = []string{"type", "image", "docker_args", "cluster", "task_definition", "container", "launch_type",
 		"platform_version", "subnets", "security_groups", "assign_public_ip", "capacity_provider", "retry_for"}
 )

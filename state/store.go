@@ -219,7 +219,15 @@ type ActivityChange struct {
 	// nothing is pending. The edge is then removed exactly once, as by
 	// ResolveDependency, and one write does the work of two.
 	Resolve string
+	// Swap, when set, makes the write also a compare-and-set of one String
+	// attribute of the item (a map's account, see ActivityExec.Map).
+	Swap *Swap
 }
+
+// Swap is a compare-and-set of one String attribute, made with an
+// activity write: the write fails unless Attr holds Old (or, with Old
+// empty, is absent), and sets it to New.
+type Swap struct{ Attr, Old, New string }
 
 // Claim is what a wrapper records when it takes an activity.
 type Claim struct {

@@ -46,8 +46,8 @@ func (g graph) policy(a *state.ActivityExec) *definition.Retry {
 		return nil
 	}
 	eff, err := g.def.Effective(a.ActivityName)
-	if err != nil {
-		return nil
+	if err != nil || g.isMap(a) {
+		return nil // a map is not retried: its elements are
 	}
 	return eff.Retry
 }
@@ -91,7 +91,7 @@ func retry(ctx context.Context, st Settler, g graph, a *state.ActivityExec, log 
 		ActivityKey:  state.ActivityKey{ActivityExecID: nextID, WorkflowExecID: a.WorkflowExecID},
 		WorkflowName: a.WorkflowName, ActivityName: a.ActivityName,
 		State: state.Ready, StateTime: now, Attempt: n + 1, RetryOf: a.ActivityExecID,
-		NotBefore: now.Add(delay),
+		NotBefore: now.Add(delay), ItemIndex: a.ItemIndex, Item: a.Item,
 		Reason:    fmt.Sprintf("retry: %s; attempt %d may start after %s", why, n+1, delay.Round(time.Millisecond)),
 	}
 	err := st.CreateActivity(ctx, next)
@@ -120,6 +120,9 @@ func retry(ctx context.Context, st Settler, g graph, a *state.ActivityExec, log 
 func Latest(acts []*state.ActivityExec) map[string]*state.ActivityExec {
 	out := map[string]*state.ActivityExec{}
 	for _, a := range acts {
+		if a.ItemIndex != nil {
+			continue // an element of a map: the map's item stands for them
+		}
 		cur := out[a.ActivityName]
 		if cur == nil || AttemptOf(a) > AttemptOf(cur) || (AttemptOf(a) == AttemptOf(cur) && a.RetryOf == cur.ActivityExecID) {
 			out[a.ActivityName] = a
@@ -156,6 +159,9 @@ func Finals(defined bool, acts []*state.ActivityExec) map[string]*state.Activity
 func RetryPending(def *definition.Workflow, a *state.ActivityExec) bool {
 	if def == nil || def.Activities[a.ActivityName] == nil {
 		return false
+	}
+	if a.ItemIndex == nil && def.Activities[a.ActivityName].ForEach != nil {
+		return false // a map is not retried: its elements are
 	}
 	return retries(def.Effective(a.ActivityName).Retry, a)
 }

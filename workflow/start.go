@@ -102,6 +102,12 @@ func Start(ctx context.Context, st Starter, d *definition.Workflow, opts StartOp
 			continue
 		}
 		k := state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, name), WorkflowExecID: id}
+		if d.Activities[name].ForEach != nil {
+			if err := openMapAtStart(ctx, st, k); err != nil {
+				return "", false, fmt.Errorf("start %s: %w", d.Name, err)
+			}
+			continue
+		}
 		_, err := st.UpdateActivity(ctx, k, state.ActivityChange{
 			From: []state.ActivityState{state.Requested}, To: state.Ready, Reason: "it waits on nothing",
 		})

@@ -66,6 +66,11 @@ func EncodeActivity(a *state.ActivityExec) Item {
 	if !a.ProgressTime.IsZero() {
 		m["progress_time_epoch"] = Epoch(a.ProgressTime)
 	}
+	putStr(m, "map", a.Map)
+	putStr(m, "item", a.Item)
+	if a.ItemIndex != nil {
+		m["item_index"] = Int(*a.ItemIndex)
+	}
 	return m
 }
 
@@ -101,6 +106,11 @@ func DecodeActivity(table string, m Item) (*state.ActivityExec, error) {
 		ProgressTime:        d.time("progress_time"),
 		RetryOf:             d.str("retry_of", false),
 		RetriedBy:           d.str("retried_by", false),
+		Map:                 d.str("map", false),
+		Item:                d.str("item", false),
+	}
+	if i, ok := d.integer("item_index"); ok && i >= 0 {
+		a.ItemIndex = &i
 	}
 	if nb, ok := d.number("not_before"); ok && nb > 0 {
 		if nb > maxEpoch {
