@@ -92,7 +92,7 @@ func retry(ctx context.Context, st Settler, g graph, a *state.ActivityExec, log 
 		WorkflowName: a.WorkflowName, ActivityName: a.ActivityName,
 		State: state.Ready, StateTime: now, Attempt: n + 1, RetryOf: a.ActivityExecID,
 		NotBefore: now.Add(delay), ItemIndex: a.ItemIndex, Item: a.Item,
-		Reason:    fmt.Sprintf("retry: %s; attempt %d may start after %s", why, n+1, delay.Round(time.Millisecond)),
+		Reason: fmt.Sprintf("retry: %s; attempt %d may start after %s", why, n+1, delay.Round(time.Millisecond)),
 	}
 	err := st.CreateActivity(ctx, next)
 	switch {
