@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/whimbrel/whimbrel/internal/dynamotest"
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/state/dynamodb"
+)
+
+// The end-to-end tests of for_each run `whimbrel run` with real wrappers
+// running real commands: on the embedded store, on DynamoDB Local, and on
+// DynamoDB Local behind the fault proxy (indexes that lag, throttling,
+// errors after a write applied, small pages).
+
+// forEachStores are the stores the for_each tests run on.
+func forEachStores(t *testing.T) map[string][]string {
+	t.Helper()
+	out := stores(t)
+	prefix := dynamotest.Prefix(t)
+	proxy := dynamotest.NewFaultProxy(t, "", dynamotest.Faults{
+		IndexLag: 300 * time.Millisecond, Throttle: 0.02, Errors: 0.02, AfterWrite: 0.5, PageSize: 7,
+	})
+	st := dynamodb.New(proxy.Client(false), dynamodb.Options{Prefix: prefix, CallTimeout: dynamotest.CallTimeout})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := st.Install(ctx, false); err != nil {
+		t.Fatalf("install tables: %v", err)
+	}
+	out["faults"] = proxy.Env(t, prefix)
+	return out
+}
+
+// logLines reads the lines the commands appended to path, sorted.
+func logLines(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	sort.Strings(lines)
+	return lines
+}
+
+const forEachWorkflow = `
+name: fe-all
+params:
+  log: {required: true}
+  names: {default: '["x", "y"]'}
+activities:
+  list:
+    command: ["sh", "-c", "echo '{\"files\": [\"a\", \"b\", \"c\", \"d\", \"e\"]}' > \"$WHIMBREL_OUTPUT\""]
+  convert:
+    depends_on: [list]
+    for_each: "{{ outputs.list.files }}"
+    max_running: 2
+    tolerated_failures: 1
+    retry: {max_attempts: 2, interval: 1s}
+    env: {LOG: "{{ params.log }}"}
+    command:
+      - sh
+      - -c
+      - |
+        echo "convert $0 $WHIMBREL_ITEM_INDEX $WHIMBREL_ITEM" >> "$LOG"
+        if [ "$0" = b ] && [ ! -e "$LOG.b" ]; then touch "$LOG.b"; exit 3; fi
+        if [ "$0" = e ]; then exit 4; fi
+        echo "{\"up\": \"$0$0\"}" > "$WHIMBREL_OUTPUT"
+      - "{{ item }}"
+  merge:
+    depends_on: [convert]
+    env: {LOG: "{{ params.log }}", FILE: "{{ outputs.convert.outputs_file }}", N: "{{ outputs.convert.items }}/{{ outputs.convert.completed }}/{{ outputs.convert.failed }}"}
+    command: ["sh", "-c", "cp \"$FILE\" \"$LOG.merged\"; echo \"merge $N\" >> \"$LOG\""]
+  again:
+    depends_on: [convert]
+    for_each: {count: "{{ outputs.convert.completed }}"}
+    env: {LOG: "{{ params.log }}"}
+    command: ["sh", "-c", "echo \"again $0\" >> \"$LOG\"", "{{ item_index }}"]
+  byparam:
+    for_each: "{{ params.names }}"
+    env: {LOG: "{{ params.log }}"}
+    command: ["sh", "-c", "echo \"byparam $0\" >> \"$LOG\"", "{{ item }}"]
+  inline:
+    for_each: [{k: one}, {k: two}]
+    env: {LOG: "{{ params.log }}"}
+    command: ["sh", "-c", "echo \"inline $0\" >> \"$LOG\"", "{{ item.k }}"]
+  empty:
+    for_each: "[]"
+    command: ["true"]
+  after-empty:
+    depends_on: [empty]
+    env: {LOG: "{{ params.log }}"}
+    command: ["sh", "-c", "echo \"after-empty {{ outputs.empty.items }}\" >> \"$LOG\""]
+`
+
+// TestForEach: lists from an upstream's output, a parameter and inline, a
+// count, an empty list, an element retried, a failure within the
+// tolerance, and a map whose downstream is a map; every element's command
+// runs once (the retried one twice), and the downstream reads the
+// elements' outputs in index order.
+func TestForEach(t *testing.T) {
+	t.Parallel()
+	for name, env := range forEachStores(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			log := filepath.Join(dir, "log")
+			out, errOut, code := runIn(t, dir, env, writeDefinition(t, forEachWorkflow), "--param", "log="+log)
+			if code != 0 || !strings.Contains(out, "COMPLETED in") {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+			}
+			want := []string{
+				"after-empty 0",
+				"again 0", "again 1", "again 2", "again 3",
+				"byparam x", "byparam y",
+				"convert a 0 \"a\"", "convert b 1 \"b\"", "convert b 1 \"b\"", "convert c 2 \"c\"",
+				"convert d 3 \"d\"", "convert e 4 \"e\"", "convert e 4 \"e\"",
+				"inline one", "inline two",
+				"merge 5/4/1",
+			}
+			if got := logLines(t, log); !slices.Equal(got, want) {
+				t.Errorf("the commands ran as\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			merged, err := os.ReadFile(log + ".merged")
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantMerged := "{\"up\":\"aa\"}\n{\"up\":\"bb\"}\n{\"up\":\"cc\"}\n{\"up\":\"dd\"}\nnull\n"
+			if string(merged) != wantMerged {
+				t.Errorf("outputs_file holds\n%s\nwant\n%s", merged, wantMerged)
+			}
+			st := openStore(t, dir, env)
+			id := onlyExecution(t, st, "fe-all")
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			m, err := st.GetActivity(ctx, state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, "convert"), WorkflowExecID: id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.State != state.Completed || !strings.Contains(m.Reason, "4 of 5 elements completed; 1 failed, within the 1 tolerated") {
+				t.Errorf("the map is %s (%s), want COMPLETED with 1 failure tolerated", m.State, m.Reason)
+			}
+			sameJSON(t, "the map's output", []byte(m.Output), `{"items": 5, "completed": 4, "failed": 1}`)
+		})
+	}
+}
+
+const forEachOverTolerance = `
+name: fe-over
+params:
+  log: {required: true}
+activities:
+  convert:
+    for_each: {count: 30}
+    max_running: 2
+    tolerated_failures: 10%
+    env: {LOG: "{{ params.log }}"}
+    command: ["sh", "-c", "echo \"$0\" >> \"$LOG\"; case $0 in 3|4|5|6) exit 1;; esac", "{{ item_index }}"]
+  merge:
+    depends_on: [convert]
+    command: ["true"]
+  bad:
+    for_each: "{{ params.log }}"
+    command: ["true"]
+`
+
+// TestForEachOverTolerance: more failures than tolerated stop the map:
+// no element starts after, those not started are cancelled, and the map
+// fails naming the count and the first failed elements; its downstream is
+// cancelled. A for_each that is not a list fails its map naming the
+// value, with no element written.
+func TestForEachOverTolerance(t *testing.T) {
+	t.Parallel()
+	for name, env := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			log := filepath.Join(dir, "log")
+			out, errOut, code := runIn(t, dir, env, writeDefinition(t, forEachOverTolerance), "--param", "log="+log)
+			if code != 1 {
+				t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+			}
+			ran := logLines(t, log)
+			// 10% of 30 is 3: the fourth failure (element 6) stops the
+			// map; with two at once, at most one more starts beside it.
+			if len(ran) < 7 || len(ran) > 9 {
+				t.Errorf("%d elements ran (%v), want 7 to 9", len(ran), ran)
+			}
+			st := openStore(t, dir, env)
+			id := onlyExecution(t, st, "fe-over")
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			acts, err := st.Activities(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			states := map[string]state.ActivityState{}
+			items := map[state.ActivityState]int{}
+			for _, a := range acts {
+				if a.ItemIndex != nil {
+					if a.ActivityName == "bad" {
+						t.Errorf("an element of the bad map was written: %s", a.ActivityExecID)
+					}
+					items[a.State]++
+					continue
+				}
+				states[a.ActivityName] = a.State
+				switch a.ActivityName {
+				case "convert":
+					if !strings.Contains(a.Reason, "4 of 30 elements failed, more than the 3 tolerated: convert[3], convert[4], convert[5], convert[6]") {
+						t.Errorf("the map's reason is %q", a.Reason)
+					}
+				case "bad":
+					if !strings.Contains(a.Reason, "not a JSON list") || !strings.Contains(a.Reason, log) {
+						t.Errorf("the bad map's reason is %q, want one naming the value", a.Reason)
+					}
+				}
+			}
+			if states["convert"] != state.Failed || states["merge"] != state.Cancelled || states["bad"] != state.Failed {
+				t.Errorf("states %v, want convert and bad FAILED, merge CANCELLED", states)
+			}
+			if items[state.Completed]+items[state.Failed] != len(ran) || items[state.Failed] != 4 {
+				t.Errorf("elements %v, want 4 FAILED and %d ended in all", items, len(ran))
+			}
+			if items[state.Running]+items[state.Ready]+items[state.Queued] != 0 {
+				t.Errorf("elements %v: some did not end", items)
+			}
+		})
+	}
+}
