@@ -12,6 +12,7 @@ import (
 
 	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/clock"
+	"github.com/whimbrel/whimbrel/internal/fault"
 	"github.com/whimbrel/whimbrel/state"
 )
 
@@ -425,6 +426,9 @@ func createElements(ctx context.Context, st Advancer, g graph, m *state.Activity
 	}
 	now := state.Truncate(clock.Now())
 	for i := lo; i < hi && i < len(list); i++ {
+		if hi-lo > 1 && i == lo+(hi-lo)/2 {
+			fault.Point(fault.MidPage)
+		}
 		idx := i
 		err := st.CreateActivity(ctx, &state.ActivityExec{
 			ActivityKey:  state.ActivityKey{ActivityExecID: state.ItemExecIDFor(g.id, m.ActivityName, i), WorkflowExecID: g.id},
