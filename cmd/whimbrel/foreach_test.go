@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
+	"github.com/whimbrel/whimbrel/state/sqlite"
 )
 
 // The end-to-end tests of for_each run `whimbrel run` with real wrappers
@@ -234,4 +237,211 @@ func TestForEachOverTolerance(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fleetStores are the stores the fleet tests run on, each as the
+// environment every process of the fleet shares.
+func fleetStores(t *testing.T) map[string][]string {
+	t.Helper()
+	prefix := dynamotest.Prefix(t)
+	env := dynamotest.Env(t, prefix)
+	if _, errOut, code := whimbrel(t, env, "install"); code != 0 {
+		t.Fatalf("install: exit %d\n%s", code, errOut)
+	}
+	return map[string][]string{
+		"sqlite":   {"WHIMBREL_STORE=sqlite:" + filepath.Join(t.TempDir(), "state.db")},
+		"dynamodb": env,
+	}
+}
+
+// startFleet starts a workflow, then n launchers and a monitor, until
+// the test ends; it returns the execution's ID.
+func startFleet(t *testing.T, env []string, def string, n int, params ...string) string {
+	t.Helper()
+	args := []string{"start", writeDefinition(t, def)}
+	for _, p := range params {
+		args = append(args, "--param", p)
+	}
+	if strings.HasPrefix(env[0], "WHIMBREL_STORE=sqlite:") {
+		args = append(args, "--detach") // else it runs to its end here
+	}
+	out, errOut, code := whimbrel(t, env, args...)
+	if code != 0 {
+		t.Fatalf("start: exit %d\n%s", code, errOut)
+	}
+	id := strings.Fields(out + " ")[0]
+	for range n {
+		launcherFor(t, env)
+	}
+	mon := exec.Command(filepath.Join(filepath.Dir(binary), "whimbrel-monitor"), "--interval", "1s")
+	mon.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	if err := mon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mon.Process.Kill(); _ = mon.Wait() })
+	return id
+}
+
+// settled waits until the execution settled, and returns its items.
+func settledExec(t *testing.T, st state.Store, id string, sample func([]*state.ActivityExec)) (*state.WorkflowExec, []*state.ActivityExec) {
+	t.Helper()
+	deadline := time.Now().Add(4 * time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		wf, err := st.GetWorkflow(ctx, id)
+		var acts []*state.ActivityExec
+		if err == nil {
+			acts, err = st.Activities(ctx, id)
+		}
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sample != nil {
+			sample(acts)
+		}
+		if wf.State.Terminal() {
+			return wf, acts
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is still %s after 4 minutes", id, wf.State)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+const forEachMaxRunning = `
+name: fe-max
+params:
+  dir: {required: true}
+activities:
+  convert:
+    for_each: {count: 24}
+    max_running: 3
+    env: {DIR: "{{ params.dir }}"}
+    command:
+      - sh
+      - -c
+      - |
+        touch "$DIR/run.$0"
+        ls "$DIR" | grep -c '^run\.' >> "$DIR/samples"
+        sleep 0.3
+        rm "$DIR/run.$0"
+        echo "$0" >> "$DIR/log"
+      - "{{ item_index }}"
+`
+
+// TestForEachMaxRunning: max_running 3 holds under 4 launchers: each
+// element's command counts the commands running as it starts, and the
+// store is sampled all along for elements QUEUED or RUNNING.
+func TestForEachMaxRunning(t *testing.T) {
+	t.Parallel()
+	for name, env := range fleetStores(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			id := startFleet(t, env, forEachMaxRunning, 4, "dir="+dir)
+			st := fleetStore(t, env)
+			most := 0
+			wf, _ := settledExec(t, st, id, func(acts []*state.ActivityExec) {
+				live := 0
+				for _, a := range acts {
+					if a.ItemIndex != nil && (a.State == state.Queued || a.State == state.Running || a.State == state.Preparing) {
+						live++
+					}
+				}
+				most = max(most, live)
+			})
+			if wf.State != state.WorkflowCompleted {
+				t.Fatalf("%s is %s: %s", id, wf.State, wf.Reason)
+			}
+			if most > 3 {
+				t.Errorf("the store held %d elements queued or running at once, more than max_running 3", most)
+			}
+			for _, s := range logLines(t, filepath.Join(dir, "samples")) {
+				if n, _ := strconv.Atoi(s); n > 3 || n < 1 {
+					t.Errorf("a command started beside %d running, more than max_running 3", n)
+				}
+			}
+			if got := logLines(t, filepath.Join(dir, "log")); len(got) != 24 || len(slices.Compact(got)) != 24 {
+				t.Errorf("the elements ran as %v, want each of 24 once", got)
+			}
+			t.Logf("at most %d elements queued or running in the store's samples", most)
+		})
+	}
+}
+
+const forEachCancel = `
+name: fe-cancel
+params:
+  dir: {required: true}
+activities:
+  convert:
+    for_each: {count: 40}
+    max_running: 4
+    env: {DIR: "{{ params.dir }}"}
+    command: ["sh", "-c", "echo \"$0\" >> \"$DIR/log\"; sleep 3", "{{ item_index }}"]
+  merge:
+    depends_on: [convert]
+    command: ["true"]
+`
+
+// TestForEachCancel: a cancel in the middle of a map reaches every
+// element: the running ones are stopped, the others cancelled, and none
+// starts after.
+func TestForEachCancel(t *testing.T) {
+	t.Parallel()
+	for name, env := range fleetStores(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			id := startFleet(t, env, forEachCancel, 2, "dir="+dir)
+			log := filepath.Join(dir, "log")
+			deadline := time.Now().Add(2 * time.Minute)
+			for {
+				if b, _ := os.ReadFile(log); strings.Count(string(b), "\n") >= 5 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("fewer than 5 elements started within 2 minutes")
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if _, errOut, code := whimbrel(t, env, "cancel", id); code != 0 {
+				t.Fatalf("cancel: exit %d\n%s", code, errOut)
+			}
+			st := fleetStore(t, env)
+			wf, _ := settledExec(t, st, id, nil)
+			if wf.State != state.WorkflowCancelled {
+				t.Fatalf("%s is %s, want CANCELLED", id, wf.State)
+			}
+			ranAtCancel := len(logLines(t, log))
+			time.Sleep(5 * time.Second) // what could still start, would
+			_, acts := settledExec(t, st, id, nil)
+			if ran := len(logLines(t, log)); ran != ranAtCancel || ran >= 40 {
+				t.Errorf("%d elements ran by the cancel's end, %d five seconds later (of 40)", ranAtCancel, ran)
+			}
+			for _, a := range acts {
+				if !a.State.Terminal() || a.State == state.Completed && a.ItemIndex == nil {
+					t.Errorf("%s (%s) is %s after the cancel", a.ActivityName, a.ActivityExecID, a.State)
+				}
+			}
+		})
+	}
+}
+
+// fleetStore opens the store of a fleet's environment.
+func fleetStore(t *testing.T, env []string) state.Store {
+	t.Helper()
+	for _, kv := range env {
+		if p, ok := strings.CutPrefix(kv, "WHIMBREL_STORE=sqlite:"); ok {
+			st, err := sqlite.Open(p, sqlite.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			return st
+		}
+	}
+	return openStore(t, "", env)
 }
