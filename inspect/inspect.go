@@ -73,6 +73,8 @@ type Activity struct {
 	// Retries: see attempts.go.
 	Retries
 	ActivityData
+	// Map counts the elements of a for_each map (see foreach.go).
+	Map *MapCounts `json:"map,omitempty"`
 }
 
 // RejectedEvent is an activity event a processor did not apply, and why.
@@ -177,6 +179,9 @@ func Load(ctx context.Context, st workflow.Reader, id string, now time.Time) (*S
 			v.Earlier[i].Rejected = rejected(ctx, st, v.Earlier[i].ID)
 		}
 		v.ActivityData = viewData(a, now)
+		if a.ItemIndex == nil {
+			v.Map = mapCounts(a, acts)
+		}
 		if a.State == state.Running && a.HeartbeatEnabled {
 			last := a.HeartbeatTime
 			if last.IsZero() {
@@ -344,6 +349,9 @@ func (s *Status) WriteTextColors(w io.Writer, c Colors) error {
 		}
 		for _, e := range a.Rejected {
 			fmt.Fprintf(w, "%srejected event %s (%s): %s\n", indent, inert.String(e.Transition), inert.String(e.ID), inert.String(e.Reason))
+		}
+		if a.Map != nil {
+			fmt.Fprintf(w, "%s%s\n", indent, a.Map.Text())
 		}
 		a.writeRetries(w, indent)
 		a.ActivityData.writeText(w, indent)

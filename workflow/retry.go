@@ -137,7 +137,9 @@ func Latest(acts []*state.ActivityExec) map[string]*state.ActivityExec {
 // one activity, and the final one is the latest (see Latest). Without one
 // (another client's workflow, which has no retries) every item is an
 // activity of its own, and final: such a client may give many items one
-// activity_name, or IDs that name none, and each is still judged.
+// activity_name, or IDs that name none, and each is still judged. The
+// elements of a for_each map map to nothing: the map's own item stands
+// for them.
 func Finals(defined bool, acts []*state.ActivityExec) map[string]*state.ActivityExec {
 	out := make(map[string]*state.ActivityExec, len(acts))
 	if !defined {
@@ -148,6 +150,9 @@ func Finals(defined bool, acts []*state.ActivityExec) map[string]*state.Activity
 	}
 	latest := Latest(acts)
 	for _, a := range acts {
+		if a.ItemIndex != nil {
+			continue // an element of a map: the map's item is judged for it
+		}
 		out[a.ActivityExecID] = latest[a.ActivityName]
 	}
 	return out
