@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"time"
 
@@ -16,92 +15,20 @@ import (
 // A for_each map is one row of a status, with its counts; its elements
 // are listed on demand, a page at a time (docs/for-each.md).
 
-// MapCounts are a map's elements by where they stand, each element counted
-// by its latest attempt.
-type MapCounts struct {
-	Items     int `json:"items"`     // the list's length (0 until listed)
-	Created   int `json:"created"`   // elements written so far
-	Completed int `json:"completed"` // elements whose latest attempt completed
-	Running   int `json:"running"`   // queued, preparing or running
-	Waiting   int `json:"waiting"`   // written and not started (READY, a retry's delay included)
-	Failed    int `json:"failed"`    // ended FAILED or TIMED_OUT
-	Cancelled int `json:"cancelled"` // CANCELLED or CANCELLED_RUNNING
-}
+// MapCounts are a map's elements by where they stand (see
+// workflow.ElementCounts).
+type MapCounts = workflow.ElementCounts
 
-// mapCounts counts the elements of the named map among acts, from the
-// map's own account (m) and the elements' latest attempts.
+// mapCounts counts the elements of the map m among acts; nil when m is
+// not a map.
 func mapCounts(m *state.ActivityExec, acts []*state.ActivityExec) *MapCounts {
-	if m.Map == "" && !hasElements(acts, m.ActivityName) {
-		return nil
-	}
-	c := &MapCounts{}
-	if acc, err := state.ParseMap(m.Map); err == nil {
-		c.Items, c.Created = acc.Items, acc.Created
-	}
-	for _, a := range latestElements(acts, m.ActivityName) {
-		switch {
-		case a.State == state.Completed:
-			c.Completed++
-		case a.State.EndedBadly():
-			c.Failed++
-		case a.State == state.Cancelled || a.State == state.CancelledRunning:
-			c.Cancelled++
-		case a.State == state.Ready || a.State == state.Requested:
-			c.Waiting++
-		default:
-			c.Running++
-		}
-	}
-	return c
-}
-
-func hasElements(acts []*state.ActivityExec, name string) bool {
-	for _, a := range acts {
-		if a.ItemIndex != nil && a.ActivityName == name {
-			return true
-		}
-	}
-	return false
+	return workflow.CountElements(m, acts)
 }
 
 // latestElements returns the latest attempt of each element of the named
-// map, in index order: the attempt no other retries.
+// map, in index order.
 func latestElements(acts []*state.ActivityExec, name string) []*state.ActivityExec {
-	byIndex := map[int]*state.ActivityExec{}
-	for _, a := range acts {
-		if a.ItemIndex == nil || a.ActivityName != name {
-			continue
-		}
-		cur := byIndex[*a.ItemIndex]
-		if cur == nil || max(a.Attempt, 1) > max(cur.Attempt, 1) || a.RetryOf == cur.ActivityExecID {
-			byIndex[*a.ItemIndex] = a
-		}
-	}
-	out := make([]*state.ActivityExec, 0, len(byIndex))
-	for _, a := range byIndex {
-		out = append(out, a)
-	}
-	sort.Slice(out, func(i, j int) bool { return *out[i].ItemIndex < *out[j].ItemIndex })
-	return out
-}
-
-// Text says the counts in one line, as in
-// "▶ 812/10000 completed · 37 running · 2 failed".
-func (c *MapCounts) Text() string {
-	items := c.Items
-	if items == 0 && c.Created > 0 {
-		items = c.Created
-	}
-	parts := []string{fmt.Sprintf("%d/%d completed", c.Completed, items)}
-	for _, p := range []struct {
-		n    int
-		what string
-	}{{c.Running, "running"}, {c.Waiting, "waiting"}, {c.Failed, "failed"}, {c.Cancelled, "cancelled"}} {
-		if p.n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
-		}
-	}
-	return "▶ " + strings.Join(parts, " · ")
+	return workflow.LatestElements(acts, name)
 }
 
 // Item is what the list of a map's elements shows of one.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -151,6 +152,25 @@ func TestForEach(t *testing.T) {
 				t.Errorf("the map is %s (%s), want COMPLETED with 1 failure tolerated", m.State, m.Reason)
 			}
 			sameJSON(t, "the map's output", []byte(m.Output), `{"items": 5, "completed": 4, "failed": 1}`)
+			// The views: one row per map with its counts, and its elements
+			// on demand.
+			if !regexp.MustCompile(`convert +▶ 4/5 completed · 1 failed`).MatchString(out) || regexp.MustCompile(`convert +RUNNING`).FindAllString(out, -1) == nil ||
+				len(regexp.MustCompile(`convert +COMPLETED`).FindAllString(out, -1)) != 1 {
+				t.Errorf("whimbrel run does not show the map as one row with its counts:\n%s", out)
+			}
+			sargs := append([]string{"status"}, storeArgs(dir, env)...)
+			status, errOut, code := whimbrel(t, env, append(sargs, id)...)
+			if code != 0 || !strings.Contains(status, "▶ 4/5 completed · 1 failed") {
+				t.Errorf("status: exit %d\n%s%s", code, status, errOut)
+			}
+			items, errOut, code := whimbrel(t, env, append(sargs, id, "--items", "--state", "FAILED", "--activity", "convert")...)
+			if code != 0 || !strings.Contains(items, "convert: 1 elements, page 1 of 1") || !strings.Contains(items, "convert[4]") || strings.Contains(items, "convert[3]") {
+				t.Errorf("status --items --state FAILED: exit %d\n%s%s", code, items, errOut)
+			}
+			s := statusJSON(t, dir, env, id)
+			if c := activityOf(t, s, "convert").Map; c == nil || c.Completed != 4 || c.Failed != 1 || c.Items != 5 {
+				t.Errorf("status --json: the map's counts are %+v", c)
+			}
 		})
 	}
 }
