@@ -468,7 +468,7 @@ func (s *sweep) repairWorkflow(ctx context.Context, id string) error {
 			}
 		}
 		for _, a := range acts {
-			if a.State != state.Requested || len(a.PendingDependencies) > 0 || def.Activities[a.ActivityName] == nil || isMap(def, a) {
+			if a.State != state.Requested || len(a.PendingDependencies) > 0 || def.Activities[a.ActivityName] == nil || isMap(def, a) || a.ItemIndex != nil {
 				continue
 			}
 			done := true

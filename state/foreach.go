@@ -35,6 +35,12 @@ type MapProgress struct {
 	// Stopped says more elements failed than tolerated: none is created
 	// any more, and those not started are cancelled.
 	Stopped bool `json:"stopped,omitempty"`
+	// CarryFrom names the execution a redrive (whimbrel rerun
+	// --from-failure) carries this map's completed elements from: each is
+	// recorded COMPLETED, pointing at the old one, instead of run again.
+	// On a map carried whole (Created 0), the elements are that
+	// execution's.
+	CarryFrom string `json:"carry_from,omitempty"`
 }
 
 // ParseMap reads a map's account; an empty one is an error.

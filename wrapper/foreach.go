@@ -12,6 +12,7 @@ import (
 
 	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/workflow"
 )
 
 // elementData hands the element of a for_each map an attempt runs for to
@@ -48,7 +49,11 @@ func (r *run) mapOutputs(ctx context.Context, d *definition.Stored, wfID, dir st
 			continue
 		}
 		path := filepath.Join(dir, "outputs-"+up+".jsonl")
-		if err := r.writeElementOutputs(ctx, wfID, up, int(n), path); err != nil {
+		home, err := r.elementsHome(ctx, wfID, up)
+		if err != nil {
+			return fmt.Errorf("read the map %s: %w", up, err)
+		}
+		if err := r.writeElementOutputs(ctx, home, up, int(n), path); err != nil {
 			return fmt.Errorf("write the outputs of the elements of %s: %w", up, err)
 		}
 		out["outputs_file"] = path
@@ -85,4 +90,14 @@ func (r *run) writeElementOutputs(ctx context.Context, wfID, name string, n int,
 		return err
 	}
 	return f.Close()
+}
+
+// elementsHome is the execution that holds the elements of the map
+// named up: this one, unless a redrive carried the map whole.
+func (r *run) elementsHome(ctx context.Context, wfID, up string) (string, error) {
+	m, err := r.finalAttempt(ctx, state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(wfID, up), WorkflowExecID: wfID})
+	if err != nil || m == nil {
+		return wfID, err
+	}
+	return workflow.ElementsHome(ctx, r.st, m)
 }

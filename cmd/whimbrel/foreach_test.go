@@ -465,3 +465,104 @@ func fleetStore(t *testing.T, env []string) state.Store {
 	}
 	return openStore(t, "", env)
 }
+
+const forEachRedrive = `
+name: fe-redrive
+params:
+  dir: {required: true}
+activities:
+  convert:
+    for_each: {count: 10}
+    env: {DIR: "{{ params.dir }}"}
+    command:
+      - sh
+      - -c
+      - |
+        echo "$0" >> "$DIR/log"
+        if [ "$0" = 3 ] || [ "$0" = 7 ]; then test -e "$DIR/mark.$0" || { touch "$DIR/mark.$0"; exit 1; }; fi
+        echo "{\"i\": $0}" > "$WHIMBREL_OUTPUT"
+      - "{{ item_index }}"
+  merge:
+    depends_on: [convert]
+    env: {DIR: "{{ params.dir }}", F: "{{ outputs.convert.outputs_file }}"}
+    command: ["sh", "-c", "cp \"$F\" \"$DIR/merged.$(ls \"$DIR\" | grep -c merged)\"; test -e \"$DIR/mark.merge\" || { touch \"$DIR/mark.merge\"; exit 1; }"]
+`
+
+// TestForEachRerunFromFailure: a redrive inside a map runs only the
+// elements that did not complete (the others are carried, outputs and
+// all), and a redrive of a map that completed carries it whole: its
+// downstream still reads every element's output.
+func TestForEachRerunFromFailure(t *testing.T) {
+	t.Parallel()
+	for name, env := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			data := filepath.Join(dir, "data")
+			if err := os.Mkdir(data, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			log := filepath.Join(data, "log")
+			out, errOut, code := runIn(t, dir, env, writeDefinition(t, forEachRedrive), "--param", "dir="+data)
+			if code != 1 {
+				t.Fatalf("first run: exit %d, want 1\n%s%s", code, out, errOut)
+			}
+			first := logLines(t, log)
+			st := openStore(t, dir, env)
+			id := onlyExecution(t, st, "fe-redrive")
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			acts, err := st.Activities(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var notCompleted []string
+			for _, a := range acts {
+				if a.ItemIndex != nil && a.State != state.Completed {
+					notCompleted = append(notCompleted, strconv.Itoa(*a.ItemIndex))
+				}
+			}
+			sort.Strings(notCompleted)
+			if len(first) != 10 || !slices.Contains(notCompleted, "3") || !slices.Contains(notCompleted, "7") {
+				t.Fatalf("first run: %v ran, %v did not complete", first, notCompleted)
+			}
+			if err := os.Remove(log); err != nil {
+				t.Fatal(err)
+			}
+			rerun := func(id string) string {
+				args := append(append([]string{"rerun", "--from-failure"}, storeArgs(dir, env)...), id)
+				out, errOut, _ := whimbrelIn(t, dir, env, args...)
+				next := regexp.MustCompile(`fe-redrive::[0-9a-f-]{36}`).FindAllString(out+errOut, -1)
+				for _, n := range next {
+					if n != id {
+						settledExec(t, st, n, nil)
+						return n
+					}
+				}
+				t.Fatalf("rerun of %s: no new execution in\n%s%s", id, out, errOut)
+				return ""
+			}
+			if name == "dynamodb" {
+				launcherFor(t, env) // on DynamoDB a rerun only starts the execution
+			}
+			second := rerun(id)
+			if got := logLines(t, log); !slices.Equal(got, notCompleted) {
+				t.Errorf("the redrive ran %v, want only the elements that did not complete, %v", got, notCompleted)
+			}
+			third := rerun(second)
+			wf, err := st.GetWorkflow(ctx, third)
+			if err != nil || wf.State != state.WorkflowCompleted {
+				t.Fatalf("the second redrive: %v %v", wf, err)
+			}
+			if got := logLines(t, log); !slices.Equal(got, notCompleted) {
+				t.Errorf("the map carried whole ran elements again: %v", got)
+			}
+			want := "{\"i\":0}\n{\"i\":1}\n{\"i\":2}\n{\"i\":3}\n{\"i\":4}\n{\"i\":5}\n{\"i\":6}\n{\"i\":7}\n{\"i\":8}\n{\"i\":9}\n"
+			for _, f := range []string{"merged.0", "merged.1"} {
+				if b, err := os.ReadFile(filepath.Join(data, f)); err != nil || string(b) != want {
+					t.Errorf("%s: %q (%v), want every element's output", f, b, err)
+				}
+			}
+		})
+	}
+}
