@@ -44,8 +44,8 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 		}
 		return t.UTC().Format(time.RFC3339Nano)
 	},
-	"path": url.PathEscape,
-	"fire": fireTime,
+	"path":   url.PathEscape,
+	"fire":   fireTime,
 	"mapBar": mapBar,
 	"indent": func(depth int) string {
 		return strings.Repeat("\u00a0\u00a0", min(max(depth, 0), 20))
