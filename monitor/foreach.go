@@ -18,9 +18,10 @@ type mapsSeen struct {
 }
 
 // stalled records acc as the map's account and reports whether the last
-// sweep saw the same, once for each account: a map whose elements run
-// long is read through only once while they do.
-func (ms *mapsSeen) stalled(id, acc string) bool {
+// sweep saw the same, and whether the map's pages were repaired since
+// (see repaired): a map whose elements run long is stepped at every sweep,
+// which is cheap, and read through only once while it does not move.
+func (ms *mapsSeen) stalled(id, acc string) (stalled, pagesDone bool) {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
 	if ms.seen == nil {
@@ -28,16 +29,24 @@ func (ms *mapsSeen) stalled(id, acc string) bool {
 	}
 	switch ms.seen[id] {
 	case acc + repaired:
-		return false // repaired once already: its elements are running
+		return true, true
 	case acc:
-		ms.seen[id] = acc + repaired
-		return true
+		return true, false
 	}
 	ms.seen[id] = acc
-	return false
+	return false, false
 }
 
-// repaired marks an account the monitor has stepped once.
+// repairedPages records that the map's pages were repaired at acc.
+func (ms *mapsSeen) repairedPages(id, acc string) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	if ms.seen[id] == acc {
+		ms.seen[id] = acc + repaired
+	}
+}
+
+// repaired marks an account whose pages the monitor has repaired.
 const repaired = "\x00repaired"
 
 // forget drops what is remembered of a map that ended.
@@ -69,9 +78,20 @@ func (s *sweep) repairMaps(ctx context.Context, def *definition.Workflow, acts [
 		case a.State == state.Requested && len(a.PendingDependencies) == 0:
 		case a.State == state.Queued && a.Owner == state.MapOwner:
 		case a.State == state.Running && a.Map != "":
-			if !s.maps.stalled(a.ActivityExecID, a.Map) {
+			stalled, pagesDone := s.maps.stalled(a.ActivityExecID, a.Map)
+			if !stalled {
 				continue
 			}
+			res, err := workflow.StepMap(ctx, s.st, a, !pagesDone, s.log.Named("advance"))
+			if err != nil {
+				return err
+			}
+			s.maps.repairedPages(a.ActivityExecID, a.Map)
+			if len(res.Readied) > 0 || res.Settled != "" {
+				s.report.Repaired++
+				s.log.Info("stepped a for_each map a participant left", "activity_exec_id", a.ActivityExecID)
+			}
+			continue
 		default:
 			s.maps.forget(a.ActivityExecID)
 			continue
@@ -79,7 +99,7 @@ func (s *sweep) repairMaps(ctx context.Context, def *definition.Workflow, acts [
 		if s.now.Sub(a.StateTime) < s.cfg.AdvanceGrace && a.State != state.Running {
 			continue // its opener is likely still at it
 		}
-		res, err := workflow.StepMap(ctx, s.st, a, s.log.Named("advance"))
+		res, err := workflow.StepMap(ctx, s.st, a, false, s.log.Named("advance"))
 		if err != nil {
 			return err
 		}

@@ -241,8 +241,9 @@ func advanceItem(ctx context.Context, st Advancer, g graph, a *state.ActivityExe
 
 // StepMap takes one step of the map m (its item): what an element's
 // wrapper does as it ends, and what the monitor does to finish a step
-// a participant left half-done.
-func StepMap(ctx context.Context, st Advancer, m *state.ActivityExec, log hclog.Logger) (Result, error) {
+// a participant left half-done. With repair it first writes every
+// element below the account's created that is missing.
+func StepMap(ctx context.Context, st Advancer, m *state.ActivityExec, repair bool, log hclog.Logger) (Result, error) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
@@ -260,6 +261,9 @@ func StepMap(ctx context.Context, st Advancer, m *state.ActivityExec, log hclog.
 		}
 		return openMap(ctx, st, g, m, log)
 	case m.State == state.Running && m.Map != "":
+		if !repair {
+			return stepMap(ctx, st, g, m, log)
+		}
 		if err := repairPages(ctx, st, g, m); err != nil {
 			return Result{}, err
 		}
@@ -511,7 +515,7 @@ func openMapAtStart(ctx context.Context, st Advancer, k state.ActivityKey) error
 	if err != nil {
 		return fmt.Errorf("open map %s: %w", k.ActivityExecID, err)
 	}
-	_, err = StepMap(ctx, st, m, nil)
+	_, err = StepMap(ctx, st, m, false, nil)
 	return err
 }
 
