@@ -65,8 +65,10 @@ func isMap(def *definition.Workflow, a *state.ActivityExec) bool {
 
 // repairMaps finishes what participants that died left of the workflow's
 // maps: a map whose upstreams completed but that was never opened, or
-// half-opened, and a running map whose account did not move since the
-// last sweep (its step may have died between the account and the page it
+// half-opened, and a running map, which it steps (the participant that
+// recorded an element's end may have died before its step), writing the
+// missing elements of its pages when its account did not move since the
+// last sweep (a step may have died between the account and the page it
 // announced). A step is conditional and repeatable, so a repair that
 // races a live participant changes nothing twice.
 func (s *sweep) repairMaps(ctx context.Context, def *definition.Workflow, acts []*state.ActivityExec) error {
@@ -78,15 +80,18 @@ func (s *sweep) repairMaps(ctx context.Context, def *definition.Workflow, acts [
 		case a.State == state.Requested && len(a.PendingDependencies) == 0:
 		case a.State == state.Queued && a.Owner == state.MapOwner:
 		case a.State == state.Running && a.Map != "":
+			// A step is cheap (the map's item and the elements at the
+			// front of its list), so every sweep takes one: a monitor
+			// killed between two sweeps still moves a map on. The pages
+			// are read through only when the account did not move.
 			stalled, pagesDone := s.maps.stalled(a.ActivityExecID, a.Map)
-			if !stalled {
-				continue
-			}
-			res, err := workflow.StepMap(ctx, s.st, a, !pagesDone, s.log.Named("advance"))
+			res, err := workflow.StepMap(ctx, s.st, a, stalled && !pagesDone, s.log.Named("advance"))
 			if err != nil {
 				return err
 			}
-			s.maps.repairedPages(a.ActivityExecID, a.Map)
+			if stalled {
+				s.maps.repairedPages(a.ActivityExecID, a.Map)
+			}
 			if len(res.Readied) > 0 || res.Settled != "" {
 				s.report.Repaired++
 				s.log.Info("stepped a for_each map a participant left", "activity_exec_id", a.ActivityExecID)
