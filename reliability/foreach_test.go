@@ -29,8 +29,8 @@ func mapSize() int {
 
 // TestMapExactlyOnce: a for_each map of mapSize() elements, between an
 // upstream and a downstream, under 8 launchers and 2 monitors behind the
-// fault proxy, while wrappers, launchers and monitors are killed with
-// SIGKILL (launchers and monitors come back). Every attempt's command
+// fault proxy, while wrappers, launchers and one of the monitors are
+// killed with SIGKILL (launchers and the monitor come back). Every attempt's command
 // runs at most once, every attempt that completed ran exactly once, every
 // element ends with a completed attempt (a killed one is retried), and
 // the map and the workflow complete.
@@ -87,7 +87,11 @@ activities:
 			if kind := map[int]string{1: "launcher", 3: "monitor"}[i%4]; kind != "" {
 				var of []string
 				for _, n := range f.names() {
-					if strings.HasPrefix(n, kind) {
+					// monitor-0 is spared: a sweep of a workflow of
+					// hundreds of items through the proxy outlasts the
+					// pause between two kills, and some monitor must
+					// finish one to settle it.
+					if strings.HasPrefix(n, kind) && n != "monitor-0" {
 						of = append(of, n)
 					}
 				}
