@@ -54,13 +54,13 @@ func TestMapExactlyOnce(t *testing.T) {
 	d, err := definition.Parse("map.yaml", []byte(fmt.Sprintf(`name: bigmap
 defaults: {%s}
 activities:
-  root: {command: [sh, -c, '%s']}
+  root: {command: [sh, -c, '%s'], retry: {max_attempts: 6, interval: 200ms}}
   each:
     depends_on: [root]
     for_each: {count: %d}
     retry: {max_attempts: 6, interval: 200ms}
     command: [sh, -c, '%s']
-  join: {depends_on: [each], command: [sh, -c, '%s']}
+  join: {depends_on: [each], command: [sh, -c, '%s'], retry: {max_attempts: 6, interval: 200ms}}
 `, killedTimeouts, command, n, command, command)))
 	if err != nil {
 		t.Fatal(err)
