@@ -88,6 +88,15 @@ type Activity struct {
 	// with Params templated from this one's data (see ChildWorkflow).
 	Workflow *ChildWorkflow    `yaml:"workflow,omitempty" json:"workflow,omitempty"`
 	Params   map[string]string `yaml:"params,omitempty" json:"params,omitempty"`
+	// ForEach makes it a map: it runs once per element of a list, each
+	// run an item of its own (see ForEach, docs/for-each.md); MaxItems
+	// caps the list, MaxRunning the elements queued or running at once,
+	// and ToleratedFailures the elements that may fail with the map still
+	// completing.
+	ForEach           *ForEach  `yaml:"for_each,omitempty" json:"for_each,omitempty"`
+	MaxItems          int       `yaml:"max_items,omitempty" json:"max_items,omitempty"`
+	MaxRunning        int       `yaml:"max_running,omitempty" json:"max_running,omitempty"`
+	ToleratedFailures Tolerance `yaml:"tolerated_failures,omitempty" json:"tolerated_failures,omitempty"`
 	// Settings are its own; Workflow.Effective fills in the defaults.
 	Settings `yaml:",inline" json:",inline"`
 }

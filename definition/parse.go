@@ -155,7 +155,7 @@ func (pos *positions) paramLine(name, field string) int {
 var (
 	topKeys      = []string{"name", "description", "retention", "defaults", "activities", "params", "outputs", "finally", "notify", "deadline"}
 	settingKeys  = []string{"env", "heartbeat_interval", "heartbeat_timeout", "timeout", "queued_timeout", "kill_grace", "launch", "retry", "pool", "pool_slots"}
-	activityKeys = append([]string{"description", "command", "depends_on", "workflow", "params", "when", "trigger_rule"}, settingKeys...)
+	activityKeys = append([]string{"description", "command", "depends_on", "workflow", "params", "when", "trigger_rule", "for_each", "max_items", "max_running", "tolerated_failures"}, settingKeys...)
 	launchKeys   = []string{"type", "image", "docker_args", "cluster", "task_definition", "container", "launch_type",
 		"platform_version", "subnets", "security_groups", "assign_public_ip", "capacity_provider", "retry_for",
 		"namespace", "service_account", "resources", "node_selector", "job_template"}

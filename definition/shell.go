@@ -117,6 +117,9 @@ func (d *Workflow) warnShell(p *problems, name string, i int, line int) {
 // anyText reports whether a reference may be any text: an output, or a
 // parameter without a type other than string or an enum.
 func (d *Workflow) anyText(r Ref) bool {
+	if r.Kind == refItemIndex {
+		return false // a number
+	}
 	if r.Kind != "params" {
 		return true
 	}
@@ -130,6 +133,9 @@ func (d *Workflow) fix(r Ref) string {
 	quoted.Filters = append(slices.Clone(r.Filters), FilterShquote)
 	if r.Kind == "params" {
 		return fmt.Sprintf("write {{ %s }}, or read it from the environment as \"$%s\"", quoted, ParamEnv(r.Path[0]))
+	}
+	if r.Kind == refItem || r.Kind == refItemIndex {
+		return fmt.Sprintf("write {{ %s }}, or read the element from the environment as \"$WHIMBREL_ITEM\"", quoted)
 	}
 	v := strings.ToUpper(r.Path[len(r.Path)-1])
 	if !paramName.MatchString(v) || strings.Contains(v, "-") {

@@ -40,8 +40,11 @@ type Ref struct {
 // braces: params.NAME or outputs.ACTIVITY.KEY, then each filter after a |.
 func (r Ref) String() string {
 	s := "outputs." + r.Activity + "." + strings.Join(r.Path, ".")
-	if r.Kind == "params" || r.Kind == "workflow" {
+	switch r.Kind {
+	case "params", "workflow":
 		s = r.Kind + "." + strings.Join(r.Path, ".")
+	case refItem, refItemIndex:
+		s = strings.Join(append([]string{r.Kind}, r.Path...), ".")
 	}
 	for _, f := range r.Filters {
 		s += " | " + f
@@ -141,10 +144,12 @@ func parsePath(inner string) (*Ref, error) {
 	parts := strings.Split(inner, ".")
 	for _, p := range parts {
 		if p == "" || strings.ContainsAny(p, " \t\r\n{}\"") {
-			return nil, fmt.Errorf("is not a reference: use {{ params.NAME }} or {{ outputs.ACTIVITY.KEY }}")
+			return nil, fmt.Errorf("is not a reference: use {{ params.NAME }}, {{ outputs.ACTIVITY.KEY }}, {{ item }} or {{ item_index }}")
 		}
 	}
 	switch {
+	case parts[0] == refItem || (parts[0] == refItemIndex && len(parts) == 1):
+		return &Ref{Kind: parts[0], Path: parts[1:]}, nil
 	case parts[0] == "params" && len(parts) == 2:
 		return &Ref{Kind: "params", Path: parts[1:]}, nil
 	case parts[0] == "params":
@@ -183,6 +188,10 @@ type Data struct {
 	// Workflow holds the execution's name, id and, for a finally
 	// activity, the workflow's outcome as state (see workflowRef).
 	Workflow map[string]string
+	// Element is the element of a for_each list the activity runs for
+	// (nil: it runs for none); Index its place in the list.
+	Element json.RawMessage
+	Index   int
 }
 
 // Resolve replaces the references of a template with their values. A
@@ -227,18 +236,34 @@ func (dt Data) value(r Ref) (string, error) {
 		}
 		return v, nil
 	}
+	if r.Kind == refItem || r.Kind == refItemIndex {
+		if dt.Element == nil {
+			return "", fmt.Errorf("the activity runs for no element of a for_each list")
+		}
+		if r.Kind == refItemIndex {
+			return strconv.Itoa(dt.Index), nil
+		}
+		return walkJSON(dt.Element, refItem, r.Path)
+	}
 	raw, ok := dt.Outputs[r.Activity]
 	if !ok || len(raw) == 0 {
 		return "", fmt.Errorf("activity %q recorded no output", r.Activity)
 	}
+	return walkJSON(raw, "outputs."+r.Activity, r.Path)
+}
+
+// walkJSON follows path (keys of objects, indexes of lists) into the JSON
+// value raw, which the reference names by label, and returns the value's
+// text as a template writes it.
+func walkJSON(raw json.RawMessage, label string, path []string) (string, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var cur any
 	if err := dec.Decode(&cur); err != nil {
-		return "", fmt.Errorf("the output of %q is not JSON: %v", r.Activity, err)
+		return "", fmt.Errorf("%s is not JSON: %v", label, err)
 	}
-	for i, k := range r.Path {
-		at := "outputs." + r.Activity + "." + strings.Join(r.Path[:i+1], ".")
+	for i, k := range path {
+		at := label + "." + strings.Join(path[:i+1], ".")
 		switch c := cur.(type) {
 		case map[string]any:
 			v, ok := c[k]
@@ -309,6 +334,10 @@ func (d *Workflow) checkTemplates(p *problems, name string, line int, env map[st
 			case "workflow":
 				if r.Path[0] == "state" && d.Finally[name] == nil {
 					p.add(line, "activity %q: %s: {{ %s }} is known only to a finally activity, which runs once the workflow's state is known", name, where, r)
+				}
+			case refItem, refItemIndex:
+				if a.ForEach == nil {
+					p.add(line, "activity %q: %s: {{ %s }} names the element of a for_each list, but the activity has no for_each", name, where, r)
 				}
 			case "outputs":
 				if !containsString(a.DependsOn, r.Activity) {

@@ -90,6 +90,7 @@ func (d *Workflow) checkActivity(p *problems, n string, line int, names []string
 		p.add(line, "activity %q: %v", n, err)
 	}
 	d.checkTemplates(p, n, line, eff.Env)
+	d.checkForEach(p, n, line)
 	qt := time.Duration(eff.QueuedTimeout)
 	if qt == 0 {
 		qt = DefaultQueuedTimeout

@@ -87,6 +87,8 @@ type Activity struct {
 	ActivityControl
 	// ChildView: see child.go.
 	ChildView
+	// Map counts the elements of a for_each map (see foreach.go).
+	Map *MapCounts `json:"map,omitempty"`
 }
 
 // RejectedEvent is an activity event a processor did not apply, and why.
@@ -202,6 +204,9 @@ func Load(ctx context.Context, st workflow.Reader, id string, now time.Time) (*S
 		v.ActivityControl = activityControl(def, a)
 		v.Pool = poolUse(ctx, st, def, a, pools)
 		v.ChildView = childView(a)
+		if a.ItemIndex == nil {
+			v.Map = mapCounts(a, acts)
+		}
 		if a.State == state.Running && a.HeartbeatEnabled {
 			last := a.HeartbeatTime
 			if last.IsZero() {
@@ -377,6 +382,9 @@ func (s *Status) WriteTextColors(w io.Writer, c Colors) error {
 		}
 		if a.Pool != nil {
 			fmt.Fprintf(w, "%s%s\n", indent, inert.String(a.Pool.Text()))
+		}
+		if a.Map != nil {
+			fmt.Fprintf(w, "%s%s\n", indent, a.Map.Text())
 		}
 		a.writeRetries(w, indent)
 		a.ActivityData.writeText(w, indent)

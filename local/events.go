@@ -18,6 +18,7 @@ type EventKind string
 const (
 	EventStarted  EventKind = "started"  // the execution exists; LogDir holds the activities' output
 	EventActivity EventKind = "activity" // an activity moved to State
+	EventMap      EventKind = "map"      // a for_each map's elements moved on (Map, Message)
 	EventWorkflow EventKind = "workflow" // the workflow moved to State
 	EventTick     EventKind = "tick"     // nothing changed; a live view may redraw its clocks
 	EventNote     EventKind = "note"     // something for the person at the terminal (Message)
@@ -62,6 +63,9 @@ type Event struct {
 	// Child is the execution ID of the child workflow an activity runs
 	// (docs/sub-workflows.md): whimbrel status follows it.
 	Child string `json:"child_workflow_exec_id,omitempty"`
+	// Map counts a for_each map's elements, for an EventMap; Message
+	// says the counts in words.
+	Map *workflow.ElementCounts `json:"map,omitempty"`
 }
 
 // ActivityState is State as an activity's state, for an EventActivity.
@@ -78,6 +82,7 @@ type watcher struct {
 	id     string
 	logDir string
 	last   map[string]state.ActivityState // by activity_exec_id
+	counts map[string]string              // each map's counts as last told, by activity name
 	lastWF state.WorkflowState
 	// finally names the definition's finally activities, for Event.Finally.
 	finally map[string]*definition.Activity
@@ -119,6 +124,9 @@ func (w *watcher) observe(wf *state.WorkflowExec, acts []*state.ActivityExec) {
 	})
 	var evs []Event
 	for _, a := range acts {
+		if a.ItemIndex != nil {
+			continue // an element of a map: its map's counts tell it (maps)
+		}
 		prev, seen := w.last[a.ActivityExecID]
 		if seen && prev == a.State {
 			continue
@@ -134,6 +142,8 @@ func (w *watcher) observe(wf *state.WorkflowExec, acts []*state.ActivityExec) {
 		}
 		evs = append(evs, w.activity(a, a.State, at))
 	}
+	evs = append(evs, w.maps(acts, now)...)
+	changed = changed || len(evs) > 0
 	slices.SortStableFunc(evs, func(a, b Event) int { return a.Time.Compare(b.Time) })
 	for _, e := range evs {
 		w.emit(e)
@@ -190,4 +200,31 @@ func (l *limiter) allow(now time.Time) (int, bool) {
 	n := l.held
 	l.last, l.held = now, 0
 	return n, true
+}
+
+// maps emits, for each for_each map whose elements moved on since the
+// last observation, one event with their counts: a map of ten thousand
+// elements is one row, not ten thousand.
+func (w *watcher) maps(acts []*state.ActivityExec, now time.Time) []Event {
+	var evs []Event
+	for _, a := range acts {
+		if a.ItemIndex != nil {
+			continue
+		}
+		c := workflow.CountElements(a, acts)
+		if c == nil {
+			continue
+		}
+		if w.counts == nil {
+			w.counts = map[string]string{}
+		}
+		text := c.Text()
+		if w.counts[a.ActivityName] == text {
+			continue
+		}
+		w.counts[a.ActivityName] = text
+		evs = append(evs, Event{Time: now, Kind: EventMap, WorkflowExecID: w.id, Activity: a.ActivityName,
+			ActivityExecID: a.ActivityExecID, Map: c, Message: text})
+	}
+	return evs
 }

@@ -116,6 +116,7 @@ type Monitor struct {
 	log hclog.Logger
 
 	scope *workflow.Family // cfg.Workflow and its child workflows
+	maps  mapsSeen         // the for_each maps' accounts at the last sweep
 }
 
 // New returns a Monitor.
@@ -470,6 +471,9 @@ func (s *sweep) repairWorkflow(ctx context.Context, id string) error {
 	// Only for workflows with a stored definition: another client's may
 	// keep no pending sets, and its own rules.
 	if def != nil {
+		if err := s.repairMaps(ctx, def, acts); err != nil {
+			return err
+		}
 		latest := workflow.Latest(acts)
 		byName := latest
 		// A failed attempt whose retry was never made: whoever recorded
@@ -480,7 +484,7 @@ func (s *sweep) repairWorkflow(ctx context.Context, id string) error {
 			}
 		}
 		for _, a := range acts {
-			if a.State != state.Requested || len(a.PendingDependencies) > 0 || def.Activities[a.ActivityName] == nil {
+			if a.State != state.Requested || len(a.PendingDependencies) > 0 || def.Activities[a.ActivityName] == nil || isMap(def, a) || a.ItemIndex != nil {
 				continue
 			}
 			if def.Controlled() {

@@ -101,3 +101,12 @@ func RetryIDFor(failedActivityExecID string) string {
 	}
 	return name + idSeparator + uuid.NewSHA1(namespace, []byte("retry/"+failedActivityExecID)).String()
 }
+
+// ItemExecIDFor derives the ID of the first attempt of element index of
+// a for_each activity's list. Its name part is the activity's, so every
+// reader that takes an activity's name from its ID finds it; its UUID is
+// the element's, so a page of elements written twice creates nothing
+// twice. Later attempts derive from it (RetryIDFor).
+func ItemExecIDFor(workflowExecID, activityName string, index int) string {
+	return activityName + idSeparator + uuid.NewSHA1(namespace, []byte(workflowExecID+"/"+activityName+"["+strconv.Itoa(index)+"]")).String()
+}

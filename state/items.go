@@ -207,6 +207,15 @@ type ActivityExec struct {
 	// Parent names, on the activities of a child workflow, the activity
 	// that runs the workflow (docs/contract.md#child-workflows).
 	Parent
+
+	// A for_each activity is one item that stands for the whole map (its
+	// parent) and one item per element of its list (docs/for-each.md).
+	// Map is the parent's account of its items, a compact JSON object
+	// changed only by compare-and-set (see MapState). ItemIndex and Item
+	// are an element's: its place in the list and its JSON value.
+	Map       string // map
+	ItemIndex *int   // item_index (absent: not an element of a map)
+	Item      string // item
 }
 
 // Dependency records that one activity waits on another. Write-once.

@@ -230,7 +230,15 @@ type ActivityChange struct {
 	// Skipped marks the activity as skipped (its when was false); see
 	// ActivityExec.Skipped.
 	Skipped bool
+	// Swap, when set, makes the write also a compare-and-set of one String
+	// attribute of the item (a map's account, see ActivityExec.Map).
+	Swap *Swap
 }
+
+// Swap is a compare-and-set of one String attribute, made with an
+// activity write: the write fails unless Attr holds Old (or, with Old
+// empty, is absent), and sets it to New.
+type Swap struct{ Attr, Old, New string }
 
 // Claim is what a wrapper records when it takes an activity.
 type Claim struct {

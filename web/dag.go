@@ -34,6 +34,7 @@ type dagNode struct {
 	NameY      int
 	StateY     int
 	DetailY    int
+	BarY       int // a for_each map's progress bar, along the node's foot
 	RightX     int
 	AttemptTxt string
 }
@@ -143,7 +144,7 @@ func layout(rows []*activityRow) dag {
 		if rs := []rune(label); len(rs) > maxName {
 			label = string(rs[:maxName-1]) + "…"
 		}
-		n := dagNode{Row: r, X: x, Y: y, Label: label, TextX: x + 12, NameY: y + 20, StateY: y + 37, DetailY: y + 51, RightX: x + nodeW - 10}
+		n := dagNode{Row: r, X: x, Y: y, Label: label, TextX: x + 12, NameY: y + 20, StateY: y + 37, DetailY: y + 51, BarY: y + 54, RightX: x + nodeW - 10}
 		switch {
 		case r.Attempt > 0 && r.MaxAttempts > 1:
 			n.AttemptTxt = fmt.Sprintf("#%d/%d", r.Attempt, r.MaxAttempts)

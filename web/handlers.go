@@ -44,8 +44,9 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 		}
 		return t.UTC().Format(time.RFC3339Nano)
 	},
-	"path": url.PathEscape,
-	"fire": fireTime,
+	"path":   url.PathEscape,
+	"fire":   fireTime,
+	"mapBar": mapBar,
 	"indent": func(depth int) string {
 		return strings.Repeat("\u00a0\u00a0", min(max(depth, 0), 20))
 	},
@@ -75,6 +76,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /fragments/workflows", s.listFragment)
 	mux.HandleFunc("GET /workflows/{id}", s.workflowPage)
 	mux.HandleFunc("GET /fragments/workflows/{id}", s.workflowFragment)
+	mux.HandleFunc("GET /workflows/{id}/items", s.itemsPage)
 	mux.HandleFunc("POST /workflows/{id}/{action}", s.act)
 	mux.HandleFunc("GET /api/workflows", s.apiList)
 	mux.HandleFunc("GET /api/workflows/{id}", s.apiWorkflow)

@@ -83,6 +83,9 @@ func AdvanceKnown(ctx context.Context, st Advancer, wf *state.WorkflowExec, a *s
 }
 
 func advance(ctx context.Context, st Advancer, g graph, a *state.ActivityExec, log hclog.Logger) (Result, error) {
+	if a.ItemIndex != nil && g.def != nil {
+		return advanceItem(ctx, st, g, a, log) // an element of a for_each map
+	}
 	var res Result
 	var err error
 	releaseSlots(ctx, st, g, a, log)
@@ -118,6 +121,8 @@ type graph struct {
 	// graph was made from an item read earlier: a decision that needs it
 	// reads it then (see running).
 	state state.WorkflowState
+	// params are the execution's parameters, as stored.
+	params string
 }
 
 func graphOf(ctx context.Context, st Reader, id string) (graph, error) {
@@ -133,7 +138,7 @@ func graphOf(ctx context.Context, st Reader, id string) (graph, error) {
 // graphFrom is the graph of a workflow item read before: its definition
 // never changes, its state may have.
 func graphFrom(wf *state.WorkflowExec) graph {
-	g := graph{id: wf.WorkflowExecID}
+	g := graph{id: wf.WorkflowExecID, params: wf.Params}
 	if d, err := definition.ReadStored(wf.Definition); err == nil {
 		g.def = d
 	} // else: stored by another client, in another form; the index serves
@@ -243,6 +248,17 @@ func readyDependents(ctx context.Context, st Advancer, g graph, a *state.Activit
 		return nil, false, fmt.Errorf("advance after %s: %w", a.ActivityExecID, err)
 	}
 	for _, k := range deps {
+		if name, _, err := state.SplitID(k.ActivityExecID); err == nil && g.forEach(name) != nil {
+			r, w, err := readyMap(ctx, st, g, k, upID, log)
+			if err != nil {
+				return readied, waiting, fmt.Errorf("advance after %s: %w", a.ActivityExecID, err)
+			}
+			if r {
+				readied = append(readied, k.ActivityExecID)
+			}
+			waiting = waiting || w || !r
+			continue
+		}
 		if g.waitsOnOne(k) {
 			// Its only edge: resolve it and ready it in one write.
 			_, err := st.UpdateActivity(ctx, k, state.ActivityChange{

@@ -40,7 +40,9 @@ const ChildIndex = -1
 // launcher, the monitor's repair) derives the same. An activity that maps
 // nothing has ChildIndex.
 func childIndexOf(a *state.ActivityExec) int {
-	_ = a
+	if a.ItemIndex != nil {
+		return *a.ItemIndex
+	}
 	return ChildIndex
 }
 
@@ -129,6 +131,14 @@ func childOf(ctx context.Context, st Advancer, wf *state.WorkflowExec, a *state.
 		return child, nil, err
 	}
 	dt := definition.Data{Params: params, Outputs: map[string]json.RawMessage{}}
+	if a.ItemIndex != nil {
+		// An element of a for_each map: its child's params may name it.
+		item := a.Item
+		if item == "" {
+			item = "null"
+		}
+		dt.Element, dt.Index = json.RawMessage(item), *a.ItemIndex
+	}
 	for _, up := range act.DependsOn {
 		out, err := finalOutput(ctx, st, wf.WorkflowExecID, up)
 		if err != nil {

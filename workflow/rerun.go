@@ -44,10 +44,11 @@ func Rerun(ctx context.Context, st Starter, id string, fromFailure bool, opts St
 		}
 		opts.Carry = map[string]*state.ActivityExec{}
 		for _, a := range acts {
-			if a.State == state.Completed && d.Activities[a.ActivityName] != nil {
+			if a.State == state.Completed && d.Activities[a.ActivityName] != nil && a.ItemIndex == nil {
 				opts.Carry[a.ActivityName] = a
 			}
 		}
+		opts.CarryMaps = carryMaps(d, id, opts.Carry)
 	}
 	// The source names the execution rerun, whoever asked, so that its
 	// page can link to the reruns (RerunOf).

@@ -46,8 +46,8 @@ func (g graph) policy(a *state.ActivityExec) *definition.Retry {
 		return nil
 	}
 	eff, err := g.def.Effective(a.ActivityName)
-	if err != nil {
-		return nil
+	if err != nil || g.isMap(a) {
+		return nil // a map is not retried: its elements are
 	}
 	return eff.Retry
 }
@@ -91,8 +91,8 @@ func retry(ctx context.Context, st Settler, g graph, a *state.ActivityExec, log 
 		ActivityKey:  state.ActivityKey{ActivityExecID: nextID, WorkflowExecID: a.WorkflowExecID},
 		WorkflowName: a.WorkflowName, ActivityName: a.ActivityName,
 		State: state.Ready, StateTime: now, Attempt: n + 1, RetryOf: a.ActivityExecID,
-		NotBefore: now.Add(delay),
-		Reason:    fmt.Sprintf("retry: %s; attempt %d may start after %s", why, n+1, delay.Round(time.Millisecond)),
+		NotBefore: now.Add(delay), ItemIndex: a.ItemIndex, Item: a.Item,
+		Reason: fmt.Sprintf("retry: %s; attempt %d may start after %s", why, n+1, delay.Round(time.Millisecond)),
 	}
 	err := st.CreateActivity(ctx, next)
 	switch {
@@ -120,6 +120,9 @@ func retry(ctx context.Context, st Settler, g graph, a *state.ActivityExec, log 
 func Latest(acts []*state.ActivityExec) map[string]*state.ActivityExec {
 	out := map[string]*state.ActivityExec{}
 	for _, a := range acts {
+		if a.ItemIndex != nil {
+			continue // an element of a map: the map's item stands for them
+		}
 		cur := out[a.ActivityName]
 		if cur == nil || AttemptOf(a) > AttemptOf(cur) || (AttemptOf(a) == AttemptOf(cur) && a.RetryOf == cur.ActivityExecID) {
 			out[a.ActivityName] = a
@@ -134,7 +137,9 @@ func Latest(acts []*state.ActivityExec) map[string]*state.ActivityExec {
 // one activity, and the final one is the latest (see Latest). Without one
 // (another client's workflow, which has no retries) every item is an
 // activity of its own, and final: such a client may give many items one
-// activity_name, or IDs that name none, and each is still judged.
+// activity_name, or IDs that name none, and each is still judged. The
+// elements of a for_each map map to nothing: the map's own item stands
+// for them.
 func Finals(defined bool, acts []*state.ActivityExec) map[string]*state.ActivityExec {
 	out := make(map[string]*state.ActivityExec, len(acts))
 	if !defined {
@@ -145,6 +150,9 @@ func Finals(defined bool, acts []*state.ActivityExec) map[string]*state.Activity
 	}
 	latest := Latest(acts)
 	for _, a := range acts {
+		if a.ItemIndex != nil {
+			continue // an element of a map: the map's item is judged for it
+		}
 		out[a.ActivityExecID] = latest[a.ActivityName]
 	}
 	return out
@@ -156,6 +164,9 @@ func Finals(defined bool, acts []*state.ActivityExec) map[string]*state.Activity
 func RetryPending(def *definition.Workflow, a *state.ActivityExec) bool {
 	if def == nil || def.Activities[a.ActivityName] == nil {
 		return false
+	}
+	if a.ItemIndex == nil && def.Activities[a.ActivityName].ForEach != nil {
+		return false // a map is not retried: its elements are
 	}
 	return retries(def.Effective(a.ActivityName).Retry, a)
 }

@@ -25,6 +25,10 @@ type StartOptions struct {
 	// execution before it runs, pointing at where they completed: a redrive
 	// (see Rerun).
 	Carry map[string]*state.ActivityExec
+	// CarryMaps names, by for_each activity, the execution whose completed
+	// elements the new execution's map records as COMPLETED instead of
+	// running them again (a redrive inside a map).
+	CarryMaps map[string]string
 	// Params are the execution's parameters, checked against the
 	// definition's declarations (definition.Workflow.Bind) before anything is
 	// written.
@@ -93,6 +97,9 @@ func Start(ctx context.Context, st Starter, d *definition.Workflow, opts StartOp
 	}
 	// While the workflow is REQUESTED nobody launches its activities, so
 	// the carried ones can be walked to COMPLETED here.
+	if err := carryElements(ctx, st, id, opts.CarryMaps); err != nil {
+		return "", false, fmt.Errorf("start %s: %w", d.Name, err)
+	}
 	if err := carry(ctx, st, d, id, opts.Carry); err != nil {
 		return "", false, fmt.Errorf("start %s: %w", d.Name, err)
 	}
@@ -122,6 +129,12 @@ func Start(ctx context.Context, st Starter, d *definition.Workflow, opts StartOp
 			continue
 		}
 		k := state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, name), WorkflowExecID: id}
+		if d.Activities[name].ForEach != nil {
+			if err := openMapAtStart(ctx, st, k); err != nil {
+				return "", false, fmt.Errorf("start %s: %w", d.Name, err)
+			}
+			continue
+		}
 		_, err := st.UpdateActivity(ctx, k, state.ActivityChange{
 			From: []state.ActivityState{state.Requested}, To: state.Ready, Reason: "it waits on nothing",
 		})
@@ -151,7 +164,8 @@ func carry(ctx context.Context, st Starter, d *definition.Workflow, id string, d
 			{From: []state.ActivityState{state.Requested}, To: state.Ready, Reason: "completed in " + old.WorkflowExecID},
 			{From: []state.ActivityState{state.Ready}, To: state.Running, Claim: &state.Claim{Owner: owner, Host: old.Host}},
 			{From: []state.ActivityState{state.Running}, To: state.Completed, Owner: owner, Exit: &state.Exit{Code: 0}, Output: old.Output, Skipped: old.Skipped,
-				LaunchedAs: "carried from " + old.ActivityExecID, Reason: "completed in " + old.WorkflowExecID + " as " + old.ActivityExecID},
+				LaunchedAs: "carried from " + old.ActivityExecID, Reason: "completed in " + old.WorkflowExecID + " as " + old.ActivityExecID,
+				Swap: carriedMap(a, old)},
 		}
 		for _, c := range steps {
 			if a.State != c.From[0] {

@@ -83,8 +83,10 @@ func (r *run) prepare(ctx context.Context, claimed *state.ActivityExec) (*data, 
 	// are no concern of its run (see definition.Stored).
 	var act *definition.Activity
 	var eff definition.Settings
+	var stored *definition.Stored
 	if wf.Definition != "" {
 		d, err := definition.ReadStored(wf.Definition) // its advance reads it again
+		stored = d
 		if err == nil {
 			act, err = d.Activity(claimed.ActivityName)
 		}
@@ -126,6 +128,14 @@ func (r *run) prepare(ctx context.Context, claimed *state.ActivityExec) (*data, 
 	}
 	dt := &data{dir: dir, inputs: filepath.Join(dir, "inputs.json"),
 		output: filepath.Join(dir, "output.json"), progress: filepath.Join(dir, "progress")}
+	if act != nil && stored != nil {
+		if err := r.mapOutputs(ctx, stored, wf.WorkflowExecID, dir, &in, &tdata); err != nil {
+			dt.remove()
+			return nil, err
+		}
+	}
+	env := map[string]string{}
+	elementData(claimed, &tdata, env)
 	b, err := json.Marshal(in)
 	if err == nil {
 		err = os.WriteFile(dt.inputs, b, 0o600)
@@ -136,7 +146,6 @@ func (r *run) prepare(ctx context.Context, claimed *state.ActivityExec) (*data, 
 	}
 
 	dt.argv = r.cfg.Command
-	env := map[string]string{}
 	for _, kv := range os.Environ() {
 		if k, v, ok := strings.Cut(kv, "="); ok && inheritable(k) {
 			env[k] = v
@@ -175,6 +184,7 @@ func (r *run) prepare(ctx context.Context, claimed *state.ActivityExec) (*data, 
 	if in.WorkflowState != "" {
 		env[EnvWorkflowState] = in.WorkflowState
 	}
+	elementData(claimed, &tdata, env)
 	for k, v := range params {
 		env[definition.ParamEnv(k)] = v
 	}

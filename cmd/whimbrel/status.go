@@ -19,11 +19,20 @@ type StatusCmd struct {
 	ID   string `arg:"" name:"workflow-exec-id" help:"The execution, as start printed it."`
 	JSON bool   `name:"json" help:"Print JSON for scripts."`
 	Tree bool   `name:"tree" help:"Show each child workflow's status in place, under the activity that runs it."`
+	// The elements of for_each maps (docs/for-each.md).
+	Items    bool   `name:"items" help:"List the elements of the workflow's for_each maps, a page at a time, instead of its activities."`
+	Activity string `name:"activity" help:"With --items: only this map's elements."`
+	State    string `name:"state" help:"With --items: only the elements in this state, e.g. FAILED."`
+	Page     int    `name:"page" default:"1" help:"With --items: which page (from 1)."`
+	PageSize int    `name:"page-size" default:"50" help:"With --items: elements per page."`
 }
 
 // Run shows the execution and its activities.
 func (c *StatusCmd) Run(g *Globals, k *kong.Context) error {
 	return withSession(g, k, c.StoreFlags, reads, func(se *session) error {
+		if c.Items {
+			return c.items(se, k)
+		}
 		load := inspect.Load
 		if c.Tree {
 			load = inspect.LoadTree

@@ -19,4 +19,7 @@ const (
 	// AfterCommandStart: the runner started the command (and handed its
 	// process group to the guard) and has done nothing else.
 	AfterCommandStart = "after-command-start"
+	// MidPage: a participant wrote a for_each map's account announcing a
+	// page of elements, and half of the page's elements.
+	MidPage = "mid-page"
 )

@@ -76,6 +76,7 @@ type people struct {
 	acts      map[string]local.Event // the latest event of each activity's latest attempt
 	wf        local.Event            // the latest workflow event
 	lines     int                    // lines drawn last time, on a terminal
+	maps      map[string]string      // each for_each map's counts, in words
 }
 
 func (v *people) show(e local.Event) {
@@ -98,6 +99,14 @@ func (v *people) show(e local.Event) {
 			v.above(e)
 		case had && e.Attempt > prev.Attempt && prev.ActivityState().Terminal():
 			v.above(prev)
+		}
+	case local.EventMap:
+		if v.maps == nil {
+			v.maps = map[string]string{}
+		}
+		v.maps[e.Activity] = e.Message
+		if !v.TTY {
+			fmt.Fprintf(v.Out, "%s %-*s %s\n", e.Time.Local().Format("15:04:05"), v.nameWidth, v.name(e.Activity), inert.String(e.Message))
 		}
 	case local.EventWorkflow:
 		v.wf = e
@@ -186,6 +195,9 @@ func (v *people) draw(now time.Time) {
 			why = where(e)
 		}
 		why += v.attempt(e, now) + child(e)
+		if m := v.maps[n]; m != "" {
+			why += "  " + inert.String(m)
+		}
 		// The state's colour goes on after the row is cut to the width.
 		shown := inert.String(e.State)
 		row := v.fit(fmt.Sprintf("  %s %-*s  %-17s %8s%s", mark(st), v.nameWidth, v.name(n), shown, elapsed(e, now), why))

@@ -70,6 +70,11 @@ func EncodeActivity(a *state.ActivityExec) Item {
 		m["progress_time_epoch"] = Epoch(a.ProgressTime)
 	}
 	putParent(m, a.Parent)
+	putStr(m, "map", a.Map)
+	putStr(m, "item", a.Item)
+	if a.ItemIndex != nil {
+		m["item_index"] = Int(*a.ItemIndex)
+	}
 	return m
 }
 
@@ -106,6 +111,11 @@ func DecodeActivity(table string, m Item) (*state.ActivityExec, error) {
 		RetryOf:             d.str("retry_of", false),
 		RetriedBy:           d.str("retried_by", false),
 		Parent:              d.parent(),
+		Map:                 d.str("map", false),
+		Item:                d.str("item", false),
+	}
+	if i, ok := d.integer("item_index"); ok && i >= 0 {
+		a.ItemIndex = &i
 	}
 	if nb, ok := d.number("not_before"); ok && nb > 0 {
 		if nb > maxEpoch {

@@ -195,11 +195,16 @@ func ActivityChange(c state.ActivityChange) (Cond, Update, error) {
 // Swap is a compare-and-set of one String attribute, made with an
 // activity write: the write fails unless Attr holds Old (or, with Old
 // empty, is absent), and sets it to New.
-type Swap struct{ Attr, Old, New string }
+type Swap = state.Swap
 
 // ActivityChangeWith is ActivityChange with a swap (nil: none) on the same
 // item, for a store's extension.
 func ActivityChangeWith(c state.ActivityChange, swap *Swap) (Cond, Update, error) {
+	if swap == nil {
+		swap = c.Swap
+	} else if c.Swap != nil {
+		return Cond{}, Update{}, errors.New("a change swaps one attribute, not two")
+	}
 	if len(c.From) == 0 {
 		return Cond{}, Update{}, errors.New("no state to move from")
 	}
