@@ -59,31 +59,34 @@ func (a *Activity) Handles() bool {
 
 // WhenEnv is what a when expression reads: the execution's parameters,
 // the outputs of the activity's direct upstreams (a skipped upstream's is
-// absent), the workflow's name and id, and the item of a map (nil outside
-// one).
+// absent), the workflow's name and id, and the element of a map and its
+// index (both nil outside one).
 type WhenEnv struct {
-	Params   map[string]string
-	Outputs  map[string]any
-	Workflow map[string]string
-	Item     any
+	Params    map[string]string `expr:"params"`
+	Outputs   map[string]any    `expr:"outputs"`
+	Workflow  map[string]string `expr:"workflow"`
+	Item      any               `expr:"item"`
+	ItemIndex any               `expr:"item_index"`
 }
 
-func (e WhenEnv) vars() map[string]any {
-	out := map[string]any{"params": e.Params, "outputs": e.Outputs, "workflow": e.Workflow, "item": e.Item}
+// vars is the environment as an expression reads it: a struct, so that
+// item and item_index are declared of any type (a nil in a map would
+// declare them nil, and refuse item % 2), with no map left nil.
+func (e WhenEnv) vars() WhenEnv {
 	if e.Params == nil {
-		out["params"] = map[string]string{}
+		e.Params = map[string]string{}
 	}
 	if e.Outputs == nil {
-		out["outputs"] = map[string]any{}
+		e.Outputs = map[string]any{}
 	}
 	if e.Workflow == nil {
-		out["workflow"] = map[string]string{}
+		e.Workflow = map[string]string{}
 	}
-	return out
+	return e
 }
 
 // compileWhen compiles a when expression and checks it: a syntax error, a
-// name other than params, outputs, workflow and item, a parameter not
+// name other than params, outputs, workflow, item and item_index, a parameter not
 // declared, an output of an activity not in depends_on, or a result that
 // is not a boolean is an error.
 func compileWhen(src string, declared func(string) bool, upstreams []string) (*vm.Program, error) {
@@ -197,12 +200,14 @@ func (d *Workflow) checkControl(p *problems) {
 				}
 				continue
 			}
+			wl := line
+			if p.pos != nil && p.pos.when[n] > 0 {
+				wl = p.pos.when[n]
+			}
 			if _, err := compileWhen(a.When, declared, a.DependsOn); err != nil {
-				wl := line
-				if p.pos != nil && p.pos.when[n] > 0 {
-					wl = p.pos.when[n]
-				}
 				p.add(wl, "%s %q: when %q: %v", kind, n, a.When, err)
+			} else if a.ForEach == nil && a.WhenPerElement() {
+				p.add(wl, "%s %q: when %q reads item or item_index, which only the elements of a for_each activity have: add for_each, or remove them from the expression", kind, n, a.When)
 			}
 		}
 	}

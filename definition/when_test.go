@@ -13,7 +13,7 @@ func TestControlChecks(t *testing.T) {
 		name, yaml string
 		want       []string // "" for none
 	}{
-		{"fine", head + "  b:\n    depends_on: [a]\n    when: \"outputs.a.ok && params.mode != 'dry-run' && workflow.name == 'w' && item == nil\"\n    trigger_rule: one_failed\n    command: [\"true\"]\nfinally:\n  f: {command: [\"echo\", \"{{ workflow.state }}\"]}\n  g: {command: [\"true\"], depends_on: [f]}\n", nil},
+		{"fine", head + "  b:\n    depends_on: [a]\n    when: \"outputs.a.ok && params.mode != 'dry-run' && workflow.name == 'w'\"\n    trigger_rule: one_failed\n    command: [\"true\"]\nfinally:\n  f: {command: [\"echo\", \"{{ workflow.state }}\"]}\n  g: {command: [\"true\"], depends_on: [f]}\n", nil},
 		{"syntax", head + "  b:\n    when: \"1 +\"\n    command: [\"true\"]\n", []string{`w.yaml:7: activity "b": when "1 +": unexpected token EOF`}},
 		{"not boolean", head + "  b:\n    when: \"params.mode\"\n    command: [\"true\"]\n", []string{`w.yaml:7: activity "b": when "params.mode": expected bool, but got string`}},
 		{"unknown name", head + "  b:\n    when: \"mode == 'x'\"\n    command: [\"true\"]\n", []string{`unknown name mode`}},
@@ -24,6 +24,9 @@ func TestControlChecks(t *testing.T) {
 		{"finally name clash", head + "finally:\n  a: {command: [\"true\"]}\n", []string{`finally activity "a" has the name of an activity of the workflow`}},
 		{"finally cycle", head + "finally:\n  f: {command: [\"true\"], depends_on: [g]}\n  g: {command: [\"true\"], depends_on: [f]}\n", []string{`the finally activities form a cycle`}},
 		{"state outside finally", head + "  b: {command: [\"echo\", \"{{ workflow.state }}\"]}\n", []string{`{{ workflow.state }} is known only to a finally activity`}},
+		{"item in a map", head + "  b:\n    for_each: [1, 2]\n    when: \"item % 2 == 0 && item_index > 0 && params.mode != 'x'\"\n    command: [\"true\"]\n", nil},
+		{"item outside a map", head + "  b:\n    when: \"item > 1\"\n    command: [\"true\"]\n", []string{`w.yaml:7: activity "b": when "item > 1" reads item or item_index, which only the elements of a for_each activity have`}},
+		{"item_index outside a map", head + "finally:\n  f:\n    when: \"item_index == 0\"\n    command: [\"true\"]\n", []string{`w.yaml:8: finally activity "f": when "item_index == 0" reads item or item_index`}},
 		{"all at once", head + "  b:\n    when: \"1 +\"\n    trigger_rule: nope\n    command: [\"true\"]\nfinally:\n  f: {command: [\"true\"], depends_on: [a]}\n", []string{`unexpected token`, `trigger_rule "nope"`, `finally activity "f" depends on a`}},
 	}
 	for _, tc := range tests {

@@ -33,16 +33,20 @@ func latestElements(acts []*state.ActivityExec, name string) []*state.ActivityEx
 
 // Item is what the list of a map's elements shows of one.
 type Item struct {
-	Name       string              `json:"name"` // as in convert[17]
-	Index      int                 `json:"item_index"`
-	ID         string              `json:"activity_exec_id"`
-	State      state.ActivityState `json:"state"`
-	Attempt    int                 `json:"attempt"`
-	Started    *time.Time          `json:"start_time,omitempty"`
-	Seconds    *float64            `json:"duration_seconds,omitempty"`
-	ExitCode   *int                `json:"exit_code,omitempty"`
-	Reason     string              `json:"reason,omitempty"`
-	StderrTail string              `json:"stderr_tail,omitempty"`
+	Name  string              `json:"name"` // as in convert[17]
+	Index int                 `json:"item_index"`
+	ID    string              `json:"activity_exec_id"`
+	State state.ActivityState `json:"state"`
+	// Shown is SKIPPED for an element whose when was false (its state is
+	// COMPLETED).
+	Shown      string     `json:"shown,omitempty"`
+	Skipped    bool       `json:"skipped,omitempty"`
+	Attempt    int        `json:"attempt"`
+	Started    *time.Time `json:"start_time,omitempty"`
+	Seconds    *float64   `json:"duration_seconds,omitempty"`
+	ExitCode   *int       `json:"exit_code,omitempty"`
+	Reason     string     `json:"reason,omitempty"`
+	StderrTail string     `json:"stderr_tail,omitempty"`
 }
 
 // ItemPage is one page of a map's elements.
@@ -92,6 +96,9 @@ func Items(s *Status, acts []*state.ActivityExec, q ItemQuery, now time.Time) ([
 			p.Items = append(p.Items, Item{Name: state.ItemName(e.ActivityName, *e.ItemIndex), Index: *e.ItemIndex,
 				ID: e.ActivityExecID, State: e.State, Attempt: e.Attempt, Started: timePtr(e.StartTime),
 				Seconds: seconds(e.StartTime, end), ExitCode: e.ExitCode, Reason: e.Reason, StderrTail: e.Error})
+			if workflow.Shown(e) == ShownSkipped {
+				p.Items[len(p.Items)-1].Shown, p.Items[len(p.Items)-1].Skipped = ShownSkipped, true
+			}
 		}
 		out = append(out, p)
 	}
@@ -111,8 +118,12 @@ func WriteItems(w io.Writer, pages []ItemPage, c Colors) {
 			if it.ExitCode != nil {
 				exit = fmt.Sprint(*it.ExitCode)
 			}
+			shown := c.Activity(it.State)
+			if it.Shown == ShownSkipped {
+				shown = ShownSkipped
+			}
 			fmt.Fprintf(w, "  %-16s %s  attempt %d  started %s  took %s  exit %s\n", inert.String(it.Name),
-				c.Activity(it.State), max(it.Attempt, 1), clock(it.Started), took(it.Seconds), exit)
+				shown, max(it.Attempt, 1), clock(it.Started), took(it.Seconds), exit)
 			if it.State.EndedBadly() && it.Reason != "" {
 				fmt.Fprintf(w, "    why: %s\n", inert.String(it.Reason))
 			}

@@ -161,7 +161,7 @@ func decide(ctx context.Context, st Advancer, g graph, k *state.ActivityExec, lo
 		log.Info("cancelled a dependent", "dependent", k.ActivityExecID, "reason", why)
 		return got, nil
 	}
-	if act.When != "" {
+	if act.When != "" && !(g.isMap(k) && act.WhenPerElement()) { // per element: the wrapper's
 		env, err := whenEnv(ctx, st, g, ups)
 		if err != nil {
 			return nil, err
@@ -173,6 +173,9 @@ func decide(ctx context.Context, st Advancer, g graph, k *state.ActivityExec, lo
 		case !ok:
 			return skip(ctx, st, k, fmt.Sprintf("skipped: when %q is false", act.When), log)
 		}
+	}
+	if g.isMap(k) {
+		return openDecided(ctx, st, g, k, log) // foreach_when.go
 	}
 	got, err := st.UpdateActivity(ctx, k.ActivityKey, state.ActivityChange{
 		From: []state.ActivityState{state.Requested}, To: state.Ready, Reason: readyReason(act),

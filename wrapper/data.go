@@ -114,6 +114,9 @@ func (r *run) prepare(ctx context.Context, claimed *state.ActivityExec) (*data, 
 				tdata.Outputs[up] = json.RawMessage(a.Output)
 			}
 		}
+		if err := elementWhen(act, wf, params, ups, claimed); err != nil { // foreach_when.go
+			return nil, err
+		}
 	}
 	if in.PreviousProgress, err = r.previousProgress(ctx, claimed); err != nil {
 		return nil, err
@@ -431,7 +434,7 @@ func (r *run) prepareRetrying(ctx context.Context, claimed *state.ActivityExec) 
 		case err == nil:
 			dt = d
 			return nil
-		case errors.As(err, &de), errors.Is(err, state.ErrNotFound), errors.Is(err, state.ErrInvalidItem):
+		case errors.As(err, &de), errors.As(err, new(*elementSkipped)), errors.Is(err, state.ErrNotFound), errors.Is(err, state.ErrInvalidItem):
 			return backoff.Permanent(err)
 		}
 		last = err

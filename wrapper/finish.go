@@ -46,10 +46,14 @@ func (r *run) finish(exit *state.Exit, stderrTail, reason string, code int) int 
 	op := func() error {
 		ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
 		defer cancel()
-		a, err := r.st.UpdateActivity(ctx, r.cfg.Key, state.ActivityChange{
+		c := state.ActivityChange{
 			From: []state.ActivityState{state.Running}, To: to, Owner: r.owner,
 			Exit: exit, Error: tail, Reason: reason, Output: r.output, Progress: progress,
-		})
+		}
+		if r.skipped {
+			c.Exit, c.Skipped = nil, true // no command ran: no exit to record
+		}
+		a, err := r.st.UpdateActivity(ctx, r.cfg.Key, c)
 		var ce *state.ConflictError
 		switch {
 		case err == nil:

@@ -148,6 +148,7 @@ type run struct {
 
 	output          string // the command's output, to record with the outcome
 	outputRefused   bool   // the output file was refused: the activity fails
+	skipped         bool   // an element whose when is false: recorded skipped, not run
 	progressProblem string // the last problem with the progress file, logged once
 }
 
@@ -204,6 +205,11 @@ func (r *run) run(ctx context.Context) int {
 	}
 
 	dt, err := r.prepareRetrying(ctx, claimed)
+	if sk := new(*elementSkipped); errors.As(err, sk) {
+		r.skipped = true
+		r.log.Info("not starting the command: the element is skipped", "reason", (*sk).reason)
+		return r.finish(&state.Exit{}, "", (*sk).reason, 0)
+	}
 	if err != nil {
 		var de *DataError
 		if !errors.As(err, &de) {
