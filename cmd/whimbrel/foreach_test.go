@@ -479,7 +479,7 @@ activities:
       - -c
       - |
         echo "$0" >> "$DIR/log"
-        if [ "$0" = 3 ] || [ "$0" = 7 ]; then test -e "$DIR/mark.$0" || { touch "$DIR/mark.$0"; exit 1; }; fi
+        if [ "$0" = 3 ] || [ "$0" = 7 ]; then test -e "$DIR/mark.$0" || { touch "$DIR/mark.$0"; i=0; while [ "$(wc -l < "$DIR/log")" -lt 10 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; exit 1; }; fi
         echo "{\"i\": $0}" > "$WHIMBREL_OUTPUT"
       - "{{ item_index }}"
   merge:
@@ -491,7 +491,9 @@ activities:
 // TestForEachRerunFromFailure: a redrive inside a map runs only the
 // elements that did not complete (the others are carried, outputs and
 // all), and a redrive of a map that completed carries it whole: its
-// downstream still reads every element's output.
+// downstream still reads every element's output. Elements 3 and 7 fail
+// their first attempt only once every element has started, so that the
+// map's stop at its first failure cancels none before it ran.
 func TestForEachRerunFromFailure(t *testing.T) {
 	t.Parallel()
 	for name, env := range stores(t) {
