@@ -77,3 +77,28 @@ func workflowOf(t *testing.T, st schedule.Store, requestID string) *state.Workfl
 	}
 	return wf
 }
+
+// TestOverlapStoredBefore: a schedule item written without an overlap
+// attribute (by a whimbrel that had none) starts every fire, as it did.
+func TestOverlapStoredBefore(t *testing.T) {
+	t0 := ts("2026-11-21T00:00:00Z")
+	onBoth(t, func(t *testing.T, st schedule.Store) {
+		ctx := testbin.Context(t)
+		if _, err := schedule.Set(ctx, st, schedule.Spec{Name: "s", Definition: def(t, "etl"), Cron: "* * * * *",
+			Overlap: schedule.OverlapSkip, Start: t0}, t0); err != nil {
+			t.Fatal(err)
+		}
+		s := get(t, st, "s")
+		prev := s.Version
+		s.Overlap = "" // the item loses the attribute
+		if err := st.PutSchedule(ctx, s, prev, ""); err != nil {
+			t.Fatal(err)
+		}
+		if got := get(t, st, "s").Overlap; got != "" {
+			t.Fatalf("overlap %q after writing none", got)
+		}
+		tick(t, st, t0.Add(10*time.Second))
+		tick(t, st, t0.Add(time.Minute+10*time.Second))
+		same(t, "runs", runsOf(t, st, "etl"), []string{"s@" + t0.Format(time.RFC3339), "s@" + t0.Add(time.Minute).Format(time.RFC3339)})
+	})
+}
