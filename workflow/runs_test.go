@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/whimbrel/whimbrel/definition"
+	"github.com/whimbrel/whimbrel/internal/dynamotest"
 	"github.com/whimbrel/whimbrel/internal/testbin"
 	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/state/dynamodb"
 	"github.com/whimbrel/whimbrel/workflow"
 )
 
@@ -30,7 +32,26 @@ activities:
 // first.
 func TestMaxActiveRuns(t *testing.T) {
 	t.Parallel()
-	bothStores(t, func(t *testing.T, st state.Store) {
+	bothStores(t, func(t *testing.T, st state.Store) { maxActiveRuns(t, st, st) })
+	t.Run("dynamodb-faults", func(t *testing.T) {
+		// Throttling and writes that fail after they applied: the slot's
+		// conditional writes still hold the limit.
+		t.Parallel()
+		proxy := dynamotest.NewFaultProxy(t, "", dynamotest.Faults{Throttle: 0.05, Errors: 0.05, AfterWrite: 0.5})
+		prefix := dynamotest.Prefix(t)
+		clean := dynamodb.New(proxy.Client(true), dynamodb.Options{Prefix: prefix, CallTimeout: dynamotest.CallTimeout})
+		if _, err := clean.Install(testbin.Context(t), false); err != nil {
+			t.Fatal(err)
+		}
+		maxActiveRuns(t, dynamodb.New(proxy.Client(false), dynamodb.Options{Prefix: prefix, CallTimeout: dynamotest.CallTimeout}), clean)
+	})
+}
+
+// maxActiveRuns starts and ends the runs through st, and checks through
+// check (a store without faults: the test's own reads and the activities'
+// moves, as a wrapper's, are not under test).
+func maxActiveRuns(t *testing.T, st, check state.Store) {
+	{
 		ctx := testbin.Context(t)
 		d, err := definition.Parse("w.yaml", []byte(oneAtATime))
 		if err != nil {
@@ -41,10 +62,12 @@ func TestMaxActiveRuns(t *testing.T) {
 			if i > 0 {
 				time.Sleep(1100 * time.Millisecond) // start times are whole seconds: make the order theirs
 			}
-			id, _, err := workflow.Start(ctx, st, d, workflow.StartOptions{Source: "test"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			var id string
+			req := state.NewWorkflowRequestID(d.Name)
+			again(t, func() (err error) { // a start that failed is finished by repeating it
+				id, _, err = workflow.Start(ctx, st, d, workflow.StartOptions{Source: "test", RequestID: req})
+				return err
+			})
 			ids = append(ids, id)
 		}
 		// The sampler reads every run, consistently, until the test is done.
@@ -55,7 +78,7 @@ func TestMaxActiveRuns(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			running := func(id string) bool {
-				wf, err := st.GetWorkflow(sampleCtx, id)
+				wf, err := check.GetWorkflow(sampleCtx, id)
 				return err == nil && wf.State == state.WorkflowRunning
 			}
 			for sampleCtx.Err() == nil {
@@ -80,7 +103,7 @@ func TestMaxActiveRuns(t *testing.T) {
 		}()
 		stateOf := func(id string) *state.WorkflowExec {
 			t.Helper()
-			wf, err := st.GetWorkflow(ctx, id)
+			wf, err := check.GetWorkflow(ctx, id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,7 +114,7 @@ func TestMaxActiveRuns(t *testing.T) {
 			if wf.State != state.WorkflowRequested {
 				t.Fatalf("%s is %s while the first runs, want REQUESTED", id, wf.State)
 			}
-			if why := workflow.RunWaitReason(ctx, st, wf); why != "waiting: 1 of max_active_runs 1 running" {
+			if why := workflow.RunWaitReason(ctx, check, wf); why != "waiting: 1 of max_active_runs 1 running" {
 				t.Errorf("wait reason %q", why)
 			}
 		}
@@ -102,25 +125,21 @@ func TestMaxActiveRuns(t *testing.T) {
 			}
 			order = append(order, id)
 			k := state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, "only"), WorkflowExecID: id}
-			a := end(t, st, k, state.Completed)
+			a := end(t, check, k, state.Completed)
 			if i == 1 {
 				// The settler dies after its write: nothing frees the slot
 				// but the monitor's call.
-				if _, err := st.UpdateWorkflow(ctx, id, state.WorkflowChange{
+				if _, err := check.UpdateWorkflow(ctx, id, state.WorkflowChange{
 					From: []state.WorkflowState{state.WorkflowRunning}, To: state.WorkflowCompleted}); err != nil {
 					t.Fatal(err)
 				}
 				if got := stateOf(ids[2]).State; got != state.WorkflowRequested {
 					t.Fatalf("the last run is %s before the monitor's call", got)
 				}
-				if n, err := workflow.StartWaiting(ctx, st, d.Name, nil); err != nil || n != 1 {
-					t.Fatalf("StartWaiting: %d, %v", n, err)
-				}
+				again(t, func() error { _, err := workflow.StartWaiting(ctx, st, d.Name, nil); return err })
 				continue
 			}
-			if _, err := workflow.Advance(ctx, st, a, nil); err != nil {
-				t.Fatal(err)
-			}
+			again(t, func() error { _, err := workflow.Advance(ctx, st, a, nil); return err })
 		}
 		stop()
 		wg.Wait()
@@ -135,5 +154,18 @@ func TestMaxActiveRuns(t *testing.T) {
 		if strings.Join(order, ",") != strings.Join(ids, ",") {
 			t.Errorf("ran %v, want %v", order, ids)
 		}
-	})
+	}
+}
+
+// again calls fn until it succeeds, at most five times: what a participant
+// does after a store's error.
+func again(t *testing.T, fn func() error) {
+	t.Helper()
+	var err error
+	for range 5 {
+		if err = fn(); err == nil {
+			return
+		}
+	}
+	t.Fatal(err)
 }
