@@ -59,6 +59,8 @@ type Workflow struct {
 	// activity records as its output: names to templates over the
 	// outputs of its activities (docs/sub-workflows.md).
 	Outputs map[string]string `yaml:"outputs,omitempty" json:"outputs,omitempty"`
+	// Concurrency bounds the executions running at once (see Concurrency).
+	Concurrency *Concurrency `yaml:"concurrency,omitempty" json:"concurrency,omitempty"`
 
 	warnings []string // found when it was read (see Warnings)
 }

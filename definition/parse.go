@@ -153,7 +153,7 @@ func (pos *positions) paramLine(name, field string) int {
 }
 
 var (
-	topKeys      = []string{"name", "description", "retention", "defaults", "activities", "params", "outputs", "finally", "notify", "deadline"}
+	topKeys      = []string{"name", "description", "retention", "defaults", "activities", "params", "outputs", "finally", "notify", "deadline", "concurrency"}
 	settingKeys  = []string{"env", "heartbeat_interval", "heartbeat_timeout", "timeout", "queued_timeout", "kill_grace", "launch", "retry", "pool", "pool_slots"}
 	activityKeys = append([]string{"description", "command", "depends_on", "workflow", "params", "when", "trigger_rule", "for_each", "max_items", "max_running", "tolerated_failures"}, settingKeys...)
 	launchKeys   = []string{"type", "image", "docker_args", "cluster", "task_definition", "container", "launch_type",
@@ -357,6 +357,8 @@ func checkKeys(p *problems, m *yaml.Node, where string, known []string) {
 			checkKeys(p, v, where+": retry", retryKeys)
 		case "notify":
 			checkNotifyNode(p, v)
+		case "concurrency":
+			checkConcurrencyNode(p, v) // concurrency.go
 		case "params":
 			if v.Kind != yaml.MappingNode {
 				p.add(v.Line, "params must be a mapping from parameter name to {type, required, default, enum, pattern, description}")

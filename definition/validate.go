@@ -42,6 +42,9 @@ func (d *Workflow) validate(file string, pos *positions) error {
 // has activities, the defaults and the parameters.
 func (d *Workflow) checkHead(p *problems) {
 	d.checkNotify(p)
+	for _, e := range d.checkConcurrency() {
+		p.add(0, "%s", e)
+	}
 	if d.Name == "" {
 		p.add(0, "the workflow has no name: add `name: my-workflow`")
 	} else if err := state.CheckName(d.Name); err != nil {

@@ -133,6 +133,9 @@ func Load(ctx context.Context, st workflow.Reader, id string, now time.Time) (*S
 	if err != nil {
 		return nil, err
 	}
+	if why := workflow.RunWaitReason(ctx, st, wf); why != "" && wf.Reason == "" {
+		wf.Reason = why // a run waiting for max_active_runs (workflow/runs.go)
+	}
 	acts, err := st.Activities(ctx, id)
 	skipped, err := state.Skipped(err)
 	if err != nil {

@@ -138,6 +138,12 @@ func Run(ctx context.Context, st Store, d *definition.Workflow, opts Options) (*
 	f := &follower{st: st, d: d, id: id, c: c, log: opts.Logger, interrupt: opts.Interrupt,
 		w: &watcher{emit: emit, id: id, logDir: logDir, last: map[string]state.ActivityState{}, finally: d.Finally}}
 	emit(Event{Time: time.Now(), Kind: EventStarted, WorkflowExecID: id, LogDir: logDir})
+	if wf, err := st.GetWorkflow(ctx, id); err == nil {
+		if why := workflow.RunWaitReason(ctx, st, wf); why != "" {
+			// max_active_runs: the run starts when a run of its workflow ends.
+			emit(Event{Time: time.Now(), Kind: EventNote, WorkflowExecID: id, Message: "the run waits to start: " + why})
+		}
+	}
 	return f.follow(ctx)
 }
 

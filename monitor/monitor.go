@@ -578,6 +578,7 @@ func (s *sweep) staleStarts(ctx context.Context) error {
 		return fmt.Errorf("list requested workflows: %w", err)
 	}
 	s.seen.listedWorkflows(state.WorkflowRequested, wfs, s.cfg.Workflow)
+	wfs = s.startWaitingRuns(ctx, wfs) // runs.go
 	for _, wf := range wfs {
 		if s.cfg.Workflow != "" && wf.WorkflowExecID != s.cfg.Workflow {
 			continue

@@ -78,8 +78,11 @@ type Spec struct {
 	TimeZone   string
 	Catchup    string
 	MaxCatchup int
-	Start      time.Time // zero: now
-	End        time.Time // zero: none
+	// Overlap is what a fire does while the previous run still runs
+	// (overlap.go); empty: OverlapAllow.
+	Overlap string
+	Start   time.Time // zero: now
+	End     time.Time // zero: none
 	// Params are the run's params as given (--param, --params-file),
 	// checked against the definition's declarations as whimbrel start
 	// checks them; the schedule keeps them with the declared defaults.
@@ -285,6 +288,11 @@ func build(ctx context.Context, st Store, spec Spec, now time.Time) (*state.Sche
 	if s.MaxCatchup == 0 {
 		s.MaxCatchup = DefaultMaxCatchup
 	}
+	ov, err := checkOverlap(spec.Overlap)
+	if err != nil {
+		return nil, err
+	}
+	s.Overlap = ov
 	if s.MaxCatchup < 1 {
 		return nil, invalid("--max-catchup %d: give at least 1", spec.MaxCatchup)
 	}

@@ -220,6 +220,9 @@ func stepClock(ctx context.Context, st Store, s *state.Schedule, now time.Time, 
 		return false, nil
 	}
 	f := run[0]
+	if wait, handled, err := overlap(ctx, st, s, c.next, f, now, r); handled { // overlap.go
+		return wait, err
+	}
 	id, created, wait, err := tryStart(ctx, st, s, f, now, started)
 	if wait || err != nil {
 		return wait, err

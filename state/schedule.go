@@ -77,6 +77,10 @@ type Schedule struct {
 	End        time.Time `json:"end_time,omitzero"` // end_time: and at or before it (zero: no end)
 	SetTime    time.Time `json:"set_time"`          // set_time: when it was last set
 	Paused     bool      `json:"paused"`            // paused
+	// Overlap says what a fire does while the schedule's previous run is
+	// still running: skip, queue, allow or cancel-previous; empty (an
+	// item stored without it) allows.
+	Overlap string `json:"overlap,omitempty"` // overlap
 
 	// LastFire is the cursor: every fire time at or before it is done
 	// (started, or skipped by the catch-up rule).

@@ -286,6 +286,7 @@ func childOutput(ctx context.Context, st Advancer, child *state.WorkflowExec) (s
 // that settled a child workflow ends its parent activity. A store that
 // cannot advance leaves it to the monitor.
 func finishAfterSettle(ctx context.Context, st any, settled *state.WorkflowExec, log hclog.Logger) {
+	runEnded(ctx, st, settled, log) // runs.go
 	if settled == nil || settled.ParentActivityExecID == "" {
 		return
 	}

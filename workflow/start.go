@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/clock"
 	"github.com/whimbrel/whimbrel/state"
@@ -113,34 +115,10 @@ func Start(ctx context.Context, st Starter, d *definition.Workflow, opts StartOp
 	if err := watch(ctx, st, d, id, now); err != nil {
 		return "", false, fmt.Errorf("start %s: %w", d.Name, err)
 	}
-	_, err = st.UpdateWorkflow(ctx, id, state.WorkflowChange{
-		From: []state.WorkflowState{state.WorkflowRequested}, To: state.WorkflowRunning,
-	})
-	if err != nil && !errors.Is(err, state.ErrConflict) { // a concurrent start of the same request moved it
-		return "", false, fmt.Errorf("start %s: %w", d.Name, err)
-	}
-	if d.Controlled() {
-		return id, true, settleStarted(ctx, st, id) // control_start.go
-	}
-	// The activities that wait on nothing are ready now. If this dies
-	// before it is done, the monitor readies what is left.
-	for _, name := range d.Names() {
-		if len(d.Activities[name].DependsOn) > 0 {
-			continue
-		}
-		k := state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, name), WorkflowExecID: id}
-		if d.Activities[name].ForEach != nil {
-			if err := openMapAtStart(ctx, st, k); err != nil {
-				return "", false, fmt.Errorf("start %s: %w", d.Name, err)
-			}
-			continue
-		}
-		_, err := st.UpdateActivity(ctx, k, state.ActivityChange{
-			From: []state.ActivityState{state.Requested}, To: state.Ready, Reason: "it waits on nothing",
-		})
-		if err != nil && !errors.Is(err, state.ErrConflict) {
-			return "", false, fmt.Errorf("start %s: ready %s: %w", d.Name, name, err)
-		}
+	// A workflow with max_active_runs may wait here, REQUESTED, for a
+	// running slot (runs.go); whoever ends a run starts it later.
+	if _, err := begin(ctx, st, d, &w.Exec); err != nil {
+		return "", false, err
 	}
 	return id, true, nil
 }
@@ -183,4 +161,52 @@ func carry(ctx context.Context, st Starter, d *definition.Workflow, id string, d
 		}
 	}
 	return nil
+}
+
+// begin moves a REQUESTED execution to RUNNING, once it holds a running
+// slot when its workflow has max_active_runs, and readies the activities
+// that wait on nothing. It reports false, writing nothing, when the
+// execution waits for a slot.
+func begin(ctx context.Context, st Starter, d *definition.Workflow, wf *state.WorkflowExec) (bool, error) {
+	id := wf.WorkflowExecID
+	if why, err := admitRun(ctx, st, d, wf); err != nil || why != "" {
+		return false, err
+	}
+	_, err := st.UpdateWorkflow(ctx, id, state.WorkflowChange{
+		From: []state.WorkflowState{state.WorkflowRequested}, To: state.WorkflowRunning,
+	})
+	if err != nil && !errors.Is(err, state.ErrConflict) { // a concurrent start of the same request moved it
+		return false, fmt.Errorf("start %s: %w", d.Name, err)
+	}
+	if err != nil && d.MaxActiveRuns() > 0 {
+		// Cancelled while it waited: its slot goes back (runs.go).
+		if now, gerr := st.GetWorkflow(ctx, id); gerr == nil && now.State.Terminal() {
+			runEnded(ctx, st, now, hclog.NewNullLogger())
+			return true, nil
+		}
+	}
+	if d.Controlled() {
+		return true, settleStarted(ctx, st, id) // control_start.go
+	}
+	// The activities that wait on nothing are ready now. If this dies
+	// before it is done, the monitor readies what is left.
+	for _, name := range d.Names() {
+		if len(d.Activities[name].DependsOn) > 0 {
+			continue
+		}
+		k := state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, name), WorkflowExecID: id}
+		if d.Activities[name].ForEach != nil {
+			if err := openMapAtStart(ctx, st, k); err != nil {
+				return false, fmt.Errorf("start %s: %w", d.Name, err)
+			}
+			continue
+		}
+		_, err := st.UpdateActivity(ctx, k, state.ActivityChange{
+			From: []state.ActivityState{state.Requested}, To: state.Ready, Reason: "it waits on nothing",
+		})
+		if err != nil && !errors.Is(err, state.ErrConflict) {
+			return false, fmt.Errorf("start %s: ready %s: %w", d.Name, name, err)
+		}
+	}
+	return true, nil
 }

@@ -419,7 +419,7 @@ func TestIAMPoliciesByResource(t *testing.T) {
 	// same schedule.Tick as whimbrel schedule tick, under the processor's
 	// role: the processor's proxy stands in for it, as the poller stands in
 	// for its stream batches). "chain" counts iam-ok's completions.
-	op("schedule", "set", "pulse", ok, "--every", "1s", "--catchup", "latest")
+	op("schedule", "set", "pulse", ok, "--every", "1s", "--catchup", "latest", "--overlap", "allow")
 	op("schedule", "set", "chain", bad, "--after", "iam-ok")
 	for _, name := range []string{"pulse", "chain"} {
 		waitUntil(t, "schedule "+name+" fires", func() bool {

@@ -35,6 +35,7 @@ type ScheduleSetCmd struct {
 	Threshold  *int    `name:"threshold" help:"With --after: completions per run (default 1)."`
 	TimeZone   string  `name:"timezone" default:"UTC" help:"IANA time zone of --cron (Europe/Berlin, America/New_York)."`
 	Catchup    string  `name:"catchup" enum:"all,latest,none" default:"all" help:"Missed fire times: all (oldest first, at most --max-catchup), latest, or none."`
+	Overlap    string  `name:"overlap" enum:"skip,queue,allow,cancel-previous" default:"skip" help:"While the previous run still runs, a fire: skip (logged), queue (at most one waits), allow, or cancel-previous."`
 	MaxCatchup int     `name:"max-catchup" default:"50" help:"With --catchup all: at most this many missed runs; the older are skipped, and the run log says so."`
 	Start      rfc3339 `name:"start" placeholder:"RFC3339" help:"First possible fire time (default: now)."`
 	End        rfc3339 `name:"end" placeholder:"RFC3339" help:"Last possible fire time (default: none)."`
@@ -45,7 +46,7 @@ type ScheduleSetCmd struct {
 // exits as a usage error.
 func (c *ScheduleSetCmd) Run(g *Globals, k *kong.Context) error {
 	spec := schedule.Spec{Name: c.Name, Cron: c.Cron, After: c.After, TimeZone: c.TimeZone,
-		Catchup: c.Catchup, MaxCatchup: c.MaxCatchup, Start: c.Start.Time, End: c.End.Time}
+		Catchup: c.Catchup, MaxCatchup: c.MaxCatchup, Overlap: c.Overlap, Start: c.Start.Time, End: c.End.Time}
 	if c.Threshold != nil {
 		if *c.Threshold < 1 {
 			return &cli.UsageError{Msg: fmt.Sprintf("--threshold %d: give at least 1", *c.Threshold)}

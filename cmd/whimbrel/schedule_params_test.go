@@ -114,7 +114,7 @@ func TestScheduleParamsReachTheRun(t *testing.T) {
 		}
 
 		at := time.Now().UTC().Truncate(time.Minute).Add(-5 * time.Minute)
-		if out, errOut, code := whimbrel(t, env, "schedule", "set", "sp", file, "--every", "1m", "--start", at.Format(time.RFC3339),
+		if out, errOut, code := whimbrel(t, env, "schedule", "set", "sp", file, "--every", "1m", "--overlap", "allow", "--start", at.Format(time.RFC3339),
 			"--end", at.Format(time.RFC3339), "--param", "region=us", "--param", "day=2024-06-01"); code != 0 {
 			t.Fatalf("schedule set: exit %d\n%s%s", code, out, errOut)
 		}
@@ -236,7 +236,7 @@ func TestScheduleFireThatFailsToStart(t *testing.T) {
 		if err := os.WriteFile(file, []byte(regional), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if out, errOut, code := whimbrel(t, env, "schedule", "set", "old", file, "--every", "1m", "--start", at.Format(time.RFC3339),
+		if out, errOut, code := whimbrel(t, env, "schedule", "set", "old", file, "--every", "1m", "--overlap", "allow", "--start", at.Format(time.RFC3339),
 			"--end", at.Format(time.RFC3339), "--param", "region=us", "--param", "day=2024-06-03"); code != 0 {
 			t.Fatalf("schedule set: exit %d\n%s%s", code, out, errOut)
 		}

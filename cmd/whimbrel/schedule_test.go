@@ -104,7 +104,7 @@ func TestSchedulersAsProcesses(t *testing.T) {
 		start := time.Now().Add(3 * time.Second).Truncate(time.Second)
 		const n = 5
 		end := start.Add((n - 1) * 2 * time.Second)
-		if out, errOut, code := whimbrel(t, env, "schedule", "set", "pulse", example(t, "etl.yaml"), "--every", "2s",
+		if out, errOut, code := whimbrel(t, env, "schedule", "set", "pulse", example(t, "etl.yaml"), "--every", "2s", "--overlap", "allow",
 			"--start", start.Format(time.RFC3339), "--end", end.Format(time.RFC3339)); code != 0 {
 			t.Fatalf("schedule set: %s%s", out, errOut)
 		}
@@ -165,7 +165,7 @@ func TestTickKilledAtRandomPoints(t *testing.T) {
 		const n = 120
 		start := time.Now().Add(-10 * time.Minute).Truncate(time.Second)
 		end := start.Add((n - 1) * time.Second)
-		if out, errOut, code := whimbrel(t, env, "schedule", "set", "burst", example(t, "etl.yaml"), "--every", "1s",
+		if out, errOut, code := whimbrel(t, env, "schedule", "set", "burst", example(t, "etl.yaml"), "--every", "1s", "--overlap", "allow",
 			"--start", start.Format(time.RFC3339), "--end", end.Format(time.RFC3339), "--max-catchup", "1000"); code != 0 {
 			t.Fatalf("schedule set: %s%s", out, errOut)
 		}
@@ -238,14 +238,14 @@ func TestTokenTicksKilledAtRandomPoints(t *testing.T) {
 		if out, errOut, code := whimbrel(t, env, "register", example(t, "etl.yaml")); code != 0 {
 			t.Fatalf("register: %s%s", out, errOut)
 		}
-		if out, errOut, code := whimbrel(t, env, "schedule", "set", "chain", example(t, "nightly-report.yaml"),
+		if out, errOut, code := whimbrel(t, env, "schedule", "set", "chain", example(t, "nightly-report.yaml"), "--overlap", "allow",
 			"--after", "nightly-etl", "--threshold", "3"); code != 0 {
 			t.Fatalf("schedule set: %s%s", out, errOut)
 		}
 		time.Sleep(10 * time.Millisecond)
 		const n = 60
 		start := time.Now().Add(-time.Hour).Truncate(time.Second)
-		if out, errOut, code := whimbrel(t, env, "schedule", "set", "burst", example(t, "etl.yaml"), "--every", "1s",
+		if out, errOut, code := whimbrel(t, env, "schedule", "set", "burst", example(t, "etl.yaml"), "--every", "1s", "--overlap", "allow",
 			"--start", start.Format(time.RFC3339), "--end", start.Add((n-1)*time.Second).Format(time.RFC3339), "--max-catchup", "1000"); code != 0 {
 			t.Fatalf("schedule set: %s%s", out, errOut)
 		}

@@ -39,7 +39,7 @@ func TestReadmeTour(t *testing.T) {
 		t.Errorf("report's log lacks the reading and its inputs:\n%s", b)
 	}
 
-	if out, errOut, code := whimbrelIn(t, dir, nil, "schedule", "set", "tour-every-minute", example(t, "tour.yaml"), "--every", "1m", "--param", "city=Lima"); code != 0 {
+	if out, errOut, code := whimbrelIn(t, dir, nil, "schedule", "set", "tour-every-minute", example(t, "tour.yaml"), "--every", "1m", "--overlap", "allow", "--param", "city=Lima"); code != 0 {
 		t.Fatalf("schedule set: exit %d\n%s%s", code, out, errOut)
 	}
 	for _, daemon := range []string{"whimbrel-monitor", "whimbrel-launcher"} {

@@ -165,7 +165,7 @@ activities:
 		!strings.Contains(errOut, "pid "+strconv.Itoa(s.cmd.Process.Pid)) {
 		t.Errorf("a second whimbrel up: exit %d, want 1 and why:\n%s", code, errOut)
 	}
-	if out, errOut, code := whimbrelHere(t, dir, "schedule", "set", "every-minute", "tick.yaml", "--every", "1m"); code != 0 {
+	if out, errOut, code := whimbrelHere(t, dir, "schedule", "set", "every-minute", "tick.yaml", "--every", "1m", "--overlap", "allow"); code != 0 {
 		t.Fatalf("schedule set: exit %d\n%s%s", code, out, errOut)
 	}
 	set := time.Now()

@@ -60,6 +60,7 @@ func EncodeSchedule(s *state.Schedule) Item {
 		m["every"] = Seconds(s.Every.Duration())
 	}
 	putStr(m, "after", s.After)
+	putStr(m, "overlap", s.Overlap)
 	if s.Threshold > 0 {
 		m["threshold"] = Int(s.Threshold)
 	}
@@ -110,6 +111,7 @@ func DecodeSchedule(table string, m Item) (*state.Schedule, error) {
 		After:        d.str("after", false),
 		TimeZone:     d.str("timezone", false),
 		Catchup:      d.str("catchup", false),
+		Overlap:      d.str("overlap", false),
 		Start:        d.time("start_time"),
 		End:          d.time("end_time"),
 		SetTime:      d.time("set_time"),
