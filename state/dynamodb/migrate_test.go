@@ -89,7 +89,7 @@ func installedBut(t *testing.T, base string, legacy func(prefix string) *awsdyna
 	client := dynamotest.Client(t)
 	prefix := dynamotest.Prefix(t)
 	ctx := testbin.Context(t)
-	st := dynamodb.New(client, dynamodb.Options{Prefix: prefix, TableWait: 30 * time.Second, CallTimeout: dynamotest.CallTimeout})
+	st := dynamodb.New(client, dynamodb.Options{Prefix: prefix, TableWait: 2 * time.Minute, CallTimeout: dynamotest.CallTimeout})
 	if _, err := st.Install(ctx, false); err != nil {
 		t.Fatal(err)
 	}
