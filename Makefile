@@ -41,7 +41,7 @@ test: dynamodb-local-install chromium-install prometheus-install vet
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
 ## test-migrations: each install-migration test against a DynamoDB Local of its own: the emulator
-## can leave an index that UpdateTable adds CREATING for good once it has built other tables' indexes
+## leaves an index that UpdateTable adds CREATING for good once eight tables have their TTL on
 MIGRATION_TESTS := ^TestInstallMigrates
 ## RELIABILITY_ONLY: tests run by make reliability only: the for_each map under kill -9 chaos does
 ## not yet settle every run (docs/for-each.md, "Limits")
