@@ -446,7 +446,9 @@ func (b *lostAnswerDocker) Launch(ctx context.Context, j launcher.Job) (string, 
 func TestDockerBackendRepeatedLaunch(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, true)
-	wf := e.start(t, "again", "", `  r: {command: [sh, -c, 'echo run >> /state/runs; sleep 2']}`+"\n")
+	// The command outlives several polls of a loaded store, so the test
+	// sees it RUNNING before it completes.
+	wf := e.start(t, "again", "", `  r: {command: [sh, -c, 'echo run >> /state/runs; sleep 6']}`+"\n")
 	ectx, stopEvents := context.WithCancel(context.Background())
 	defer stopEvents()
 	watch := exec.CommandContext(ectx, "docker", "events", "--filter", "event=start",
@@ -465,7 +467,7 @@ func TestDockerBackendRepeatedLaunch(t *testing.T) {
 		Interval:    200 * time.Millisecond,
 		StoreEnv:    e.storeEnv,
 		Workflow:    wf,
-		CallTimeout: 20 * time.Second, // the first container runs and is removed within it
+		CallTimeout: 40 * time.Second, // the first container runs and is removed within it
 	})
 	lctx, stopLauncher := context.WithCancel(context.Background())
 	done := make(chan error, 1)
