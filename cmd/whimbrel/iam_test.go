@@ -528,7 +528,7 @@ func TestIAMPoliciesArePinned(t *testing.T) {
 	if err != nil || len(files) < 6 {
 		t.Fatalf("policies: %v, %v; want the six of examples/iam", files, err)
 	}
-	pinned := regexp.MustCompile(`^arn:\$\{AWS::Partition\}:(dynamodb|ecs):\$\{AWS::Region\}:\$\{AWS::AccountId\}:[a-z-]+/[A-Za-z0-9_.\-]+|^arn:\$\{AWS::Partition\}:iam::\$\{AWS::AccountId\}:role/[A-Za-z0-9_+=,.@\-]+$`)
+	pinned := regexp.MustCompile(`^arn:\$\{AWS::Partition\}:(dynamodb|ecs|events):\$\{AWS::Region\}:\$\{AWS::AccountId\}:[a-z-]+/[A-Za-z0-9_.\-]+|^arn:\$\{AWS::Partition\}:iam::\$\{AWS::AccountId\}:role/[A-Za-z0-9_+=,.@\-]+$`)
 	type statement struct {
 		Sid       string
 		Action    []string
