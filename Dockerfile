@@ -1,7 +1,13 @@
-# Whimbrel's image: the four static binaries on a minimal base with CA
+# Whimbrel's image: the static binaries on a minimal base with CA
 # certificates (for HTTPS to AWS). Build: docker build -t whimbrel .
 #
 # Other images take whimbrel-run from it (see examples/docker/Dockerfile).
+# The image's whimbrel-run is built without the embedded store (the
+# whimbrel_nosqlite tag): a wrapper in a container keeps its state in
+# DynamoDB, and without the SQLite driver it is a fifth smaller and holds
+# less memory while its command runs. whimbrel-run-full, beside it, has
+# both stores, for a container that mounts an embedded store
+# (examples/docker/workflow.yaml).
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -9,8 +15,12 @@ RUN go mod download
 COPY . .
 ARG VERSION=dev
 RUN CGO_ENABLED=0 go build -trimpath \
-      -ldflags="-s -w -X github.com/whimbrel/whimbrel/internal/cli.Version=${VERSION}" \
-      -o /out/ ./cmd/...
+      -ldflags="-s -w -X github.com/whimbrel/whimbrel/cmd/internal/cli.Version=${VERSION}" \
+      -o /out/ ./cmd/... \
+ && mv /out/whimbrel-run /out/whimbrel-run-full \
+ && CGO_ENABLED=0 go build -trimpath -tags whimbrel_nosqlite \
+      -ldflags="-s -w -X github.com/whimbrel/whimbrel/cmd/internal/cli.Version=${VERSION}" \
+      -o /out/whimbrel-run ./cmd/whimbrel-run
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/ /usr/local/bin/

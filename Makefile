@@ -92,6 +92,7 @@ fuzz:
 vet:
 	$(GO) vet ./...
 	$(GO) vet -tags docker ./internal/dockertest/
+	$(GO) vet -tags whimbrel_nosqlite ./cmd/...
 
 ## bench: measure the headline figures side by side into BENCHMARKS.md, replacing only the sections it measures (needs tini: apt-get install tini);
 ##   BEFORE=DIR also compares the wrapper with the binaries an earlier build left in DIR

@@ -69,6 +69,8 @@ func (r *run) supervise(ctx context.Context, p *process.Process, since time.Time
 		}
 	}
 
+	trimWhileWaiting(sctx, &wg)
+
 	if r.cfg.Timeout > 0 {
 		wg.Add(1)
 		go func() {

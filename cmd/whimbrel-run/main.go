@@ -25,6 +25,7 @@ func main() {
 	if code, ok := process.GuardMain(); ok {
 		os.Exit(code)
 	}
+	wrapper.TuneRuntime()
 	// Caught before anything else (parsing, opening the store): as PID 1,
 	// a SIGTERM that came before would end the wrapper with nothing logged
 	// or recorded. wrapper.Run handles what is caught.

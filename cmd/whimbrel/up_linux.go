@@ -78,5 +78,3 @@ func serveUp(g *Globals, k *kong.Context, c *UpCmd, choice cli.Choice, token str
 // upRunning reports whether whimbrel up serves the embedded store at
 // path, and its web view's address.
 func upRunning(path string) (up.Info, bool) { return up.Running(path) }
-
-var _ up.Requests = (*cli.SQLite)(nil)

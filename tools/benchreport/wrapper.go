@@ -28,8 +28,9 @@ const rssTarget = 13 << 10 // kB
 
 // wrapperRSS is what one wrapper binary weighs.
 type wrapperRSS struct {
-	dynamodb, sqlite rss   // while heartbeating
-	size             int64 // bytes
+	dynamodb, sqlite       rss           // while heartbeating (sqlite: none for a build without it)
+	size                   int64         // bytes
+	cpuDynamoDB, cpuSQLite time.Duration // per `whimbrel-run -- true` (see cpuPerRun)
 }
 
 // rss is a process's resident memory in kB: all of it, and its anonymous
@@ -38,19 +39,27 @@ type wrapperRSS struct {
 type rss struct{ all, anon int }
 
 func (r rss) String() string {
+	if r.all == 0 {
+		return "-"
+	}
 	return fmt.Sprintf("%.1f (%.1f)", float64(r.all)/1024, float64(r.anon)/1024)
 }
 
-// measureRSS measures the wrapper in bin on each store, and tini for
-// comparison (when it is on the PATH).
-func measureRSS(ctx context.Context, bin, endpoint string) (map[string]rss, error) {
+// measureRSS measures the wrapper in bin on each store, the container's
+// (leanBin) on DynamoDB, and tini for comparison (when it is on the PATH).
+func measureRSS(ctx context.Context, bin, leanBin, endpoint string) (map[string]rss, error) {
 	w, err := measureWrapper(ctx, filepath.Join(bin, "whimbrel-run"), endpoint)
 	if err != nil {
 		return nil, err
 	}
+	l, err := measureWrapper(ctx, filepath.Join(leanBin, "whimbrel-run"), endpoint)
+	if err != nil {
+		return nil, err
+	}
 	res := map[string]rss{
-		"whimbrel-run on DynamoDB (heartbeating every 200 ms)": w.dynamodb,
-		"whimbrel-run on sqlite (heartbeating every 200 ms)":   w.sqlite,
+		"whimbrel-run on DynamoDB (heartbeating every 200 ms)":                      w.dynamodb,
+		"whimbrel-run on sqlite (heartbeating every 200 ms)":                        w.sqlite,
+		"whimbrel-run, container build (no embedded store), on DynamoDB (the same)": l.dynamodb,
 	}
 	if _, err := exec.LookPath("tini"); err == nil {
 		r, err := rssOf(exec.Command("tini", "-s", "--", "sleep", "4"))
@@ -91,15 +100,17 @@ func measureWrapper(ctx context.Context, binary, endpoint string) (wrapperRSS, e
 	if _, err := lite.Install(ctx, false); err != nil {
 		return w, err
 	}
-	for _, s := range []struct {
+	type store struct {
 		st  state.Store
 		env []string
 		r   *rss
-	}{
-		{dyn, []string{"WHIMBREL_STORE=dynamodb", "WHIMBREL_TABLE_PREFIX=" + prefix, "AWS_ENDPOINT_URL_DYNAMODB=" + endpoint, "AWS_REGION=us-east-1",
-			"AWS_ACCESS_KEY_ID=whimbrel", "AWS_SECRET_ACCESS_KEY=whimbrel", "AWS_EC2_METADATA_DISABLED=true"}, &w.dynamodb},
-		{lite, []string{"WHIMBREL_STORE=sqlite:" + dbPath}, &w.sqlite},
-	} {
+	}
+	stores := []store{{dyn, []string{"WHIMBREL_STORE=dynamodb", "WHIMBREL_TABLE_PREFIX=" + prefix, "AWS_ENDPOINT_URL_DYNAMODB=" + endpoint, "AWS_REGION=us-east-1",
+		"AWS_ACCESS_KEY_ID=whimbrel", "AWS_SECRET_ACCESS_KEY=whimbrel", "AWS_EC2_METADATA_DISABLED=true"}, &w.dynamodb}}
+	if !lean(binary) {
+		stores = append(stores, store{lite, []string{"WHIMBREL_STORE=sqlite:" + dbPath}, &w.sqlite})
+	}
+	for _, s := range stores {
 		id, _, err := workflow.Start(ctx, s.st, d, workflow.StartOptions{})
 		if err != nil {
 			return w, err
@@ -146,12 +157,24 @@ func rssAnon(pid int) (int, error) {
 
 // writeWrapper writes the wrapper's sections.
 func writeWrapper(ctx context.Context, b *strings.Builder, before, bin, endpoint, out string) error {
-	rss, err := measureRSS(ctx, bin, endpoint)
+	tmp, err := os.MkdirTemp("", "whimbrel-lean-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	leanBin, err := buildLean(tmp)
+	if err != nil {
+		return err
+	}
+	rss, err := measureRSS(ctx, bin, leanBin, endpoint)
 	if err != nil {
 		return fmt.Errorf("resident memory: %w", err)
 	}
 	writeRSS(b, rss)
-	if err := writeBeforeAfter(ctx, b, before, bin, endpoint, out); err != nil {
+	if err := writeWrapProfile(ctx, b, bin, endpoint); err != nil {
+		return err
+	}
+	if err := writeBeforeAfter(ctx, b, before, bin, leanBin, endpoint, out); err != nil {
 		return fmt.Errorf("wrapper before and after: %w", err)
 	}
 	return nil
@@ -177,7 +200,7 @@ const beforeAfterHeading = "## Wrapper: binary size and resident memory, side by
 // writeBeforeAfter compares the wrapper in bin with the one in before,
 // measured side by side, three times each, alternating. Without before, it
 // keeps the comparison the report at out holds, if any.
-func writeBeforeAfter(ctx context.Context, b *strings.Builder, before, bin, endpoint, out string) error {
+func writeBeforeAfter(ctx context.Context, b *strings.Builder, before, bin, leanBin, endpoint, out string) error {
 	if before == "" {
 		if old, err := os.ReadFile(out); err == nil {
 			if _, kept, ok := strings.Cut(string(old), beforeAfterHeading); ok {
@@ -189,17 +212,19 @@ func writeBeforeAfter(ctx context.Context, b *strings.Builder, before, bin, endp
 		}
 		return nil
 	}
-	var was, is []wrapperRSS
-	for range 3 {
-		w, err := measureWrapper(ctx, filepath.Join(before, "whimbrel-run"), endpoint)
-		if err != nil {
-			return err
+	builds := []string{before, bin, leanBin}
+	runs := make([][]wrapperRSS, len(builds))
+	for range 3 { // alternating, so that the machine's load hits every build alike
+		for i, dir := range builds {
+			w, err := measureWrapper(ctx, filepath.Join(dir, "whimbrel-run"), endpoint)
+			if err != nil {
+				return err
+			}
+			if w.cpuDynamoDB, w.cpuSQLite, err = cpuPerRun(ctx, filepath.Join(dir, "whimbrel-run"), endpoint); err != nil {
+				return err
+			}
+			runs[i] = append(runs[i], w)
 		}
-		was = append(was, w)
-		if w, err = measureWrapper(ctx, filepath.Join(bin, "whimbrel-run"), endpoint); err != nil {
-			return err
-		}
-		is = append(is, w)
 	}
 	mb := func(ws []wrapperRSS, f func(wrapperRSS) rss) string {
 		vs := make([]string, len(ws))
@@ -208,12 +233,23 @@ func writeBeforeAfter(ctx context.Context, b *strings.Builder, before, bin, endp
 		}
 		return strings.Join(vs, " / ")
 	}
+	cpu := func(ws []wrapperRSS, f func(wrapperRSS) time.Duration) string {
+		vs := make([]string, len(ws))
+		for i, w := range ws {
+			vs[i] = ms(f(w))
+		}
+		return strings.Join(vs, " / ")
+	}
 	dyn := func(w wrapperRSS) rss { return w.dynamodb }
 	lite := func(w wrapperRSS) rss { return w.sqlite }
-	fmt.Fprintf(b, "%s\n\nwhimbrel-run built as `make native` builds it (`CGO_ENABLED=0 go build -trimpath -ldflags '-s -w'`), before (%s) and after, measured side by side in one run of `make bench BEFORE=%s` (three alternating runs each; VmRSS 3 s into a run heartbeating every 200 ms, in MB, and in brackets its anonymous part). Target: %.0f MB on DynamoDB.\n\n",
-		beforeAfterHeading, before, before, float64(rssTarget)/1024)
-	fmt.Fprintf(b, "| whimbrel-run | binary | resident (anonymous) on DynamoDB | resident (anonymous) on sqlite |\n| --- | ---: | ---: | ---: |\n")
-	fmt.Fprintf(b, "| before | %.1f MB | %s | %s |\n", float64(was[0].size)/(1<<20), mb(was, dyn), mb(was, lite))
-	fmt.Fprintf(b, "| after | %.1f MB | %s | %s |\n\n", float64(is[0].size)/(1<<20), mb(is, dyn), mb(is, lite))
+	fmt.Fprintf(b, "%s\n\nwhimbrel-run built as `make native` builds it (`CGO_ENABLED=0 go build -trimpath -ldflags '-s -w'`), before (%s) and after, and after as the container image builds it (the same with `-tags %s`: no embedded store), measured side by side in one run of `make bench BEFORE=%s` (three alternating rounds; VmRSS 3 s into a run heartbeating every 200 ms, in MB, and in brackets its anonymous part; CPU: user + system of `whimbrel-run --no-guard -- true` and its command, from rusage, the mean of %d runs, in ms, with this machine's `AWS_CA_BUNDLE` in its environment as a launcher passes it). Target: %.0f MB on DynamoDB.\n\n",
+		beforeAfterHeading, before, leanTag, before, cpuRuns, float64(rssTarget)/1024)
+	fmt.Fprintf(b, "| whimbrel-run | binary | resident (anonymous) on DynamoDB | resident (anonymous) on sqlite | CPU per run on DynamoDB Local, ms | CPU per run on sqlite, ms |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
+	for i, name := range []string{"before", "after", "after, container build"} {
+		ws := runs[i]
+		fmt.Fprintf(b, "| %s | %.1f MB | %s | %s | %s | %s |\n", name, float64(ws[0].size)/(1<<20), mb(ws, dyn), mb(ws, lite),
+			cpu(ws, func(w wrapperRSS) time.Duration { return w.cpuDynamoDB }), cpu(ws, func(w wrapperRSS) time.Duration { return w.cpuSQLite }))
+	}
+	fmt.Fprintln(b)
 	return nil
 }

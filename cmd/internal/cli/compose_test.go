@@ -11,9 +11,6 @@ import (
 // ambiguous and silently drop out, so the build checks the whole set.
 var (
 	_ Store           = (*Dynamo)(nil)
-	_ Store           = (*SQLite)(nil)
 	_ schedule.Store  = (*Dynamo)(nil)
-	_ schedule.Store  = (*SQLite)(nil)
 	_ simpleapi.Store = (*Dynamo)(nil)
-	_ simpleapi.Store = (*SQLite)(nil)
 )

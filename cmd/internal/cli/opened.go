@@ -5,10 +5,8 @@ import (
 
 	"github.com/whimbrel/whimbrel/simpleapi/dynamoinbox"
 	"github.com/whimbrel/whimbrel/simpleapi/inbox"
-	"github.com/whimbrel/whimbrel/simpleapi/sqliteinbox"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
-	"github.com/whimbrel/whimbrel/state/sqlite"
 )
 
 // Store is what a command gets from Open: the state, the Simple Lambda
@@ -26,11 +24,4 @@ type Store interface {
 type Dynamo struct {
 	*dynamodb.Store
 	*dynamoinbox.Inbox
-}
-
-// SQLite is an opened embedded store, with the Simple Lambda API's inbox
-// kept in its tables.
-type SQLite struct {
-	*sqlite.Store
-	*sqliteinbox.Inbox
 }

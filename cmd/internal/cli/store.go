@@ -9,9 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/whimbrel/whimbrel/simpleapi/dynamoinbox"
-	"github.com/whimbrel/whimbrel/simpleapi/sqliteinbox"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
-	"github.com/whimbrel/whimbrel/state/sqlite"
 )
 
 // StoreFlags choose the store every binary talks to.
@@ -70,11 +68,7 @@ func (f StoreFlags) OpenChoice(ctx context.Context, log hclog.Logger, c Choice) 
 		if path == "" {
 			return nil, &UsageError{Msg: "store 'sqlite:' names no file: use sqlite:PATH, such as sqlite:.whimbrel/state.db"}
 		}
-		st, err := sqlite.Open(path, sqlite.Options{Prefix: f.Prefix, Logger: log.Named("sqlite")})
-		if err != nil {
-			return nil, err
-		}
-		return &SQLite{st, sqliteinbox.New(st)}, nil
+		return openSQLite(path, f.Prefix, log)
 	}
 	return nil, &UsageError{Msg: fmt.Sprintf("store %q is not one Whimbrel knows: set WHIMBREL_STORE (or --store) to 'dynamodb' or 'sqlite:PATH'", c.Store)}
 }
