@@ -373,6 +373,14 @@ func (c *definitions) of(wf *state.WorkflowExec) (*definition.Workflow, error) {
 	return d, nil
 }
 
+// known returns the definition of the workflow id if it was parsed
+// before, else nil.
+func (c *definitions) known(id string) *definition.Workflow {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byID[id]
+}
+
 // forget drops the definition of a workflow that launches no more.
 func (c *definitions) forget(id string) {
 	c.mu.Lock()

@@ -390,6 +390,15 @@ func (l *Launcher) workflow(ctx context.Context, p *pass, id string) (*passWorkf
 	if w != nil {
 		return w, nil
 	}
+	if w, ok, err := l.knownWorkflow(ctx, id); ok { // passread.go
+		if err != nil {
+			return nil, err
+		}
+		p.mu.Lock()
+		p.workflows[id] = w
+		p.mu.Unlock()
+		return w, nil
+	}
 	wf, err := l.st.GetWorkflow(ctx, id)
 	if err != nil {
 		return nil, err

@@ -15,6 +15,9 @@ import (
 // ErrNotObject is the error of Members for what is not a JSON object.
 var ErrNotObject = errors.New("not a JSON object")
 
+// ErrNotArray is the error of Elements for what is not a JSON array.
+var ErrNotArray = errors.New("not a JSON array")
+
 // Members calls fn with each member of the JSON object b, in order: its
 // key, unescaped, and its value as it is in b (a slice of b). b must be
 // valid JSON, as encoding/json hands an UnmarshalJSON method or as
@@ -55,6 +58,33 @@ func Members(b []byte, fn func(key string, value []byte)) error {
 			return ErrNotObject
 		}
 		fn(key, b[i:end])
+		i = skipSpace(b, end)
+	}
+	return nil
+}
+
+// Elements calls fn with each element of the JSON array b, in order, as
+// it is in b (a slice of b). As Members, b must be valid JSON; for other
+// input Elements returns an error or elements that make no sense, but
+// never panics. null is an array with no elements.
+func Elements(b []byte, fn func(value []byte)) error {
+	b = bytes.TrimSpace(b)
+	if string(b) == "null" {
+		return nil
+	}
+	if len(b) < 2 || b[0] != '[' {
+		return ErrNotArray
+	}
+	i := skipSpace(b, 1)
+	for i < len(b) && b[i] != ']' {
+		if b[i] == ',' {
+			i = skipSpace(b, i+1)
+		}
+		end := valueEnd(b, i)
+		if end < 0 || end == i {
+			return ErrNotArray
+		}
+		fn(b[i:end])
 		i = skipSpace(b, end)
 	}
 	return nil

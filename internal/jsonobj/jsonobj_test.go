@@ -39,3 +39,30 @@ func FuzzMembers(f *testing.F) {
 		}
 	})
 }
+
+// FuzzElements: on a valid JSON array Elements finds what encoding/json
+// finds; on anything else it may fail, never panic.
+func FuzzElements(f *testing.F) {
+	for _, s := range append(seeds, `[]`, ` [ 1 , "a,]" , [2,[3]] , {"b":[]} , null ] `, `[{"N":"2026"},{"N":"60.5"}]`, `[1,`, `[`) {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var got [][]byte
+		err := Elements(b, func(v []byte) { got = append(got, v) })
+		var want []json.RawMessage
+		if json.Unmarshal(b, &want) != nil {
+			return // not an array (or not JSON): any answer but a panic
+		}
+		if err != nil {
+			t.Fatalf("Elements(%q): %v; encoding/json reads it", b, err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("Elements(%q) = %q; encoding/json: %q", b, got, want)
+		}
+		for i, v := range want {
+			if !bytes.Equal(got[i], v) {
+				t.Fatalf("Elements(%q)[%d] = %q; encoding/json: %q", b, i, got[i], v)
+			}
+		}
+	})
+}

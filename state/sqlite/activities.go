@@ -87,22 +87,7 @@ func (st *Store) ActivitiesInState(ctx context.Context, q state.ActivityQuery) (
 	if limit <= 0 {
 		limit = -1
 	}
-	skips := st.undecoded.NewSkips()
-	its, err := st.items(ctx, "activity_exec", skips, `WHERE state = ? AND state_time_epoch < ? ORDER BY state_time_epoch LIMIT ?`,
-		string(q.State), before, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list %s activities: %w", q.State, err)
-	}
-	out := make([]state.ActivityRef, 0, len(its))
-	for _, r := range its {
-		ref, err := attr.DecodeRef(st.prefix+"activity_exec", r.it)
-		if err != nil {
-			_ = skips.Add(r.decoded(err))
-			continue
-		}
-		out = append(out, ref)
-	}
-	return out, skips.Err()
+	return st.refsInState(ctx, q.State, before, limit)
 }
 
 // UpdateActivity implements state.Store.

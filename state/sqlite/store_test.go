@@ -55,12 +55,17 @@ func TestConformance(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer db.Close()
-			var stateCol any
+			// The columns hold what the store would derive from the item.
+			var stateCol, epochCol any
 			if s, ok := attrs["state"].(string); ok {
 				stateCol = s
 			}
-			if _, err := db.Exec(fmt.Sprintf(`INSERT INTO "%sactivity_exec" (activity_exec_id, workflow_exec_id, state, state_time_epoch, item) VALUES (?, ?, ?, NULL, ?)`, st.Prefix()),
-				attrs["activity_exec_id"], attrs["workflow_exec_id"], stateCol, string(raw)); err != nil {
+			switch n := attrs["state_time_epoch"].(type) {
+			case int, float64:
+				epochCol = n
+			}
+			if _, err := db.Exec(fmt.Sprintf(`INSERT INTO "%sactivity_exec" (activity_exec_id, workflow_exec_id, state, state_time_epoch, item) VALUES (?, ?, ?, ?, ?)`, st.Prefix()),
+				attrs["activity_exec_id"], attrs["workflow_exec_id"], stateCol, epochCol, string(raw)); err != nil {
 				t.Fatalf("put foreign item: %v", err)
 			}
 		},

@@ -55,6 +55,7 @@ func Run(t *testing.T, h Harness) {
 		{"CreateActivity", testCreateActivity},
 		{"Data", testData},
 		{"AnyLive", testAnyLive},
+		{"WorkflowState", testWorkflowState}, // reads.go
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -59,6 +59,8 @@ func main() {
 	flag.BoolVar(&onlyLocalRSS, "local-rss", false, "measure the resident memory of running local activities (wrappers and guard processes) only, with the binaries of -bin and, if given, of -before side by side, and print it")
 	flag.BoolVar(&onlyThroughput, "tp", false, "measure the throughput only, with the binaries of -bin and, if given, of -before side by side (three alternating runs), and print them")
 	flag.BoolVar(&onlySweep, "sweep", false, "measure the monitor's sweep against history only, and print its section")
+	flag.BoolVar(&onlyEngine, "engine", false, "measure the engine only (CPU per activity of launcher, wrappers and monitor, one launcher's throughput, the DAG hop) on both stores, with the binaries of -bin and, if given, of -before side by side, and print its section")
+	flag.IntVar(&engineRounds, "engine-rounds", engineRounds, "runs of each build on each store for -engine")
 	flag.BoolVar(&onlyNotify, "notify", false, "measure the notifications' units and a sweep over delivered ones only, and print their section")
 	flag.Parse()
 	var b strings.Builder
@@ -110,6 +112,9 @@ func run(w *strings.Builder, bin, before string, runs, trivial, history int, out
 		return fmt.Errorf("WHIMBREL_TEST_DYNAMODB is not set: run it through scripts/dynamodb-local run (make bench does)")
 	}
 	ctx := context.Background()
+	if onlyEngine {
+		return printEngine(ctx, w, bin, before, endpoint, trivial)
+	}
 	if onlyThroughput {
 		return printThroughputBuilds(ctx, w, bin, before, endpoint, trivial)
 	}
@@ -187,6 +192,9 @@ func run(w *strings.Builder, bin, before string, runs, trivial, history int, out
 		return fmt.Errorf("fan-out: %w", err)
 	}
 	writeSpeed(&b, speed, trivial)
+	if err := printEngine(ctx, &b, bin, before, endpoint, trivial); err != nil { // engine.go
+		return err
+	}
 
 	sw, err := measureSweep(ctx, endpoint, history)
 	if err != nil {

@@ -8,13 +8,9 @@
 package attr
 
 import (
-	"encoding/json"
-	"fmt"
-	"sort"
 	"strconv"
 	"time"
 
-	"github.com/whimbrel/whimbrel/internal/jsonobj"
 	"github.com/whimbrel/whimbrel/state"
 )
 
@@ -69,107 +65,4 @@ func (it Item) Clone() Item {
 		out[k] = v
 	}
 	return out
-}
-
-// MarshalJSON writes the item in DynamoDB's JSON form ({"S": "…"}), which
-// is how the SQLite store keeps it.
-func (it Item) MarshalJSON() ([]byte, error) {
-	m := make(map[string]any, len(it))
-	for k, v := range it {
-		m[k] = toJSON(v)
-	}
-	return json.Marshal(m)
-}
-
-func toJSON(v Value) any {
-	switch v := v.(type) {
-	case S:
-		return map[string]any{"S": string(v)}
-	case N:
-		return map[string]any{"N": string(v)}
-	case Bool:
-		return map[string]any{"BOOL": bool(v)}
-	case L:
-		out := make([]any, len(v))
-		for i, e := range v {
-			out[i] = toJSON(e)
-		}
-		return map[string]any{"L": out}
-	case SS:
-		s := append([]string(nil), v...)
-		sort.Strings(s)
-		return map[string]any{"SS": s}
-	case Other:
-		return map[string]any{"X": string(v)}
-	}
-	return map[string]any{"NULL": true}
-}
-
-// UnmarshalJSON reads what MarshalJSON writes. Unknown forms become Other,
-// so a malformed item is reported by the decoder, not lost here.
-//
-// encoding/json hands it valid JSON: it is split into members once
-// (jsonobj), not checked and skipped again at each level, for an item
-// may be large (a workflow's, with its definition).
-func (it *Item) UnmarshalJSON(b []byte) error {
-	raw := map[string][]byte{}
-	if err := jsonobj.Members(b, func(k string, v []byte) { raw[k] = v }); err != nil {
-		return fmt.Errorf("an item: %w", err)
-	}
-	*it = make(Item, len(raw))
-	for k, r := range raw {
-		(*it)[k] = fromJSON(r)
-	}
-	return nil
-}
-
-func fromJSON(r []byte) Value {
-	tagged := map[string][]byte{}
-	if err := jsonobj.Members(r, func(k string, v []byte) { tagged[k] = v }); err != nil || len(tagged) != 1 {
-		return Other("an unreadable value")
-	}
-	for tag, body := range tagged {
-		switch tag {
-		case "S":
-			var s string
-			if json.Unmarshal(body, &s) == nil {
-				return S(s)
-			}
-		case "N":
-			var s string
-			if json.Unmarshal(body, &s) == nil {
-				return N(s)
-			}
-		case "BOOL":
-			var b bool
-			if json.Unmarshal(body, &b) == nil {
-				return Bool(b)
-			}
-		case "L":
-			var elems []json.RawMessage
-			if json.Unmarshal(body, &elems) == nil {
-				out := make(L, len(elems))
-				for i, e := range elems {
-					out[i] = fromJSON(e)
-				}
-				return out
-			}
-		case "SS":
-			var ss []string
-			if json.Unmarshal(body, &ss) == nil {
-				return SS(ss)
-			}
-		case "NULL":
-			return Null{}
-		case "M":
-			return Other("a Map")
-		case "X":
-			var s string
-			if json.Unmarshal(body, &s) == nil {
-				return Other(s)
-			}
-		}
-		return Other(fmt.Sprintf("an unreadable %s value", tag))
-	}
-	return Other("an unreadable value")
 }
