@@ -88,7 +88,15 @@ func (st *Store) ActivitiesInState(ctx context.Context, q state.ActivityQuery) (
 		limit = -1
 	}
 	skips := st.undecoded.NewSkips()
-	its, err := st.items(ctx, "activity_exec", skips, `WHERE state = ? AND state_time_epoch < ? ORDER BY state_time_epoch LIMIT ?`,
+	// The READY listing leaves out the waiters parked in their pools'
+	// queues (poolwait.go), as the DynamoDB store's READY shards do. An
+	// item that moved on from READY while parked keeps pool_wait, which
+	// means nothing in its other states.
+	parked := ""
+	if q.State == state.Ready {
+		parked = ` AND ` + poolWaitExpr + ` IS NULL`
+	}
+	its, err := st.items(ctx, "activity_exec", skips, `WHERE state = ?`+parked+` AND state_time_epoch < ? ORDER BY state_time_epoch LIMIT ?`,
 		string(q.State), before, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list %s activities: %w", q.State, err)
