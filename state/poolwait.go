@@ -56,8 +56,13 @@ func Room(p *Pool, shards []*PoolShard) int {
 // and so does whoever finds slots free while waiters are parked: a waiter
 // parked just as a slot was freed is put back by the next look. It
 // returns how many it put back; one that moved on meanwhile is not
-// counted and is no error.
-func Refill(ctx context.Context, ps PoolStore, q PoolQueue, pool string) (int, error) {
+// counted and is no error. A store that parks nothing (no PoolQueue) has
+// nothing to put back.
+func Refill(ctx context.Context, ps PoolStore, pool string) (int, error) {
+	q, ok := ps.(PoolQueue)
+	if !ok {
+		return 0, nil
+	}
 	p, shards, err := ps.PoolItems(ctx, pool)
 	if err != nil {
 		return 0, fmt.Errorf("refill pool %s: %w", pool, err)
@@ -71,7 +76,11 @@ func Refill(ctx context.Context, ps PoolStore, q PoolQueue, pool string) (int, e
 
 // UnparkAll puts back every parked waiter of a pool: a deleted pool's
 // waiters are then shown and judged with the other READY activities.
-func UnparkAll(ctx context.Context, q PoolQueue, pool string) (int, error) {
+func UnparkAll(ctx context.Context, ps PoolStore, pool string) (int, error) {
+	q, ok := ps.(PoolQueue)
+	if !ok {
+		return 0, nil
+	}
 	return unparkOldest(ctx, q, pool, 0)
 }
 

@@ -70,17 +70,17 @@ func testPoolParking(t *testing.T, h Harness) {
 	if err := state.AcquireSlots(ctx, ps, "warehouse", holder(Key(w, "c").ActivityExecID, 1, now)); err != nil {
 		t.Fatal(err)
 	}
-	n, err := state.Refill(ctx, ps, q, "warehouse")
+	n, err := state.Refill(ctx, ps, "warehouse")
 	if err != nil || n != 1 {
 		t.Fatalf("refill with one free slot: %d, %v; want 1", n, err)
 	}
 	if got := readyNames(t, st); fmt.Sprint(got) != "[a d]" {
 		t.Errorf("READY listing after a refill: %v, want [a d]", got)
 	}
-	if n, err := state.Refill(ctx, ps, q, "undefined"); err != nil || n != 0 {
+	if n, err := state.Refill(ctx, ps, "undefined"); err != nil || n != 0 {
 		t.Errorf("refill of an undefined pool: %d, %v", n, err)
 	}
-	if n, err := state.UnparkAll(ctx, q, "warehouse"); err != nil || n != 1 {
+	if n, err := state.UnparkAll(ctx, ps, "warehouse"); err != nil || n != 1 {
 		t.Errorf("unpark all: %d, %v; want 1", n, err)
 	}
 	if got := readyNames(t, st); fmt.Sprint(got) != "[a <script> d]" {
