@@ -11,8 +11,10 @@ import (
 
 // Parking (state.PoolQueue): a READY activity that waits for a full pool
 // is set aside in its pool's queue, so that the READY listing a pass reads
-// holds what may be launched, however many wait. A pass parks the waiters
-// it finds behind a full pool, and puts back, oldest first, the parked
+// holds what may be launched, however many wait. A pass whose listing
+// fills its window parks the waiters it finds behind a full pool (one
+// whose listing does not crowds nothing, and keeps every waiter in the
+// listing, where the order is exact), and puts back, oldest first, the parked
 // waiters that the pool has room for, before any newer waiter of the
 // window is let in. The participants that free slots put back as many
 // (workflow.Advance, the monitor's sweep); a waiter parked just as a slot
@@ -148,6 +150,9 @@ func (l *Launcher) unparkAll(ctx context.Context, pool string, keys []state.Acti
 // it parked it.
 func (l *Launcher) parkIfFull(ctx context.Context, p *pass, w poolWaiter) bool {
 	pool := w.pool
+	if !p.crowded {
+		return false // the window holds every READY activity: it waits there, in order
+	}
 	ps, ok := l.st.(state.PoolStore)
 	if _, queue := l.st.(state.PoolQueue); !ok || !queue {
 		return false

@@ -83,7 +83,7 @@ func (w *poolWaiters) remember(pw poolWaiter) {
 // lets in, oldest first, and the others (not yet known to be in a pool).
 // The waiters it does not let in are in neither. It forgets the waiters
 // the pass did not read: they are no longer READY.
-func (l *Launcher) admitPools(ctx context.Context, refs []state.ActivityRef, looks map[string]*poolLook) (admitted []state.ActivityRef, rest []state.ActivityRef, in map[string]string) {
+func (l *Launcher) admitPools(ctx context.Context, refs []state.ActivityRef, looks map[string]*poolLook, crowded bool) (admitted []state.ActivityRef, rest []state.ActivityRef, in map[string]string) {
 	l.pools.mu.Lock()
 	known := l.pools.byID
 	seen := map[string]poolWaiter{}
@@ -131,7 +131,7 @@ func (l *Launcher) admitPools(ctx context.Context, refs []state.ActivityRef, loo
 			n := sort.Search(len(ws), func(i int) bool { return !ws[i].since.Before(unread) })
 			ws = ws[:n]
 		}
-		for _, w := range l.admitPool(ctx, ps, name, ws, now, looks[name]) {
+		for _, w := range l.admitPool(ctx, ps, name, ws, now, looks[name], crowded) {
 			admitted = append(admitted, state.ActivityRef{ActivityKey: w.key, StateTime: w.since})
 			in[w.key.ActivityExecID] = name
 		}
@@ -141,7 +141,7 @@ func (l *Launcher) admitPools(ctx context.Context, refs []state.ActivityRef, loo
 
 // admitPool returns the waiters of one pool that this launcher may try
 // now, oldest first.
-func (l *Launcher) admitPool(ctx context.Context, ps state.PoolStore, name string, ws []poolWaiter, now time.Time, look *poolLook) []poolWaiter {
+func (l *Launcher) admitPool(ctx context.Context, ps state.PoolStore, name string, ws []poolWaiter, now time.Time, look *poolLook, crowded bool) []poolWaiter {
 	if look == nil {
 		look = l.lookAtPool(ctx, ps, name)
 	}
@@ -189,7 +189,7 @@ func (l *Launcher) admitPool(ctx context.Context, ps state.PoolStore, name strin
 			// No newer waiter overtakes this one: the pool is full for
 			// them all, and those of the window are parked.
 			for _, w := range ws[n:] {
-				if !w.parked && parkable(p, shards, w.key, w.slots, taken) {
+				if crowded && !w.parked && parkable(p, shards, w.key, w.slots, taken) {
 					park = append(park, w.key)
 				}
 			}
