@@ -59,6 +59,7 @@ func main() {
 	flag.BoolVar(&onlyLocalRSS, "local-rss", false, "measure the resident memory of running local activities (wrappers and guard processes) only, with the binaries of -bin and, if given, of -before side by side, and print it")
 	flag.BoolVar(&onlyThroughput, "tp", false, "measure the throughput only, with the binaries of -bin and, if given, of -before side by side (three alternating runs), and print them")
 	flag.BoolVar(&onlySweep, "sweep", false, "measure the monitor's sweep against history only, and print its section")
+	flag.BoolVar(&onlyPools, "pools", false, "measure the units a pool adds and a launcher's pass with 10,000 activities waiting on a full pool only, and print their section")
 	flag.BoolVar(&onlyNotify, "notify", false, "measure the notifications' units and a sweep over delivered ones only, and print their section")
 	flag.Parse()
 	var b strings.Builder
@@ -127,6 +128,14 @@ func run(w *strings.Builder, bin, before string, runs, trivial, history int, out
 
 	if onlyWrapper {
 		return writeWrapper(ctx, w, before, bin, endpoint, out)
+	}
+	if onlyPools {
+		pc, err := measurePools(ctx, endpoint, 10000)
+		if err != nil {
+			return fmt.Errorf("pools: %w", err)
+		}
+		writePools(w, pc)
+		return nil
 	}
 	if onlyNotify {
 		nc, err := measureNotify(ctx, endpoint, 10000)
@@ -198,6 +207,11 @@ func run(w *strings.Builder, bin, before string, runs, trivial, history int, out
 		return fmt.Errorf("notifications: %w", err)
 	}
 	writeNotify(&b, nc, 10000)
+	pc, err := measurePools(ctx, endpoint, 10000)
+	if err != nil {
+		return fmt.Errorf("pools: %w", err)
+	}
+	writePools(&b, pc)
 	w.WriteString(b.String())
 	return nil
 }
