@@ -16,8 +16,9 @@ import (
 var _ state.PoolQueue = (*Store)(nil)
 
 // poolWaitExpr is what the queries and parkIndex read of an item's
-// pool_wait.
-const poolWaitExpr = `json_extract(item, '$.` + state.AttrPoolWait + `.S')`
+// pool_wait. A row another client wrote that is not JSON has none: the
+// index must take every row, and the reads that meet it report it.
+const poolWaitExpr = `(CASE WHEN json_valid(item) THEN json_extract(item, '$.` + state.AttrPoolWait + `.S') END)`
 
 // parkIndex is the statement that creates the index of the READY listing
 // and the pools' queues, on a table name.

@@ -20,6 +20,16 @@ func testPoolParking(t *testing.T, h Harness) {
 	ctx := testbin.Context(t)
 	st := h.New(t)
 	ps, q := pools(t, st), queue(t, st)
+	// A full pool of two.
+	if _, err := state.SetPool(ctx, ps, "warehouse", 2, "", state.Truncate(time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for _, id := range []string{"x::1", "y::1"} {
+		if err := state.AcquireSlots(ctx, ps, "warehouse", holder(id, 1, now)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	w := NewWorkflow(t, "parks", DAG{"a": nil, "b": nil, "c": nil, "d": nil, "<script>": nil})
 	Create(t, st, w)
 	order := []string{"c", "a", "<script>", "d"} // the order they become READY
@@ -63,11 +73,10 @@ func testPoolParking(t *testing.T, h Harness) {
 	}
 
 	// Refill puts back one waiter a free slot, oldest first.
-	if _, err := state.SetPool(ctx, ps, "warehouse", 2, "", state.Truncate(time.Now())); err != nil {
-		t.Fatal(err)
+	if n, err := state.Refill(ctx, ps, "warehouse"); err != nil || n != 0 {
+		t.Fatalf("refill of a full pool: %d, %v; want none", n, err)
 	}
-	now := time.Now()
-	if err := state.AcquireSlots(ctx, ps, "warehouse", holder(Key(w, "c").ActivityExecID, 1, now)); err != nil {
+	if err := state.ReleaseSlots(ctx, ps, "warehouse", state.ActivityKey{ActivityExecID: "x::1", WorkflowExecID: "wf::1"}); err != nil {
 		t.Fatal(err)
 	}
 	n, err := state.Refill(ctx, ps, "warehouse")
