@@ -430,6 +430,7 @@ func List(ctx context.Context, st Lister, q state.WorkflowQuery, now time.Time) 
 	for _, w := range wfs {
 		out = append(out, viewWorkflow(w, now))
 	}
+	runWaits(ctx, st, out)
 	return out, nil
 }
 

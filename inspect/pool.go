@@ -118,6 +118,26 @@ func addWaiters(ctx context.Context, st PoolSource, views map[string]*PoolView) 
 	if _, err = state.Skipped(err); err != nil {
 		return err
 	}
+	// The waiters parked in the pools' queues are out of the READY
+	// listing; a lagging index may list one in both.
+	if q, ok := st.(state.PoolQueue); ok {
+		listed := map[state.ActivityKey]bool{}
+		for _, r := range refs {
+			listed[r.ActivityKey] = true
+		}
+		for name := range views {
+			parked, err := q.Parked(ctx, name, waitScan)
+			if _, err = state.Skipped(err); err != nil {
+				return err
+			}
+			for _, r := range parked {
+				if !listed[r.ActivityKey] {
+					listed[r.ActivityKey] = true
+					refs = append(refs, r)
+				}
+			}
+		}
+	}
 	defs := map[string]*definition.Workflow{}
 	for _, r := range refs {
 		a, err := st.GetActivity(ctx, r.ActivityKey)

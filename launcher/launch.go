@@ -13,6 +13,7 @@ import (
 
 	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/clock"
+	"github.com/whimbrel/whimbrel/internal/fault"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/workflow"
 )
@@ -72,6 +73,7 @@ func (l *Launcher) try(ctx context.Context, p *pass, k state.ActivityKey) (launc
 		l.poolUnclaimed(ctx, settings, k)
 		return false, err
 	}
+	fault.Point(fault.AfterClaim)
 	log := l.log.With("activity_exec_id", k.ActivityExecID)
 	if act == nil {
 		return false, l.fail(ctx, claimed, "", FailedUnknownActivity, fmt.Errorf("activity %q is not in the workflow's definition", a.ActivityName))

@@ -218,6 +218,8 @@ func (l *Launcher) pass(ctx context.Context) (*pass, error) {
 	if err := l.forgetEnded(ctx); err != nil {
 		return nil, err
 	}
+	l.refillParked(ctx)
+	looks := l.lookAtPools(ctx)
 	refs, err := l.st.ActivitiesInState(ctx, state.ActivityQuery{State: state.Ready, Limit: scan})
 	// One item that does not decode never stops the launches of the
 	// others: the store reported it, and the pass goes on without it.
@@ -226,11 +228,11 @@ func (l *Launcher) pass(ctx context.Context) (*pass, error) {
 		return nil, err
 	}
 	l.undecodable.Add(int64(len(skipped)))
-	p := &pass{workflows: map[string]*passWorkflow{}}
+	p := &pass{workflows: map[string]*passWorkflow{}, crowded: len(refs) >= scan}
 	// A launcher limited to one workflow (whimbrel run) serves it and its
 	// child workflows only.
 	refs = l.inFamily(ctx, refs)
-	admitted, refs, poolIn := l.admitPools(ctx, refs)
+	admitted, refs, poolIn := l.admitPools(ctx, refs, looks, p.crowded)
 	p.poolIn = poolIn
 	order := poolOrder{in: poolIn}
 	now := clock.Now()
@@ -334,8 +336,10 @@ type pass struct {
 
 	mu        sync.Mutex
 	workflows map[string]*passWorkflow
-	down      error             // the store did not answer a launch: hand out no more
-	poolIn    map[string]string // the pool waiters the pass let in, and their pools (pool.go)
+	down      error               // the store did not answer a launch: hand out no more
+	poolIn    map[string]string   // the pool waiters the pass let in, and their pools (pool.go)
+	poolReads map[string]poolRead // the pools its tries read to park waiters (park.go)
+	crowded   bool                // its READY listing filled the window: waiters of full pools are parked
 }
 
 // unavailable records that the store did not answer one of the pass's

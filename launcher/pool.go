@@ -35,6 +35,9 @@ type poolWaiter struct {
 	slots int
 	since time.Time // when it became READY
 	mine  bool      // this launcher has its backend
+	// parked: it waits in its pool's queue, not in the READY listing
+	// (park.go).
+	parked bool
 }
 
 // poolWaiters is what the launcher remembers of the activities waiting
@@ -47,6 +50,9 @@ type poolWaiters struct {
 	// lets no waiter in ahead of an older activity not read yet, which
 	// may be of the same pool.
 	read map[string]bool
+	// parkedInto holds the pools this launcher parked waiters into
+	// since its last pass (park.go).
+	parkedInto map[string]bool
 }
 
 // mark notes that a try has read the activity id.
@@ -77,7 +83,7 @@ func (w *poolWaiters) remember(pw poolWaiter) {
 // lets in, oldest first, and the others (not yet known to be in a pool).
 // The waiters it does not let in are in neither. It forgets the waiters
 // the pass did not read: they are no longer READY.
-func (l *Launcher) admitPools(ctx context.Context, refs []state.ActivityRef) (admitted []state.ActivityRef, rest []state.ActivityRef, in map[string]string) {
+func (l *Launcher) admitPools(ctx context.Context, refs []state.ActivityRef, looks map[string]*poolLook, crowded bool) (admitted []state.ActivityRef, rest []state.ActivityRef, in map[string]string) {
 	l.pools.mu.Lock()
 	known := l.pools.byID
 	seen := map[string]poolWaiter{}
@@ -118,19 +124,14 @@ func (l *Launcher) admitPools(ctx context.Context, refs []state.ActivityRef) (ad
 	now := clock.Now()
 	for _, name := range names {
 		ws := byPool[name]
-		sort.Slice(ws, func(i, j int) bool {
-			if !ws[i].since.Equal(ws[j].since) {
-				return ws[i].since.Before(ws[j].since)
-			}
-			return ws[i].key.ActivityExecID < ws[j].key.ActivityExecID
-		})
+		sortWaiters(ws)
 		if !unread.IsZero() {
 			// Nothing overtakes an activity not read yet: the next
 			// pass knows whether it is of this pool.
 			n := sort.Search(len(ws), func(i int) bool { return !ws[i].since.Before(unread) })
 			ws = ws[:n]
 		}
-		for _, w := range l.admitPool(ctx, ps, name, ws, now) {
+		for _, w := range l.admitPool(ctx, ps, name, ws, now, looks[name], crowded) {
 			admitted = append(admitted, state.ActivityRef{ActivityKey: w.key, StateTime: w.since})
 			in[w.key.ActivityExecID] = name
 		}
@@ -140,19 +141,29 @@ func (l *Launcher) admitPools(ctx context.Context, refs []state.ActivityRef) (ad
 
 // admitPool returns the waiters of one pool that this launcher may try
 // now, oldest first.
-func (l *Launcher) admitPool(ctx context.Context, ps state.PoolStore, name string, ws []poolWaiter, now time.Time) []poolWaiter {
-	p, shards, err := ps.PoolItems(ctx, name)
-	if err != nil {
-		l.log.Warn("reading a pool failed; its activities wait", "pool", name, "error", err)
+func (l *Launcher) admitPool(ctx context.Context, ps state.PoolStore, name string, ws []poolWaiter, now time.Time, look *poolLook, crowded bool) []poolWaiter {
+	if look == nil {
+		look = l.lookAtPool(ctx, ps, name)
+	}
+	if look.err != nil {
+		l.log.Warn("reading a pool failed; its activities wait", "pool", name, "error", look.err)
 		return nil
 	}
+	p, shards, parked := look.pool, look.shards, look.parked
 	if p == nil {
 		return nil // not defined: they wait, and the views say why
 	}
+	var err error
+	ws = withParked(ws, name, parked)
 	var out []poolWaiter
+	var unpark, park []state.ActivityKey
+	defer func() {
+		l.unparkAll(ctx, name, unpark)
+		l.parkAll(ctx, name, park)
+	}()
 	taken := map[int]int{}
 	reviewed := false
-	for _, w := range ws {
+	for n, w := range ws {
 		if state.Holds(shards, w.key) {
 			// It took its slots in an earlier try that did not get to
 			// its claim: try it again, whoever's it is.
@@ -175,10 +186,20 @@ func (l *Launcher) admitPool(ctx context.Context, ps state.PoolStore, name strin
 			i, fits = state.Fits(shards, taken, w.slots)
 		}
 		if !fits {
-			break // no newer waiter overtakes this one
+			// No newer waiter overtakes this one: the pool is full for
+			// them all, and those of the window are parked.
+			for _, w := range ws[n:] {
+				if crowded && !w.parked && parkable(p, shards, w.key, w.slots, taken) {
+					park = append(park, w.key)
+				}
+			}
+			break
 		}
 		taken[i] += w.slots
-		if w.mine {
+		switch {
+		case w.parked:
+			unpark = append(unpark, w.key) // the next pass lets it in
+		case w.mine:
 			out = append(out, w)
 		}
 	}
@@ -203,7 +224,14 @@ func lapsed(shards []*state.PoolShard, now time.Time) bool {
 // store that failed.
 func (l *Launcher) poolGate(ctx context.Context, p *pass, a *state.ActivityExec, s definition.Settings, mine bool) (wait bool, err error) {
 	if !p.admittedPool(a.ActivityExecID) {
-		l.pools.remember(poolWaiter{key: a.ActivityKey, pool: s.Pool, slots: s.PoolSlots, since: a.StateTime, mine: mine})
+		w := poolWaiter{key: a.ActivityKey, pool: s.Pool, slots: s.PoolSlots, since: a.StateTime, mine: mine}
+		// It is remembered either way: the READY listing of a lagging
+		// index may show it a while after it is parked, and it is
+		// ordered among the pool's waiters until it leaves.
+		l.pools.remember(w)
+		if l.parkIfFull(ctx, p, w) {
+			return true, nil // its pool is full: it waits parked
+		}
 		l.wake() // the next pass orders it among the pool's waiters
 		return true, nil
 	}
@@ -241,7 +269,9 @@ func (l *Launcher) poolUnclaimed(ctx context.Context, s definition.Settings, k s
 	}
 	if err := state.ReleaseSlots(rctx, ps, s.Pool, k); err != nil {
 		l.log.Warn("releasing pool slots failed; they are freed when their lease lapses", "pool", s.Pool, "error", err)
+		return
 	}
+	l.pools.noteParked(s.Pool) // the next pass puts back a parked waiter for them
 }
 
 // admittedPool reports whether the pass let the activity in.

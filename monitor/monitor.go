@@ -191,7 +191,7 @@ func (m *Monitor) Sweep(ctx context.Context) (Report, error) {
 	for _, st := range []state.ActivityState{state.Running, state.Queued, state.Preparing, state.Ready, state.Requested} {
 		steps = append(steps, func(ctx context.Context) error { return s.activities(ctx, st) })
 	}
-	steps = append(steps, s.repair, s.staleStarts)
+	steps = append(steps, s.parked, s.repair, s.staleStarts)
 	for i, step := range steps {
 		err := step(ctx)
 		if err == nil {

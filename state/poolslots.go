@@ -24,11 +24,13 @@ func SetPool(ctx context.Context, st PoolStore, name string, slots int, descript
 		return nil, err
 	}
 	var p *Pool
+	grew := false
 	for try := 0; ; try++ {
 		cur, _, err := st.PoolItems(ctx, name)
 		if err != nil {
 			return nil, fmt.Errorf("set pool %s: %w", name, err)
 		}
+		grew = cur == nil || slots > cur.Slots
 		p = &Pool{Name: name, Slots: slots, Description: description, SetTime: now}
 		prev := 0
 		if cur != nil {
@@ -48,6 +50,13 @@ func SetPool(ctx context.Context, st PoolStore, name string, slots int, descript
 	for _, lowering := range []bool{true, false} {
 		if err := setCapacities(ctx, st, name, caps, lowering); err != nil {
 			return nil, fmt.Errorf("set pool %s: %w", name, err)
+		}
+	}
+	if grew {
+		// The waiters parked while it was full are let in at once (the
+		// monitor's sweep does it if this fails).
+		if _, err := Refill(ctx, st, name); err != nil {
+			return p, fmt.Errorf("set pool %s: it is set, but its waiters wait for the monitor's next sweep: %w", name, err)
 		}
 	}
 	return p, nil

@@ -29,5 +29,12 @@ func releaseSlots(ctx context.Context, st Advancer, g graph, a *state.ActivityEx
 	}
 	if err := state.ReleaseSlots(ctx, ps, s.Pool, a.ActivityKey); err != nil {
 		log.Warn("releasing pool slots failed; they are freed when their lease lapses", "pool", s.Pool, "activity_exec_id", a.ActivityExecID, "error", err)
+		return
+	}
+	// The waiters parked while the pool was full come back to the READY
+	// listing, oldest first, one a free slot; the monitor's sweep does it
+	// for a participant that dies here.
+	if _, err := state.Refill(ctx, ps, s.Pool); err != nil {
+		log.Warn("putting back the parked waiters of a pool failed; the monitor does it", "pool", s.Pool, "error", err)
 	}
 }

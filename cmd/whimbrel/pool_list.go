@@ -9,6 +9,7 @@ import (
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
 	"github.com/whimbrel/whimbrel/inspect"
+	"github.com/whimbrel/whimbrel/state"
 )
 
 // PoolListCmd is `whimbrel pool list`.
@@ -61,7 +62,16 @@ type PoolDeleteCmd struct {
 // Run deletes the pool.
 func (c *PoolDeleteCmd) Run(g *Globals, k *kong.Context) error {
 	return withPools(g, k, c.StoreFlags, writes, func(ctx context.Context, st inspect.PoolSource) error {
+		// Its parked waiters go back to the READY listing, where the
+		// views say why they wait, before and after (a launcher may park
+		// one meanwhile).
+		if _, err := state.UnparkAll(ctx, st, c.Name); err != nil {
+			return err
+		}
 		if err := st.DeletePool(ctx, c.Name); err != nil {
+			return err
+		}
+		if _, err := state.UnparkAll(ctx, st, c.Name); err != nil {
 			return err
 		}
 		fmt.Fprintf(k.Stdout, "pool %s deleted\n", c.Name)

@@ -22,4 +22,12 @@ const (
 	// MidPage: a participant wrote a for_each map's account announcing a
 	// page of elements, and half of the page's elements.
 	MidPage = "mid-page"
+	// AfterClaim: a launcher moved an activity to QUEUED (with its pool
+	// slots taken) and has not called the backend.
+	AfterClaim = "after-claim"
 )
+
+// Hang, after a point's name in WHIMBREL_FAULT, makes the process stop at
+// the point instead of exiting: it says so on stderr and waits there, so
+// that a test can kill it with SIGKILL as it stands.
+const Hang = "@hang"

@@ -94,6 +94,11 @@ var activityStamps = stamping{
 		if !state.ActivityState(s).Valid() {
 			return nil, false
 		}
+		// A READY waiter parked in its pool's queue is under its pool's
+		// key (poolwait.go).
+		if p, ok := it[state.AttrPoolWait].(attr.S); ok && p != "" && state.ActivityState(s) == state.Ready {
+			return map[string]string{AttrStateShard: ParkShard(string(p))}, true
+		}
 		return map[string]string{AttrStateShard: StateShard(string(id), state.ActivityState(s))}, true
 	},
 	legacyStates: liveActivityStates(),

@@ -87,7 +87,15 @@ func (st *Store) ActivitiesInState(ctx context.Context, q state.ActivityQuery) (
 	if limit <= 0 {
 		limit = -1
 	}
-	return st.refsInState(ctx, q.State, before, limit)
+	// The READY listing leaves out the waiters parked in their pools'
+	// queues (poolwait.go), as the DynamoDB store's READY shards do. An
+	// item that moved on from READY while parked keeps pool_wait, which
+	// means nothing in its other states.
+	parked := ""
+	if q.State == state.Ready {
+		parked = ` AND ` + poolWaitExpr + ` IS NULL`
+	}
+	return st.refsInState(ctx, q.State, parked, before, limit)
 }
 
 // UpdateActivity implements state.Store.

@@ -20,12 +20,13 @@ import (
 // not hold what the item's attributes would (a key that is not a
 // non-empty String, a state time out of the contract's range: only rows
 // written by another client) is read from its item, and reported the way
-// every read reports a malformed item.
-func (st *Store) refsInState(ctx context.Context, s state.ActivityState, before float64, limit int) ([]state.ActivityRef, error) {
+// every read reports a malformed item. and narrows the rows further (an
+// SQL condition starting with AND, or nothing).
+func (st *Store) refsInState(ctx context.Context, s state.ActivityState, and string, before float64, limit int) ([]state.ActivityRef, error) {
 	rows, err := st.db.QueryContext(ctx, fmt.Sprintf(`SELECT activity_exec_id, workflow_exec_id, state_time_epoch,
 		CASE WHEN typeof(activity_exec_id) = 'text' AND activity_exec_id <> '' AND typeof(workflow_exec_id) = 'text' AND workflow_exec_id <> ''
 			AND typeof(state_time_epoch) IN ('integer', 'real') AND state_time_epoch < %g THEN NULL ELSE item END
-		FROM %s WHERE state = ? AND state_time_epoch < ? ORDER BY state_time_epoch LIMIT ?`, maxEpoch, st.name("activity_exec")),
+		FROM %s WHERE state = ?%s AND state_time_epoch < ? ORDER BY state_time_epoch LIMIT ?`, maxEpoch, st.name("activity_exec"), and),
 		string(s), before, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list %s activities: %w", s, st.translate(err))

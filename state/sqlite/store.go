@@ -197,6 +197,9 @@ func (st *Store) Install(ctx context.Context, dryRun bool) ([]state.InstallActio
 			stmts = append(stmts, fmt.Sprintf(`CREATE INDEX IF NOT EXISTS "%s%s_by_%s" ON %s (%s)`,
 				st.prefix, t.base, strings.Join(ix, "_"), st.name(t.base), strings.Join(q, ", ")))
 		}
+		if t.base == state.TableActivityExec {
+			stmts = append(stmts, parkIndex(st.prefix, st.name(t.base)))
+		}
 		for _, s := range stmts {
 			if _, err := st.db.ExecContext(ctx, s); err != nil {
 				return actions, fmt.Errorf("install table %s: %w", st.prefix+t.base, err)

@@ -24,6 +24,7 @@ func RunPools(t *testing.T, h Harness) {
 		{"ManyShards", testPoolShards},
 		{"ConcurrentHoldersNeverPassTheSize", testPoolRace},
 		{"LapsedLeaseFreesOnlyWhatDoesNotRun", testPoolLeases},
+		{"FullPoolWaitersParked", testPoolParking},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -61,6 +61,7 @@ func main() {
 	flag.BoolVar(&onlySweep, "sweep", false, "measure the monitor's sweep against history only, and print its section")
 	flag.BoolVar(&onlyEngine, "engine", false, "measure the engine only (CPU per activity of launcher, wrappers and monitor, one launcher's throughput, the DAG hop) on both stores, with the binaries of -bin and, if given, of -before side by side, and print its section")
 	flag.IntVar(&engineRounds, "engine-rounds", engineRounds, "runs of each build on each store for -engine")
+	flag.BoolVar(&onlyPools, "pools", false, "measure the units a pool adds and a launcher's pass with 10,000 activities waiting on a full pool only, and print their section")
 	flag.BoolVar(&onlyNotify, "notify", false, "measure the notifications' units and a sweep over delivered ones only, and print their section")
 	flag.Parse()
 	var b strings.Builder
@@ -132,6 +133,14 @@ func run(w *strings.Builder, bin, before string, runs, trivial, history int, out
 
 	if onlyWrapper {
 		return writeWrapper(ctx, w, before, bin, endpoint, out)
+	}
+	if onlyPools {
+		pc, err := measurePools(ctx, endpoint, 10000)
+		if err != nil {
+			return fmt.Errorf("pools: %w", err)
+		}
+		writePools(w, pc)
+		return nil
 	}
 	if onlyNotify {
 		nc, err := measureNotify(ctx, endpoint, 10000)
@@ -206,6 +215,11 @@ func run(w *strings.Builder, bin, before string, runs, trivial, history int, out
 		return fmt.Errorf("notifications: %w", err)
 	}
 	writeNotify(&b, nc, 10000)
+	pc, err := measurePools(ctx, endpoint, 10000)
+	if err != nil {
+		return fmt.Errorf("pools: %w", err)
+	}
+	writePools(&b, pc)
 	w.WriteString(b.String())
 	return nil
 }
