@@ -155,9 +155,13 @@ activities:
 	}
 	if wfs[0].State != state.WorkflowCompleted {
 		t.Errorf("the workflow is %s: %s", wfs[0].State, wfs[0].Reason)
+		logged := 0
 		for _, a := range acts {
-			if a.ItemIndex == nil && a.State != state.Completed {
-				t.Logf("%s attempt %d: %s: %s (%s)", a.ActivityName, a.Attempt, a.State, a.Reason, a.Error)
+			if a.State != state.Completed && (a.ItemIndex == nil || logged < 30) {
+				if a.ItemIndex != nil {
+					logged++
+				}
+				t.Logf("%s attempt %d: %s: %s (%s)", state.ItemName(a.ActivityName, index(a)), a.Attempt, a.State, a.Reason, a.Error)
 			}
 		}
 	}
@@ -169,4 +173,12 @@ activities:
 	if killed["wrapper"] == 0 || killed["launcher"] == 0 || killed["monitor"] == 0 {
 		t.Errorf("the chaos killed too little to mean anything: %v", killed)
 	}
+}
+
+// index is an element's index, or -1 for an activity that is none.
+func index(a *state.ActivityExec) int {
+	if a.ItemIndex == nil {
+		return -1
+	}
+	return *a.ItemIndex
 }
