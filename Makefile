@@ -34,7 +34,7 @@ walkthrough:
 
 ## test: go vet, every test with the race detector against a fresh DynamoDB Local, the docker group, the walk-through, then a short fuzz
 test: dynamodb-local-install chromium-install prometheus-install vet
-	scripts/dynamodb-local run -- $(GO) test -race -count=1 -timeout 20m -skip '$(MIGRATION_TESTS)|$(RELIABILITY_ONLY)' ./...
+	scripts/dynamodb-local run -- $(GO) test -race -count=1 -timeout 20m -skip '$(MIGRATION_TESTS)' ./...
 	$(MAKE) --no-print-directory test-migrations
 	$(MAKE) --no-print-directory test-docker
 	$(MAKE) --no-print-directory walkthrough
@@ -43,9 +43,6 @@ test: dynamodb-local-install chromium-install prometheus-install vet
 ## test-migrations: each install-migration test against a DynamoDB Local of its own: the emulator
 ## leaves an index that UpdateTable adds CREATING for good once eight tables have their TTL on
 MIGRATION_TESTS := ^TestInstallMigrates
-## RELIABILITY_ONLY: tests run by make reliability only: the for_each map under kill -9 chaos does
-## not yet settle every run (docs/for-each.md, "Limits")
-RELIABILITY_ONLY := ^TestMapExactlyOnce$$
 test-migrations: dynamodb-local-install
 	scripts/dynamodb-local run -- $(GO) test -race -count=1 -run '^TestInstallMigratesToTheShardedIndex$$' ./state/dynamodb/
 	scripts/dynamodb-local run -- $(GO) test -race -count=1 -run '^TestInstallMigratesTheWorkflowIndexes$$' ./state/dynamodb/

@@ -52,7 +52,12 @@ type Config struct {
 	// Wake, when it delivers, makes the pump beat at once rather than at
 	// the next interval: whoever changed the activity (a cancel, a time
 	// out) on a store that can say so is then heard within a beat's time.
-	Wake   <-chan struct{}
+	Wake <-chan struct{}
+	// Landed, when set, is told the time of each beat that landed, from
+	// Run's goroutine: a pump that hands the lease on to another (the
+	// wrapper beats while it prepares its command, then while the command
+	// runs) tells the next one when the lease was last known good.
+	Landed func(at time.Time)
 	Logger hclog.Logger
 }
 
@@ -149,6 +154,9 @@ func (p *Pump) Run(ctx context.Context) error {
 			return err
 		}
 		last = at
+		if p.cfg.Landed != nil {
+			p.cfg.Landed(at)
+		}
 	}
 }
 

@@ -31,8 +31,8 @@ func mapSize() int {
 
 // TestMapExactlyOnce: a for_each map of mapSize() elements, between an
 // upstream and a downstream, under 8 launchers and 2 monitors behind the
-// fault proxy, while wrappers, launchers and one of the monitors are
-// killed with SIGKILL (launchers and the monitor come back). Every attempt's command
+// fault proxy, while the elements' wrappers, launchers and one of the
+// monitors are killed with SIGKILL (launchers and the monitor come back). Every attempt's command
 // runs at most once, every attempt that completed ran exactly once, every
 // element ends with a completed attempt (a killed one is retried), and
 // the map and the workflow complete.
@@ -108,8 +108,13 @@ activities:
 			if err != nil || len(refs) == 0 {
 				continue
 			}
+			// Only the elements' wrappers are killed: the upstream and the
+			// downstream run alone, and a kill a second aimed at the one
+			// activity running would end each of their attempts in turn
+			// (a kill -9 cannot be survived, only retried), which tests the
+			// length of an attempt, not the map.
 			a, err := st.GetActivity(context.Background(), refs[rnd.IntN(len(refs))].ActivityKey)
-			if err != nil || !strings.HasPrefix(a.LaunchedAs, "pid:") {
+			if err != nil || a.ItemIndex == nil || !strings.HasPrefix(a.LaunchedAs, "pid:") {
 				continue
 			}
 			pid, _ := strconv.Atoi(strings.TrimPrefix(a.LaunchedAs, "pid:"))
@@ -150,9 +155,13 @@ activities:
 	}
 	if wfs[0].State != state.WorkflowCompleted {
 		t.Errorf("the workflow is %s: %s", wfs[0].State, wfs[0].Reason)
+		logged := 0
 		for _, a := range acts {
-			if a.ItemIndex == nil && a.State != state.Completed {
-				t.Logf("%s attempt %d: %s: %s (%s)", a.ActivityName, a.Attempt, a.State, a.Reason, a.Error)
+			if a.State != state.Completed && (a.ItemIndex == nil || logged < 30) {
+				if a.ItemIndex != nil {
+					logged++
+				}
+				t.Logf("%s attempt %d: %s: %s (%s)", state.ItemName(a.ActivityName, index(a)), a.Attempt, a.State, a.Reason, a.Error)
 			}
 		}
 	}
@@ -164,4 +173,12 @@ activities:
 	if killed["wrapper"] == 0 || killed["launcher"] == 0 || killed["monitor"] == 0 {
 		t.Errorf("the chaos killed too little to mean anything: %v", killed)
 	}
+}
+
+// index is an element's index, or -1 for an activity that is none.
+func index(a *state.ActivityExec) int {
+	if a.ItemIndex == nil {
+		return -1
+	}
+	return *a.ItemIndex
 }

@@ -296,7 +296,7 @@ func stepMap(ctx context.Context, st Advancer, g graph, m *state.ActivityExec, l
 		next.FirstFailed = append([]int(nil), acc.FirstFailed...)
 		cancel := false
 		for next.Done < next.Created {
-			a, final, err := element(ctx, st, g, m, act, next.Done, next.Stopped)
+			a, final, err := element(ctx, st, g, m, act, next.Done, next.Created, next.Stopped)
 			if err != nil {
 				return res, err
 			}
@@ -350,7 +350,7 @@ func stepMap(ctx context.Context, st Advancer, g graph, m *state.ActivityExec, l
 		}
 		m = written
 		if next.Created > lo {
-			if err := createElements(ctx, st, g, m, act, lo, next.Created); err != nil {
+			if err := createElements(ctx, st, g, m, act, lo, next.Created, false); err != nil {
 				return res, err
 			}
 			res.Readied = append(res.Readied, state.ItemExecIDFor(g.id, m.ActivityName, lo))
@@ -401,12 +401,16 @@ func mapOutcome(name string, acc state.MapProgress) (state.ActivityState, string
 }
 
 // element reads the latest attempt of element i and reports whether it
-// is final (a stopped map retries nothing). An element below Created that is missing was left by a
-// participant that died while writing its page: it is written now.
-func element(ctx context.Context, st Advancer, g graph, m *state.ActivityExec, act *definition.Activity, i int, stopped bool) (*state.ActivityExec, bool, error) {
+// is final (a stopped map retries nothing). An element below created that
+// is missing was left by a participant that died while writing its page:
+// it is written now, with the page's rest after it (up to a page, none
+// past created). Writing it alone would leave the map to crawl through
+// the lost page one element a step, each written only once the one
+// before it ended, and so never look stalled to the monitor.
+func element(ctx context.Context, st Advancer, g graph, m *state.ActivityExec, act *definition.Activity, i, created int, stopped bool) (*state.ActivityExec, bool, error) {
 	a, err := finalAttempt(ctx, st, state.ActivityKey{ActivityExecID: state.ItemExecIDFor(g.id, m.ActivityName, i), WorkflowExecID: g.id})
 	if errors.Is(err, state.ErrNotFound) {
-		return nil, false, createElements(ctx, st, g, m, act, i, i+1)
+		return nil, false, createElements(ctx, st, g, m, act, i, min(created, i+PageSize), true)
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("step map %s: read element %d: %w", m.ActivityExecID, i, err)
@@ -425,8 +429,11 @@ func element(ctx context.Context, st Advancer, g graph, m *state.ActivityExec, a
 }
 
 // createElements writes elements lo..hi-1 of the map, READY; one already
-// written is left as it is.
-func createElements(ctx context.Context, st Advancer, g graph, m *state.ActivityExec, act *definition.Activity, lo, hi int) error {
+// written is left as it is. With lostPage it stops at the first one
+// already written: a page's writer writes in index order, so one that
+// died left the rest of its page missing, and what follows an element
+// that exists was written by another.
+func createElements(ctx context.Context, st Advancer, g graph, m *state.ActivityExec, act *definition.Activity, lo, hi int, lostPage bool) error {
 	list, err := mapElements(ctx, st, g, act, m.ActivityName)
 	if err != nil {
 		return fmt.Errorf("step map %s: %w", m.ActivityExecID, err)
@@ -455,6 +462,9 @@ func createElements(ctx context.Context, st Advancer, g graph, m *state.Activity
 			ItemIndex: &idx, Item: string(list[i]), Attempt: 1,
 			Reason: fmt.Sprintf("element %d of %d of the for_each map %s", i, len(list), m.ActivityName),
 		})
+		if lostPage && i > lo && errors.Is(err, state.ErrConflict) {
+			return nil
+		}
 		if err != nil && !errors.Is(err, state.ErrConflict) {
 			return fmt.Errorf("step map %s: write element %d: %w", m.ActivityExecID, i, err)
 		}
@@ -499,7 +509,7 @@ func repairPages(ctx context.Context, st Advancer, g graph, m *state.ActivityExe
 	for i := acc.Done; i < acc.Created; i++ {
 		_, err := st.GetActivity(ctx, state.ActivityKey{ActivityExecID: state.ItemExecIDFor(g.id, m.ActivityName, i), WorkflowExecID: g.id})
 		if errors.Is(err, state.ErrNotFound) {
-			err = createElements(ctx, st, g, m, act, i, i+1)
+			err = createElements(ctx, st, g, m, act, i, i+1, false)
 		}
 		if err != nil {
 			return fmt.Errorf("repair map %s: %w", m.ActivityExecID, err)

@@ -414,19 +414,15 @@ func (r *run) finalAttempt(ctx context.Context, k state.ActivityKey) (*state.Act
 const maxAttemptsFollowed = 100
 
 // prepareRetrying prepares the data through passing store errors, for at
-// most half the heartbeat timeout (the lease holds that long without a
-// beat) or claimTimeout.
-func (r *run) prepareRetrying(ctx context.Context, claimed *state.ActivityExec) (*data, error) {
-	budget := claimTimeout
-	if r.cfg.Heartbeat {
-		budget = min(budget, r.cfg.HeartbeatTimeout/2)
-	}
+// most budget; one try may take up to half of it, and at least
+// attemptTimeout (each store call is bounded on its own).
+func (r *run) prepareRetrying(ctx context.Context, claimed *state.ActivityExec, budget time.Duration) (*data, error) {
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	var dt *data
 	var last error
 	op := func() error {
-		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		actx, cancel := context.WithTimeout(ctx, max(attemptTimeout, budget/2))
 		defer cancel()
 		d, err := r.prepare(actx, claimed)
 		var de *DataError

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 
 	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
@@ -67,29 +68,87 @@ func (r *run) mapOutputs(ctx context.Context, d *definition.Stored, wfID, dir st
 	return nil
 }
 
+// outputReaders is how many elements writeElementOutputs reads at once:
+// a map's downstream reads every element before its command starts, and
+// one read after another takes seconds for thousands of elements.
+const outputReaders = 16
+
+// outputChunk is how many elements' outputs writeElementOutputs holds in
+// memory at once, between reading them and writing them out in order.
+const outputChunk = 1000
+
 func (r *run) writeElementOutputs(ctx context.Context, wfID, name string, n int, path string) error {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
 	w := bufio.NewWriter(f)
-	for i := 0; i < n; i++ {
-		a, err := r.finalAttempt(ctx, state.ActivityKey{ActivityExecID: state.ItemExecIDFor(wfID, name, i), WorkflowExecID: wfID})
-		if err != nil && !errors.Is(err, state.ErrNotFound) {
+	lines := make([]string, min(n, outputChunk))
+	for lo := 0; lo < n; lo += outputChunk {
+		hi := min(n, lo+outputChunk)
+		if err := r.readElementOutputs(ctx, wfID, name, lo, hi, lines); err != nil {
 			f.Close()
 			return err
 		}
-		line := "null"
-		if a != nil && a.Output != "" && json.Valid([]byte(a.Output)) {
-			line = a.Output
+		for _, l := range lines[:hi-lo] {
+			w.WriteString(l + "\n")
 		}
-		w.WriteString(line + "\n")
 	}
 	if err := w.Flush(); err != nil {
 		f.Close()
 		return err
 	}
 	return f.Close()
+}
+
+// readElementOutputs reads the outputs of elements lo..hi-1 into
+// lines[0:hi-lo] ("null" for one that recorded none, or did not
+// complete), outputReaders at a time; every reader ends before it
+// returns.
+func (r *run) readElementOutputs(ctx context.Context, wfID, name string, lo, hi int, lines []string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	next := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for range min(outputReaders, hi-lo) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				a, err := r.finalAttempt(ctx, state.ActivityKey{ActivityExecID: state.ItemExecIDFor(wfID, name, i), WorkflowExecID: wfID})
+				if err != nil && !errors.Is(err, state.ErrNotFound) {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+					cancel()
+					continue
+				}
+				line := "null"
+				if a != nil && a.Output != "" && json.Valid([]byte(a.Output)) {
+					line = a.Output
+				}
+				lines[i-lo] = line
+			}
+		}()
+	}
+feed:
+	for i := lo; i < hi; i++ {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if first == nil && ctx.Err() != nil {
+		first = ctx.Err()
+	}
+	return first
 }
 
 // elementsHome is the execution that holds the elements of the map

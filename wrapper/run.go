@@ -204,7 +204,7 @@ func (r *run) run(ctx context.Context) int {
 		return r.finish(&state.Exit{Code: code, Signal: signalName(sig)}, "", reason, code)
 	}
 
-	dt, err := r.prepareRetrying(ctx, claimed)
+	dt, since, err := r.prepareBeating(ctx, claimed) // prepare.go
 	if sk := new(*elementSkipped); errors.As(err, sk) {
 		r.skipped = true
 		r.log.Info("not starting the command: the element is skipped", "reason", (*sk).reason)
@@ -242,7 +242,7 @@ func (r *run) run(ctx context.Context) int {
 		r.log.Error("command did not start", "error", err)
 		return r.finish(&state.Exit{Code: code}, err.Error(), fmt.Sprintf("command did not start: %v", err), code)
 	}
-	res := r.supervise(ctx, p, claimed.StartTime)
+	res := r.supervise(ctx, p, since)
 
 	exit := &state.Exit{Code: res.ExitStatus()}
 	if res.Signal != 0 {

@@ -150,6 +150,14 @@ func run(w *strings.Builder, bin, before string, runs, trivial, history int, out
 		writeNotify(w, nc, 10000)
 		return nil
 	}
+	if *onlyMapHot {
+		r, err := measureMapHot(ctx, endpoint, *mapHotSize, *mapHotW)
+		if err != nil {
+			return fmt.Errorf("map hot key: %w", err)
+		}
+		writeMapHot(w, r)
+		return nil
+	}
 	if onlySweep {
 		sw, err := measureSweep(ctx, endpoint, history)
 		if err != nil {
@@ -220,6 +228,11 @@ func run(w *strings.Builder, bin, before string, runs, trivial, history int, out
 		return fmt.Errorf("pools: %w", err)
 	}
 	writePools(&b, pc)
+	mh, err := measureMapHot(ctx, endpoint, *mapHotSize, *mapHotW)
+	if err != nil {
+		return fmt.Errorf("map hot key: %w", err)
+	}
+	writeMapHot(&b, mh)
 	w.WriteString(b.String())
 	return nil
 }
