@@ -113,6 +113,9 @@ func run(w *strings.Builder, bin, before string, runs, trivial, history int, out
 	if onlyThroughput {
 		return printThroughputBuilds(ctx, w, bin, before, endpoint, trivial)
 	}
+	if *onlyForEach {
+		return printForEach(ctx, w, bin, endpoint)
+	}
 	if onlySpeed {
 		r, err := measureSpeed(ctx, bin, endpoint, trivial, nil)
 		if err != nil {
@@ -187,6 +190,11 @@ func run(w *strings.Builder, bin, before string, runs, trivial, history int, out
 		return fmt.Errorf("fan-out: %w", err)
 	}
 	writeSpeed(&b, speed, trivial)
+	fe, err := measureForEach(ctx, bin, endpoint)
+	if err != nil {
+		return fmt.Errorf("for_each: %w", err)
+	}
+	writeForEach(&b, fe)
 
 	sw, err := measureSweep(ctx, endpoint, history)
 	if err != nil {
