@@ -41,9 +41,13 @@ type sizeRun struct {
 }
 
 type forEachReport struct {
-	runs  []sizeRun
-	units elementReport
-	load  [2]string // load averages at the start and the end
+	runs []sizeRun
+	// beside holds the maps run with the binaries of -before, each just
+	// before the same map with those of -bin (empty without -before).
+	beside []sizeRun
+	before string
+	units  elementReport
+	load   [2]string // load averages at the start and the end
 }
 
 // sizes parses a comma-separated list of positive counts.
@@ -64,8 +68,8 @@ func sizes(flagName, s string) ([]int, error) {
 // each kind first and one after the other, so that the ratios compare runs
 // of the same minutes; then it walks a map's elements and a static
 // fan-out's dependents through DynamoDB Local to count their write units.
-func measureForEach(ctx context.Context, bin, endpoint string) (forEachReport, error) {
-	var r forEachReport
+func measureForEach(ctx context.Context, bin, before, endpoint string) (forEachReport, error) {
+	r := forEachReport{before: before}
 	maps, err := sizes("foreach-sizes", *mapSizes)
 	if err != nil {
 		return r, err
@@ -79,8 +83,20 @@ func measureForEach(ctx context.Context, bin, endpoint string) (forEachReport, e
 	if bin, err = filepath.Abs(bin); err != nil {
 		return r, err
 	}
+	if before != "" {
+		if before, err = filepath.Abs(before); err != nil {
+			return r, err
+		}
+	}
 	r.load[0] = loadAverage()
 	for _, n := range maps {
+		if before != "" {
+			t, err := mapRun(before, n)
+			if err != nil {
+				return r, fmt.Errorf("for_each map of %d with %s: %w", n, before, err)
+			}
+			r.beside = append(r.beside, sizeRun{"map", n, t})
+		}
 		t, err := mapRun(bin, n)
 		if err != nil {
 			return r, fmt.Errorf("for_each map of %d: %w", n, err)
@@ -163,7 +179,7 @@ func ratioLine(b *strings.Builder, kind, what string, runs []sizeRun) {
 		}
 		return "**not reached**"
 	}
-	fmt.Fprintf(b, "- %s: %d in %s (goal ≤ %s: %s)", what, big.n, big.took.Round(100*time.Millisecond), fanTargetTime, verdict(big.took <= fanTargetTime))
+	fmt.Fprintf(b, "- %s: %d in %s (goal ≤ %.0f s: %s)", what, big.n, big.took.Round(100*time.Millisecond), fanTargetTime.Seconds(), verdict(big.took <= fanTargetTime))
 	if big.n != small.n {
 		tr := big.took.Seconds() / small.took.Seconds()
 		cr := big.cpu.Seconds() / max(small.cpu.Seconds(), 1e-9)
@@ -191,6 +207,23 @@ func writeForEach(b *strings.Builder, r forEachReport) {
 	ratioLine(b, "map", "for_each map", r.runs)
 	ratioLine(b, "static", "static fan-out", r.runs)
 	fmt.Fprintln(b)
+	if len(r.beside) > 0 {
+		fmt.Fprintf(b, "## for_each maps, build beside build\n\n")
+		fmt.Fprintf(b, "The maps above, each run just after the same map with the binaries of `%s` (`-before`), in the same run:\n\n", r.before)
+		fmt.Fprintf(b, "| binaries | elements | took | CPU | CPU per element |\n| --- | ---: | ---: | ---: | ---: |\n")
+		for i, x := range r.beside {
+			for _, y := range []struct {
+				name string
+				run  sizeRun
+			}{{"before", x}, {"after", r.runs[i]}} {
+				fmt.Fprintf(b, "| %s | %d | %s | %s | %.1fms |\n", y.name, y.run.n, y.run.took.Round(100*time.Millisecond), y.run.cpu.Round(100*time.Millisecond),
+					float64(y.run.cpu.Microseconds())/1000/float64(y.run.n))
+			}
+		}
+		fmt.Fprintln(b)
+		ratioLine(b, "map", "before", r.beside)
+		fmt.Fprintln(b)
+	}
 	writeElementUnits(b, r.units)
 }
 
@@ -201,8 +234,8 @@ func errConflict(err error) bool {
 }
 
 // printForEach measures and prints the for_each sections alone.
-func printForEach(ctx context.Context, w *strings.Builder, bin, endpoint string) error {
-	r, err := measureForEach(ctx, bin, endpoint)
+func printForEach(ctx context.Context, w *strings.Builder, bin, before, endpoint string) error {
+	r, err := measureForEach(ctx, bin, before, endpoint)
 	if err != nil {
 		return err
 	}

@@ -114,7 +114,7 @@ func run(w *strings.Builder, bin, before string, runs, trivial, history int, out
 		return printThroughputBuilds(ctx, w, bin, before, endpoint, trivial)
 	}
 	if *onlyForEach {
-		return printForEach(ctx, w, bin, endpoint)
+		return printForEach(ctx, w, bin, before, endpoint)
 	}
 	if onlySpeed {
 		r, err := measureSpeed(ctx, bin, endpoint, trivial, nil)
@@ -190,7 +190,7 @@ func run(w *strings.Builder, bin, before string, runs, trivial, history int, out
 		return fmt.Errorf("fan-out: %w", err)
 	}
 	writeSpeed(&b, speed, trivial)
-	fe, err := measureForEach(ctx, bin, endpoint)
+	fe, err := measureForEach(ctx, bin, "", endpoint)
 	if err != nil {
 		return fmt.Errorf("for_each: %w", err)
 	}
