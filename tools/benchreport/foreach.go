@@ -209,7 +209,8 @@ func writeForEach(b *strings.Builder, r forEachReport) {
 	fmt.Fprintln(b)
 	if len(r.beside) > 0 {
 		fmt.Fprintf(b, "## for_each maps, build beside build\n\n")
-		fmt.Fprintf(b, "The maps above, each run just after the same map with the binaries of `%s` (`-before`), in the same run:\n\n", r.before)
+		fmt.Fprintf(b, "Measured on %s by `go run ./tools/benchreport -foreach -bin bin -before DIR` (DIR: `%s`): each for_each map (`for_each: {count: n}` of `true`, through `whimbrel run` on the embedded store) run with the binaries of DIR just before the same map with those of -bin, load average %s at the start and %s at the end:\n\n",
+			time.Now().UTC().Format("2006-01-02"), r.before, r.load[0], r.load[1])
 		fmt.Fprintf(b, "| binaries | elements | took | CPU | CPU per element |\n| --- | ---: | ---: | ---: | ---: |\n")
 		for i, x := range r.beside {
 			for _, y := range []struct {
