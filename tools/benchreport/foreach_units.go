@@ -25,12 +25,12 @@ import (
 // The phases of a walk, in the order the report lists them.
 const (
 	phStart   = "start the workflow (request, workflow, items, RUNNING, ready the root)"
-	phRoot    = "the root's life, and readying what waits on it (a map: open it, write its first page)"
+	phRoot    = "the root's life, and readying what waits on it (a map: open it, write its pages up to 1,000 elements ahead)"
 	phLaunch  = "launch (read item and workflow, claim to QUEUED, record launched_as)"
 	phClaim   = "claim (read workflow, QUEUED → RUNNING)"
 	phFinish  = "finish (RUNNING → COMPLETED)"
 	phAdvance = "advance (a map: count the element, move the account; static: resolve the edge, settle)"
-	phPages   = "advance: write the next pages of elements (READY)"
+	phPages   = "advance: write the next pages of elements (READY; none for a map of at most 1,000)"
 )
 
 var walkPhases = []string{phStart, phRoot, phLaunch, phClaim, phFinish, phAdvance, phPages}
