@@ -290,8 +290,9 @@ func (l *Launcher) pass(ctx context.Context) (*pass, error) {
 
 // fair orders a pass's activities so that every workflow gets its turn:
 // one of each workflow, then a second of each, and so on, the workflows
-// and each one's activities in random order, so that launchers reading
-// the same index spread out over it. A workflow with a thousand ready
+// in random order and each one's activities oldest first, shuffled a
+// little (oldestFirst), so that launchers reading the same index spread
+// out over it. A workflow with a thousand ready
 // activities does not hold up one with three.
 func fair(refs []state.ActivityRef, only string) []state.ActivityRef {
 	by := map[string][]state.ActivityRef{}
@@ -307,7 +308,7 @@ func fair(refs []state.ActivityRef, only string) []state.ActivityRef {
 	}
 	rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	for _, rs := range by {
-		rand.Shuffle(len(rs), func(i, j int) { rs[i], rs[j] = rs[j], rs[i] })
+		oldestFirst(rs)
 	}
 	out := make([]state.ActivityRef, 0, len(refs))
 	for round := 0; len(out) < cap(out); round++ {

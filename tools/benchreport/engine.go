@@ -284,7 +284,7 @@ func printEngine(ctx context.Context, w io.Writer, bin, before, endpoint string,
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d.Microseconds())/1000) }
 	fmt.Fprintf(w, "## The engine, build beside build: CPU per activity, throughput, hop\n\n")
 	fmt.Fprintf(w, "Measured on %s by `scripts/dynamodb-local run -- go run ./tools/benchreport -engine -bin DIR -before DIR0` (each build %d times on each store, alternating; load average %s at the end). %d ready `true` activities through one `whimbrel-launcher` (default flags, `--log-dir`) with one `whimbrel-monitor` beside it; CPU is user + system of the launcher, every process it reaped (the wrappers and their commands) and the monitor, per activity. Then a chain of %d activities through a fresh launcher on the same store: the hop is a command's start after its upstream's end.\n\n",
-		time.Now().UTC().Format("2006-01-02"), engineRounds, loadAverage(), n, engineChain)
+		time.Now().UTC().Format("2006-01-02"), engineRounds, loadAverage1(), n, engineChain)
 	fmt.Fprintf(w, "| store | binaries | activities per second | CPU per activity | of it the launcher's own process | the monitor's | the wrappers and commands | hop p50 | hop p95 |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, kind := range []string{"sqlite", "dynamodb"} {
 		for _, b := range builds {
@@ -299,8 +299,8 @@ func printEngine(ctx context.Context, w io.Writer, bin, before, endpoint string,
 	return nil
 }
 
-// loadAverage is the machine's 1-minute load average, as /proc says.
-func loadAverage() string {
+// loadAverage1 is the machine's 1-minute load average, as /proc says.
+func loadAverage1() string {
 	raw, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
 		return "unknown"

@@ -119,6 +119,9 @@ func run(w *strings.Builder, bin, before string, runs, trivial, history int, out
 	if onlyThroughput {
 		return printThroughputBuilds(ctx, w, bin, before, endpoint, trivial)
 	}
+	if *onlyForEach {
+		return printForEach(ctx, w, bin, before, endpoint)
+	}
 	if onlySpeed {
 		r, err := measureSpeed(ctx, bin, endpoint, trivial, nil)
 		if err != nil {
@@ -212,6 +215,11 @@ func run(w *strings.Builder, bin, before string, runs, trivial, history int, out
 	if err := printEngine(ctx, &b, bin, before, endpoint, trivial); err != nil { // engine.go
 		return err
 	}
+	fe, err := measureForEach(ctx, bin, "", endpoint)
+	if err != nil {
+		return fmt.Errorf("for_each: %w", err)
+	}
+	writeForEach(&b, fe)
 
 	sw, err := measureSweep(ctx, endpoint, history)
 	if err != nil {
