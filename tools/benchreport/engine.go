@@ -174,12 +174,7 @@ func measureEngine(ctx context.Context, bin, kind, endpoint string, n int) (engi
 		return res, err
 	}
 	defer os.RemoveAll(logs)
-	var def strings.Builder
-	def.WriteString("name: trivial\nactivities:\n")
-	for i := 0; i < n; i++ {
-		fmt.Fprintf(&def, "  t%04d: {command: [\"true\"]}\n", i)
-	}
-	d, err := definition.Parse("t.yaml", []byte(def.String()))
+	d, err := trueActivities("trivial", "t%04d", n)
 	if err != nil {
 		return res, err
 	}

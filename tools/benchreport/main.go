@@ -439,12 +439,7 @@ func measureStart(ctx context.Context, bin, endpoint string, runs int) (timings,
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	var def strings.Builder
-	def.WriteString("name: startup\nactivities:\n")
-	for i := 0; i < runs; i++ {
-		fmt.Fprintf(&def, "  a%03d: {command: [\"true\"]}\n", i)
-	}
-	d, err := definition.Parse("s.yaml", []byte(def.String()))
+	d, err := trueActivities("startup", "a%03d", runs)
 	if err != nil {
 		return nil, err
 	}

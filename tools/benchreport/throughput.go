@@ -38,12 +38,7 @@ func storeEnv(prefix, endpoint string) []string {
 
 func measureThroughput(ctx context.Context, bin, endpoint string, n int) (throughput, error) {
 	res := throughput{perSecond: map[int]float64{}, cpu: map[int]time.Duration{}}
-	var def strings.Builder
-	def.WriteString("name: trivial\nactivities:\n")
-	for i := 0; i < n; i++ {
-		fmt.Fprintf(&def, "  t%04d: {command: [\"true\"]}\n", i)
-	}
-	d, err := definition.Parse("t.yaml", []byte(def.String()))
+	d, err := trueActivities("trivial", "t%04d", n)
 	if err != nil {
 		return res, err
 	}

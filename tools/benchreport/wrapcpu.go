@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 	"github.com/whimbrel/whimbrel/state/sqlite"
@@ -53,12 +52,7 @@ func lean(binary string) bool {
 // lacks. --no-guard: under a local launcher, which is the guard, a wrapper
 // starts no guard process either.
 func cpuPerRun(ctx context.Context, binary, endpoint string) (dyn, lite time.Duration, err error) {
-	var def strings.Builder
-	def.WriteString("name: cpu\nactivities:\n")
-	for i := range cpuRuns {
-		fmt.Fprintf(&def, "  a%03d: {command: [\"true\"]}\n", i)
-	}
-	d, err := definition.Parse("c.yaml", []byte(def.String()))
+	d, err := trueActivities("cpu", "a%03d", cpuRuns)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/state"
 	"github.com/whimbrel/whimbrel/state/dynamodb"
 	"github.com/whimbrel/whimbrel/state/sqlite"
@@ -58,12 +57,7 @@ func profileWrapper(ctx context.Context, binary, endpoint string) (map[string][]
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	var def strings.Builder
-	def.WriteString("name: prof\nactivities:\n")
-	for i := range profRuns {
-		fmt.Fprintf(&def, "  a%03d: {command: [\"true\"]}\n", i)
-	}
-	d, err := definition.Parse("p.yaml", []byte(def.String()))
+	d, err := trueActivities("prof", "a%03d", profRuns)
 	if err != nil {
 		return nil, err
 	}
