@@ -426,6 +426,10 @@ func (s *sweep) repair(ctx context.Context) error {
 		switch {
 		case errors.Is(err, state.ErrUnavailable):
 			return err
+		case ctx.Err() != nil:
+			// The monitor is stopping: the repair was cut short, not
+			// refused, and the next sweep takes it up again.
+			return ctx.Err()
 		case errors.Is(err, state.ErrInvalidItem):
 			s.report.Undecodable++
 		case err != nil:
