@@ -59,3 +59,6 @@ func (d *Workflow) checkConcurrency() []string {
 	}
 	return nil
 }
+
+// MaxActiveRuns is the stored definition's max_active_runs (0: no limit).
+func (s *Stored) MaxActiveRuns() int { return s.head.MaxActiveRuns() }

@@ -468,6 +468,7 @@ func settle(ctx context.Context, st Settler, g graph, log hclog.Logger) (state.W
 		return to, nil
 	case errors.Is(err, state.ErrConflict):
 		notifyLost(ctx, st, g.def, workflowExecID, acts, log)
+		runEndedElsewhere(ctx, st, g, log)
 		return "", nil // settled (or cancelled) by someone else
 	}
 	return "", fmt.Errorf("settle %s: %w", workflowExecID, err)

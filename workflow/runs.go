@@ -239,3 +239,24 @@ func runEnded(ctx context.Context, st any, ended *state.WorkflowExec, log hclog.
 		log.Warn("starting a waiting run failed; the monitor will", "workflow", d.Name, "error", err)
 	}
 }
+
+// runEndedElsewhere is runEnded for a settle that found the execution
+// already ended: by another participant, or by this one's own earlier
+// write whose answer was lost. Either may have died before it started
+// the waiting run; freeing a freed slot and starting what already started
+// do nothing, so the waiting run starts now instead of at the monitor's
+// next sweep.
+func runEndedElsewhere(ctx context.Context, st any, g graph, log hclog.Logger) {
+	if g.def == nil || g.def.MaxActiveRuns() == 0 {
+		return
+	}
+	s, ok := st.(Starter)
+	if !ok {
+		return
+	}
+	wf, err := s.GetWorkflow(ctx, g.id)
+	if err != nil || !wf.State.Terminal() {
+		return
+	}
+	runEnded(ctx, st, wf, log)
+}
