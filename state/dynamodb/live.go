@@ -11,13 +11,18 @@ import (
 	"github.com/whimbrel/whimbrel/state"
 )
 
+// firstLiveProbe is how many items AnyLive's first probe reads.
+const firstLiveProbe = 4
+
 // errLive stops AnyLive's reads at the first live activity.
 var errLive = errors.New("a live activity")
 
 // AnyLive reports whether any activity of the workflow is not terminal.
 // It lists the keys through the workflow index (keys only), then reads
-// the state alone of the items, 100 at a time in random order, and stops
-// at the first that is live: while many are, that is the first 100. The
+// the state alone of the items in random order, in probes that grow (4,
+// 16, 64, then 100 at a time), and stops after the first probe that finds
+// one live. DynamoDB charges every item a batch reads, so while most
+// activities are live the answer costs about 4 item reads, not 100. The
 // advance after each of a workflow's activities asks it before reading
 // them all to settle, which for a fan-out of n cost n² item reads. An
 // item whose state is missing or not the contract's counts as live, as
@@ -28,13 +33,19 @@ func (st *Store) AnyLive(ctx context.Context, workflowExecID string) (bool, erro
 		return false, fmt.Errorf("look for live activities of %s: %w", workflowExecID, err)
 	}
 	rand.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
-	err = st.batchGet(ctx, TableActivityExec, keys, func(m item) error {
+	live := func(m item) error {
 		s, ok := m["state"].(*types.AttributeValueMemberS)
 		if !ok || !state.ActivityState(s.Value).Terminal() {
 			return errLive
 		}
 		return nil
-	}, "state")
+	}
+	for start, size := 0, firstLiveProbe; start < len(keys) && err == nil; start, size = start+size, size*4 {
+		if size > 64 {
+			size = len(keys) - start // batchGet reads them 100 at a time
+		}
+		err = st.batchGet(ctx, TableActivityExec, keys[start:min(start+size, len(keys))], live, "state")
+	}
 	switch {
 	case errors.Is(err, errLive):
 		return true, nil

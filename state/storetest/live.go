@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/whimbrel/whimbrel/internal/testbin"
@@ -67,5 +68,27 @@ func testAnyLive(t *testing.T, h Harness) {
 	}
 	if !live(other) {
 		t.Fatal("the other workflow's REQUESTED activity: not live")
+	}
+	// Many activities, one live among them wherever it is: the answer
+	// does not depend on which the store happens to read first.
+	dag := DAG{}
+	for i := 0; i < 150; i++ {
+		dag[fmt.Sprintf("n%03d", i)] = nil
+	}
+	big := NewWorkflow(t, "big", dag)
+	Create(t, st, big)
+	for i := 0; i < 150; i++ {
+		if i != 97 {
+			move(t, st, Key(big, fmt.Sprintf("n%03d", i)), state.Requested, state.Cancelled)
+		}
+	}
+	for try := 0; try < 5; try++ {
+		if !live(big) {
+			t.Fatal("one REQUESTED activity among 149 CANCELLED: not live")
+		}
+	}
+	move(t, st, Key(big, "n097"), state.Requested, state.Cancelled)
+	if live(big) {
+		t.Fatal("150 CANCELLED activities: live")
 	}
 }
