@@ -118,8 +118,19 @@ func TestPoolWaitersDoNotCrowdThePass(t *testing.T) {
 			later, _ := launchtest.Start(t, clean, "name: later\nactivities:\n  go: {command: ['true']}\n")
 			k := state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(later, "go"), WorkflowExecID: later}
 			waitListed(t, st, k)
-			if n, err := l.Once(ctx); err != nil || n != 1 {
-				t.Fatalf("the first pass after it was READY launched %d (%v), want the launchable one", n, err)
+			// A pass the proxy failed (its listing, or the claim) read
+			// nothing or launched nothing: the first pass that did must
+			// launch it.
+			for failed := 0; ; failed++ {
+				n, err := l.Once(ctx)
+				if faulty && err != nil && n == 0 && failed < 5 {
+					t.Logf("a pass behind the fault proxy: %v", err)
+					continue
+				}
+				if err != nil || n != 1 {
+					t.Fatalf("the first pass after it was READY launched %d (%v), want the launchable one", n, err)
+				}
+				break
 			}
 			if a := launchtest.Activity(t, clean, later, "go"); a.State == state.Ready {
 				t.Fatalf("the launchable activity is still READY")
