@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,7 +64,10 @@ func TestSIGTERMBeforeTheCommandStarts(t *testing.T) {
 	proxy.SetDelay(time.Second)
 	ran := filepath.Join(t.TempDir(), "ran")
 	w := start(t, f.env(t, "a", "AWS_ENDPOINT_URL_DYNAMODB="+proxy.Endpoint), "--", "touch", ran)
-	time.Sleep(500 * time.Millisecond) // the wrapper is up, its first read held by the proxy
+	// The wrapper is up, its first read held by the proxy: it has a
+	// connection open. A fixed wait could end, on a loaded machine, before
+	// the wrapper's main caught signals, and SIGTERM would kill it outright.
+	waitSocket(t, w.cmd.Process.Pid)
 	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -96,32 +101,33 @@ func TestSIGTERMWhileOpeningTheStore(t *testing.T) {
 	}
 	ran := filepath.Join(dir, "ran")
 	w := start(t, f.env(t, "a", "AWS_CONFIG_FILE="+fifo), "--", "touch", ran)
-	time.Sleep(time.Second) // the wrapper is up, blocked reading its config
+	// The wrapper is up, blocked reading its config: a writer that does
+	// not wait can open the FIFO only once the wrapper opened it to read
+	// (ENXIO before). A fixed wait could end, on a loaded machine, before
+	// the wrapper's main caught signals, and SIGTERM would kill it outright.
+	var c *os.File
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		var err error
+		if c, err = os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.ENXIO) || time.Now().After(deadline) {
+			t.Fatalf("the wrapper never opened its config (%v)\n%s", err, w.stderr.String())
+		}
+	}
 	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(200 * time.Millisecond)
-	// Let the config load finish (the writer's open waits for the reader).
-	wrote := make(chan error, 1)
-	go func() {
-		c, err := os.OpenFile(fifo, os.O_WRONLY, 0)
-		if err == nil {
-			_, err = c.WriteString("[default]\n")
-			if cerr := c.Close(); err == nil {
-				err = cerr
-			}
-		}
-		wrote <- err
-	}()
-	code := w.wait(t, time.Minute)
-	select {
-	case err := <-wrote:
-		if err != nil {
-			t.Fatalf("writing the config: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatalf("the wrapper never read its config (exit %d)\n%s", code, w.stderr.String())
+	// Let the config load finish.
+	_, err := c.WriteString("[default]\n")
+	if cerr := c.Close(); err == nil {
+		err = cerr
 	}
+	if err != nil {
+		t.Fatalf("writing the config: %v", err)
+	}
+	code := w.wait(t, time.Minute)
 	if code != 143 {
 		t.Fatalf("exit %d, want 143\n%s", code, w.stderr.String())
 	}
@@ -148,7 +154,13 @@ func TestSIGTERMEndsTheClaimRetries(t *testing.T) {
 	proxy.Cut() // connections refused
 	ran := filepath.Join(t.TempDir(), "ran")
 	w := start(t, f.env(t, "a", "AWS_ENDPOINT_URL_DYNAMODB="+proxy.Endpoint), "--", "touch", ran)
-	time.Sleep(2 * time.Second) // the claim is being retried
+	// The claim is being retried: the wrapper said so. A fixed wait could
+	// end, on a loaded machine, before the wrapper claimed at all.
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(w.stderr.String(), "retrying"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the wrapper never retried its claim\n%s", w.stderr.String())
+		}
+	}
 	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -292,5 +304,22 @@ func TestParentDeathSignal(t *testing.T) {
 			t.Fatalf("a: state %s signal %q 20 s after the parent died; want FAILED by SIGTERM", a.State, a.Signal)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitSocket waits until the process pid has a socket open.
+func waitSocket(t *testing.T, pid int) {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		fds, _ := os.ReadDir(dir)
+		for _, fd := range fds {
+			if l, err := os.Readlink(filepath.Join(dir, fd.Name())); err == nil && strings.HasPrefix(l, "socket:") {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d opened no connection within a minute", pid)
+		}
 	}
 }

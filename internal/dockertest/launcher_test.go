@@ -451,15 +451,17 @@ func TestDockerBackendRepeatedLaunch(t *testing.T) {
 	wf := e.start(t, "again", "", `  r: {command: [sh, -c, 'echo run >> /state/runs; sleep 6']}`+"\n")
 	ectx, stopEvents := context.WithCancel(context.Background())
 	defer stopEvents()
-	watch := exec.CommandContext(ectx, "docker", "events", "--filter", "event=start",
-		"--filter", "label=whimbrel.workflow_exec_id="+wf, "--format", "{{.ID}}")
+	// From a second before, so that a start between the subscription's
+	// request and its taking effect is replayed, not missed: a fixed wait
+	// for the subscription could end first on a loaded machine.
+	watch := exec.CommandContext(ectx, "docker", "events", "--since", fmt.Sprint(time.Now().Add(-time.Second).Unix()),
+		"--filter", "event=start", "--filter", "label=whimbrel.workflow_exec_id="+wf, "--format", "{{.ID}}")
 	var events testbin.Buffer
 	watch.Stdout = &events
 	if err := watch.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { stopEvents(); _ = watch.Wait() }()
-	time.Sleep(500 * time.Millisecond) // subscribed before the first launch
 
 	backend := &lostAnswerDocker{Backend: dockerbackend.Backend{Timeout: time.Nanosecond}}
 	l := launcher.New(e.st, launcher.Config{
@@ -530,15 +532,17 @@ func TestDockerBackendTwoLaunchersRace(t *testing.T) {
 	// events for later queries.
 	ectx, stopEvents := context.WithCancel(context.Background())
 	defer stopEvents()
-	watch := exec.CommandContext(ectx, "docker", "events", "--filter", "event=start",
-		"--filter", "label=whimbrel.workflow_exec_id="+wf, "--format", "{{.ID}}")
+	// From a second before, so that a start between the subscription's
+	// request and its taking effect is replayed, not missed: a fixed wait
+	// for the subscription could end first on a loaded machine.
+	watch := exec.CommandContext(ectx, "docker", "events", "--since", fmt.Sprint(time.Now().Add(-time.Second).Unix()),
+		"--filter", "event=start", "--filter", "label=whimbrel.workflow_exec_id="+wf, "--format", "{{.ID}}")
 	var events testbin.Buffer
 	watch.Stdout = &events
 	if err := watch.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { stopEvents(); _ = watch.Wait() }()
-	time.Sleep(500 * time.Millisecond) // subscribed before the first launch
 	began := time.Now()
 	b1, b2 := e.runLauncher(t, wf), e.runLauncher(t, wf)
 	if w := e.waitSettled(t, wf, 4*time.Minute); w.State != state.WorkflowCompleted {

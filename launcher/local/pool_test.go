@@ -27,10 +27,13 @@ import (
 )
 
 // poolStore is a store for the pool tests, and the environment its
-// wrappers reach it with.
+// wrappers reach it with. clean reaches the same tables without faults:
+// the test's own setup and checks go through it, for a call the fault
+// proxy fails after the SDK's tries is no part of what a test proves.
 type poolStore struct {
-	st  state.Store
-	env []string
+	st    state.Store
+	clean state.Store
+	env   []string
 }
 
 // poolStores are the stores the pool tests run on: DynamoDB behind the
@@ -49,7 +52,7 @@ func poolStores(t *testing.T) map[string]func(t *testing.T) poolStore {
 			}
 			p.SetFaults(dynamotest.Faults{Throttle: 0.03, Errors: 0.02, AfterWrite: 0.5, IndexLag: 300 * time.Millisecond})
 			st := dynamodb.New(p.Client(false), dynamodb.Options{Prefix: prefix, CallTimeout: dynamotest.CallTimeout})
-			return poolStore{st: st, env: p.Env(t, prefix)}
+			return poolStore{st: st, clean: clean, env: p.Env(t, prefix)}
 		},
 		"sqlite": func(t *testing.T) poolStore {
 			path := filepath.Join(t.TempDir(), "state.db")
@@ -61,7 +64,7 @@ func poolStores(t *testing.T) map[string]func(t *testing.T) poolStore {
 			if _, err := st.Install(context.Background(), false); err != nil {
 				t.Fatal(err)
 			}
-			return poolStore{st: st, env: []string{"WHIMBREL_STORE=sqlite:" + path}}
+			return poolStore{st: st, clean: st, env: []string{"WHIMBREL_STORE=sqlite:" + path}}
 		},
 	}
 }
@@ -208,7 +211,7 @@ func TestPoolFortyInThreeUnderFourLaunchers(t *testing.T) {
 			t.Parallel()
 			ps := newStore(t)
 			ctx := launchtest.Context(t)
-			pools := ps.st.(state.PoolStore)
+			pools := ps.clean.(state.PoolStore)
 			for pool, n := range map[string]int{"warehouse": 3, "gpu": 3} {
 				if _, err := state.SetPool(ctx, pools, pool, n, "", time.Now()); err != nil {
 					t.Fatal(err)
@@ -217,18 +220,18 @@ func TestPoolFortyInThreeUnderFourLaunchers(t *testing.T) {
 			log := filepath.Join(t.TempDir(), "runs.log")
 			var ids []string
 			for range 40 {
-				id, _ := launchtest.Start(t, ps.st, "name: pooled\nactivities:\n  job:\n    pool: warehouse\n    command: "+logCommand(log, "0.2")+"\n")
+				id, _ := launchtest.Start(t, ps.clean, "name: pooled\nactivities:\n  job:\n    pool: warehouse\n    command: "+logCommand(log, "0.2")+"\n")
 				ids = append(ids, id)
 			}
-			twos, _ := launchtest.Start(t, ps.st, "name: twos\ndefaults: {pool: gpu, pool_slots: 2}\nactivities:\n"+
+			twos, _ := launchtest.Start(t, ps.clean, "name: twos\ndefaults: {pool: gpu, pool_slots: 2}\nactivities:\n"+
 				"  a: {command: "+logCommand(log, "0.2")+"}\n  b: {command: "+logCommand(log, "0.2")+"}\n  c: {command: "+logCommand(log, "0.2")+"}\n")
 
 			stop := make(chan struct{})
-			heldWh := sampleHeld(t, ps.st, "warehouse", stop)
-			heldGpu := sampleHeld(t, ps.st, "gpu", stop)
+			heldWh := sampleHeld(t, ps.clean, "warehouse", stop)
+			heldGpu := sampleHeld(t, ps.clean, "gpu", stop)
 			runLaunchers(t, ps, 4)
 			for _, id := range append(ids, twos) {
-				if wf := launchtest.WaitSettled(t, ps.st, id, 4*time.Minute); wf.State != state.WorkflowCompleted {
+				if wf := launchtest.WaitSettled(t, ps.clean, id, 4*time.Minute); wf.State != state.WorkflowCompleted {
 					t.Fatalf("workflow %s: %s %s", id, wf.State, wf.Reason)
 				}
 			}
@@ -263,11 +266,11 @@ func TestPoolFortyInThreeUnderFourLaunchers(t *testing.T) {
 			// pool's size less one) of those readied before it.
 			var order []*span
 			for _, id := range ids {
-				a := launchtest.Activity(t, ps.st, id, "job")
+				a := launchtest.Activity(t, ps.clean, id, "job")
 				order = append(order, wh[a.ActivityExecID])
 			}
 			for i, s := range order {
-				a := launchtest.Activity(t, ps.st, ids[i], "job")
+				a := launchtest.Activity(t, ps.clean, ids[i], "job")
 				t.Logf("%2d %s queued %s start %d", i, s.id, a.QueuedTime.Format("15:04:05.000"), s.start/1e6%100000)
 				overtaken := 0
 				for _, older := range order[:i] {
@@ -298,11 +301,11 @@ func TestPoolKilledWrapperFreesItsSlot(t *testing.T) {
 			t.Parallel()
 			ps := newStore(t)
 			ctx := launchtest.Context(t)
-			if _, err := state.SetPool(ctx, ps.st.(state.PoolStore), "one", 1, "", time.Now()); err != nil {
+			if _, err := state.SetPool(ctx, ps.clean.(state.PoolStore), "one", 1, "", time.Now()); err != nil {
 				t.Fatal(err)
 			}
 			pidFile := filepath.Join(t.TempDir(), "child.pid")
-			first, _ := launchtest.Start(t, ps.st, "name: first\ndefaults: {heartbeat_interval: 1s, heartbeat_timeout: 3s}\nactivities:\n  hold: {pool: one, command: [sh, -c, 'echo $$ > "+pidFile+"; exec sleep 300']}\n")
+			first, _ := launchtest.Start(t, ps.clean, "name: first\ndefaults: {heartbeat_interval: 1s, heartbeat_timeout: 3s}\nactivities:\n  hold: {pool: one, command: [sh, -c, 'echo $$ > "+pidFile+"; exec sleep 300']}\n")
 			runLaunchers(t, ps, 2)
 			runMonitor(t, ps.st)
 
@@ -313,30 +316,30 @@ func TestPoolKilledWrapperFreesItsSlot(t *testing.T) {
 					t.Fatalf("the first activity never ran: %+v", held)
 				}
 				time.Sleep(50 * time.Millisecond)
-				held = launchtest.Activity(t, ps.st, first, "hold")
+				held = launchtest.Activity(t, ps.clean, first, "hold")
 			}
 			child := testbin.PIDFile(t, pidFile)
 			t.Cleanup(func() { _ = syscall.Kill(child, syscall.SIGKILL) })
-			second, _ := launchtest.Start(t, ps.st, "name: second\nactivities:\n  next: {pool: one, command: ['true']}\n")
+			second, _ := launchtest.Start(t, ps.clean, "name: second\nactivities:\n  next: {pool: one, command: ['true']}\n")
 			time.Sleep(time.Second) // a few passes of both launchers
-			if a := launchtest.Activity(t, ps.st, second, "next"); a.State != state.Ready {
+			if a := launchtest.Activity(t, ps.clean, second, "next"); a.State != state.Ready {
 				t.Fatalf("the second activity is %s while the only slot is held", a.State)
 			}
 			if err := syscall.Kill(held.PID, syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
-			if wf := launchtest.WaitSettled(t, ps.st, second, 2*time.Minute); wf.State != state.WorkflowCompleted {
+			if wf := launchtest.WaitSettled(t, ps.clean, second, 2*time.Minute); wf.State != state.WorkflowCompleted {
 				t.Fatalf("second: %s %s", wf.State, wf.Reason)
 			}
-			hold := launchtest.Activity(t, ps.st, first, "hold")
-			next := launchtest.Activity(t, ps.st, second, "next")
+			hold := launchtest.Activity(t, ps.clean, first, "hold")
+			next := launchtest.Activity(t, ps.clean, second, "next")
 			if hold.State != state.TimedOut {
 				t.Errorf("the killed wrapper's activity is %s, want TIMED_OUT", hold.State)
 			}
 			if next.StartTime.Before(hold.EndTime) {
 				t.Errorf("the second started at %s, before the first timed out at %s", next.StartTime, hold.EndTime)
 			}
-			if s, _ := state.ReadPool(ctx, ps.st.(state.PoolStore), "one"); s == nil || s.Held != 0 {
+			if s, _ := state.ReadPool(ctx, ps.clean.(state.PoolStore), "one"); s == nil || s.Held != 0 {
 				t.Errorf("pool after both: %+v", s)
 			}
 		})
@@ -363,10 +366,10 @@ func TestPoolLauncherDiedBetweenClaimAndLaunch(t *testing.T) {
 			t.Parallel()
 			ps := newStore(t)
 			ctx := launchtest.Context(t)
-			if _, err := state.SetPool(ctx, ps.st.(state.PoolStore), "one", 1, "", time.Now()); err != nil {
+			if _, err := state.SetPool(ctx, ps.clean.(state.PoolStore), "one", 1, "", time.Now()); err != nil {
 				t.Fatal(err)
 			}
-			first, _ := launchtest.Start(t, ps.st, "name: first\nactivities:\n  hold: {pool: one, queued_timeout: 3s, command: ['true']}\n")
+			first, _ := launchtest.Start(t, ps.clean, "name: first\nactivities:\n  hold: {pool: one, queued_timeout: 3s, command: ['true']}\n")
 			stuck := &stuckBackend{release: make(chan struct{})}
 			sctx, stop := context.WithCancel(context.Background())
 			done := make(chan struct{})
@@ -377,28 +380,28 @@ func TestPoolLauncherDiedBetweenClaimAndLaunch(t *testing.T) {
 			}()
 			t.Cleanup(func() { stop(); close(stuck.release); <-done })
 			deadline := time.Now().Add(2 * time.Minute)
-			for launchtest.Activity(t, ps.st, first, "hold").State != state.Queued {
+			for launchtest.Activity(t, ps.clean, first, "hold").State != state.Queued {
 				if time.Now().After(deadline) {
 					t.Fatal("the stuck launcher never claimed the activity")
 				}
 				time.Sleep(50 * time.Millisecond)
 			}
 			stop() // it dies: no pass of it claims anything more
-			if s, _ := state.ReadPool(ctx, ps.st.(state.PoolStore), "one"); s == nil || s.Held != 1 {
+			if s, _ := state.ReadPool(ctx, ps.clean.(state.PoolStore), "one"); s == nil || s.Held != 1 {
 				t.Fatalf("the claimed activity holds no slot: %+v", s)
 			}
-			second, _ := launchtest.Start(t, ps.st, "name: second\nactivities:\n  next: {pool: one, command: ['true']}\n")
+			second, _ := launchtest.Start(t, ps.clean, "name: second\nactivities:\n  next: {pool: one, command: ['true']}\n")
 			runLaunchers(t, ps, 1)
 			runMonitor(t, ps.st)
-			if wf := launchtest.WaitSettled(t, ps.st, second, 2*time.Minute); wf.State != state.WorkflowCompleted {
+			if wf := launchtest.WaitSettled(t, ps.clean, second, 2*time.Minute); wf.State != state.WorkflowCompleted {
 				t.Fatalf("second: %s %s", wf.State, wf.Reason)
 			}
-			hold := launchtest.Activity(t, ps.st, first, "hold")
-			next := launchtest.Activity(t, ps.st, second, "next")
+			hold := launchtest.Activity(t, ps.clean, first, "hold")
+			next := launchtest.Activity(t, ps.clean, second, "next")
 			if hold.State != state.Failed || next.StartTime.Before(hold.EndTime) {
 				t.Errorf("first %s (ended %s), second started %s: want the first failed by its queued timeout before the second started", hold.State, hold.EndTime, next.StartTime)
 			}
-			if s, _ := state.ReadPool(ctx, ps.st.(state.PoolStore), "one"); s == nil || s.Held != 0 {
+			if s, _ := state.ReadPool(ctx, ps.clean.(state.PoolStore), "one"); s == nil || s.Held != 0 {
 				t.Errorf("pool after both: %+v", s)
 			}
 		})
