@@ -138,3 +138,101 @@ func tryCreateRetry(t *testing.T, st state.Store, k state.ActivityKey, at, notBe
 	}
 	return nil
 }
+
+// TestARetryOfAMinuteWaitsParked: a launch that fails is retried a minute
+// later by its policy; the retry is written parked, out of the READY
+// listing, and a monitor sweep before its not_before leaves it there. A
+// sweep whose clock is past it puts it back, and a launcher whose clock
+// is not still leaves it alone.
+func TestARetryOfAMinuteWaitsParked(t *testing.T) {
+	t.Parallel()
+	for name, newStore := range parkStores() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			st := newStore(t)
+			ctx := launchtest.Context(t)
+			id, _ := launchtest.Start(t, st, "name: w\nactivities:\n  a: {command: [\"true\"], retry: {max_attempts: 2, interval: 1m}}\n")
+			failing := &launchtest.Counting{Err: errors.New("no such image")}
+			l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchLocal: failing}})
+			if _, err := l.Once(ctx); err != nil {
+				t.Fatal(err)
+			}
+			first := launchtest.Activity(t, st, id, "a")
+			if first.RetriedBy == "" {
+				t.Fatalf("the first attempt is %s and was not retried", first.State)
+			}
+			k := state.ActivityKey{ActivityExecID: state.RetryIDFor(state.ActivityExecIDFor(id, "a")), WorkflowExecID: id}
+			retry, err := st.GetActivity(ctx, k)
+			if err != nil || retry.State != state.Ready || retry.NotBefore.Sub(retry.StateTime) < time.Minute {
+				t.Fatalf("retry: %+v %v; want READY a minute ahead", retry, err)
+			}
+			waitWaiting(t, st, k)
+			if listed(t, st, k) {
+				t.Fatalf("the retry waiting a minute is in the READY listing")
+			}
+			if _, err := monitor.New(st, monitor.Config{AdoptPages: -1}).Sweep(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if a, err := st.GetActivity(ctx, k); err != nil || a.State != state.Ready {
+				t.Fatalf("after a sweep before its not_before the retry is %+v (%v)", a, err)
+			}
+			time.Sleep(time.Second) // longer than the index lags
+			if listed(t, st, k) {
+				t.Fatalf("a sweep before the retry's not_before put it back")
+			}
+			// A put back that the proxy failed is made by the next sweep.
+			later := monitor.New(st, monitor.Config{AdoptPages: -1, Now: func() time.Time { return retry.NotBefore.Add(time.Second) }})
+			deadline := time.Now().Add(time.Minute)
+			for !listed(t, st, k) {
+				if time.Now().After(deadline) {
+					t.Fatalf("sweeps after the retry's not_before never put it back in the READY listing")
+				}
+				if _, err := later.Sweep(ctx); err != nil {
+					t.Logf("sweep: %v", err)
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			ok := &launchtest.Counting{}
+			l = launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchLocal: ok}})
+			if n, err := l.Once(ctx); err != nil || (n != 0 && time.Now().Before(retry.NotBefore)) {
+				t.Fatalf("a pass before the retry's not_before launched %d (%v)", n, err)
+			}
+		})
+	}
+}
+
+// waitWaiting waits until the waiting retries' listing has k.
+func waitWaiting(t *testing.T, st state.Store, k state.ActivityKey) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		refs, err := st.(state.RetryQueue).WaitingRetries(launchtest.Context(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range refs {
+			if r.ActivityKey == k {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never showed among the waiting retries", k.ActivityExecID)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// listed reports whether the READY listing has k now.
+func listed(t *testing.T, st state.Store, k state.ActivityKey) bool {
+	t.Helper()
+	refs, err := st.ActivitiesInState(launchtest.Context(t), state.ActivityQuery{State: state.Ready})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range refs {
+		if r.ActivityKey == k {
+			return true
+		}
+	}
+	return false
+}
