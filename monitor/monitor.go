@@ -117,7 +117,7 @@ type Monitor struct {
 
 	scope *workflow.Family // cfg.Workflow and its child workflows
 	maps  mapsSeen         // the for_each maps' accounts at the last sweep
-	due   *retryDue        // the parked retries' not_before (retrywait.go)
+	due   retryDue         // the parked retries' not_before (retrywait.go)
 }
 
 // New returns a Monitor.
@@ -138,7 +138,7 @@ func New(st Store, cfg Config) *Monitor {
 	if cfg.AdoptPages == 0 {
 		cfg.AdoptPages = DefaultAdoptPages
 	}
-	return &Monitor{st: st, cfg: cfg, log: cfg.Logger, scope: workflow.NewFamily(cfg.Workflow), due: &retryDue{}}
+	return &Monitor{st: st, cfg: cfg, log: cfg.Logger, scope: workflow.NewFamily(cfg.Workflow)}
 }
 
 // Run sweeps every interval (or SweepCost times a sweep's duration, if
