@@ -154,12 +154,24 @@ func TestARetryOfAMinuteWaitsParked(t *testing.T) {
 			id, _ := launchtest.Start(t, st, "name: w\nactivities:\n  a: {command: [\"true\"], retry: {max_attempts: 2, interval: 1m}}\n")
 			failing := &launchtest.Counting{Err: errors.New("no such image")}
 			l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchLocal: failing}})
-			if _, err := l.Once(ctx); err != nil {
-				t.Fatal(err)
-			}
+			// The index lags, and the proxy fails some calls: pass until
+			// the launch has failed and been retried, bounded.
+			waitListed(t, st, state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, "a"), WorkflowExecID: id})
 			first := launchtest.Activity(t, st, id, "a")
-			if first.RetriedBy == "" {
-				t.Fatalf("the first attempt is %s and was not retried", first.State)
+			for try := 0; first.RetriedBy == ""; try++ {
+				if try == 10 {
+					t.Fatalf("after %d passes the first attempt is %s and was not retried", try, first.State)
+				}
+				if first.State.Terminal() {
+					// Its failure was recorded but its retry's write
+					// failed: the monitor's sweep makes it.
+					if _, err := monitor.New(st, monitor.Config{AdoptPages: -1}).Sweep(ctx); err != nil {
+						t.Logf("sweep: %v", err)
+					}
+				} else if _, err := l.Once(ctx); err != nil {
+					t.Logf("pass: %v", err)
+				}
+				first = launchtest.Activity(t, st, id, "a")
 			}
 			k := state.ActivityKey{ActivityExecID: state.RetryIDFor(state.ActivityExecIDFor(id, "a")), WorkflowExecID: id}
 			retry, err := st.GetActivity(ctx, k)
