@@ -117,6 +117,7 @@ type Monitor struct {
 
 	scope *workflow.Family // cfg.Workflow and its child workflows
 	maps  mapsSeen         // the for_each maps' accounts at the last sweep
+	due   retryDue         // the parked retries' not_before (retrywait.go)
 }
 
 // New returns a Monitor.
@@ -191,7 +192,7 @@ func (m *Monitor) Sweep(ctx context.Context) (Report, error) {
 	for _, st := range []state.ActivityState{state.Running, state.Queued, state.Preparing, state.Ready, state.Requested} {
 		steps = append(steps, func(ctx context.Context) error { return s.activities(ctx, st) })
 	}
-	steps = append(steps, s.parked, s.repair, s.staleStarts)
+	steps = append(steps, s.parked, s.waitingRetries, s.repair, s.staleStarts)
 	for i, step := range steps {
 		err := step(ctx)
 		if err == nil {

@@ -8,6 +8,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/whimbrel/whimbrel/state"
 )
 
 // AdoptPageItems is how many items one page of the adoption scan reads
@@ -60,7 +62,7 @@ func (st *Store) Adopt(ctx context.Context, pages int) (int, error) {
 		{workflowStamps, unstamped.Or(expression.AttributeNotExists(expression.Name(AttrNameShard))),
 			[]string{"workflow_exec_id", "workflow_name", "state", AttrStateShard, AttrNameShard, "start_time_epoch"}},
 		{activityStamps, unstamped.And(expression.Name("state").In(live[0], live[1:]...)),
-			[]string{"activity_exec_id", "workflow_exec_id", "workflow_name", "state", AttrStateShard, "state_time_epoch"}},
+			[]string{"activity_exec_id", "workflow_exec_id", "workflow_name", "state", AttrStateShard, "state_time_epoch", state.AttrRetryWait}},
 	}
 	stamped := 0
 	for _, tb := range tables {

@@ -94,6 +94,11 @@ var activityStamps = stamping{
 		if !state.ActivityState(s).Valid() {
 			return nil, false
 		}
+		// A READY retry parked while it waits out its delay is under a
+		// waiting shard (retrywait.go).
+		if _, ok := it[state.AttrRetryWait].(attr.N); ok && state.ActivityState(s) == state.Ready {
+			return map[string]string{AttrStateShard: WaitShard(string(id))}, true
+		}
 		// A READY waiter parked in its pool's queue is under its pool's
 		// key (poolwait.go).
 		if p, ok := it[state.AttrPoolWait].(attr.S); ok && p != "" && state.ActivityState(s) == state.Ready {

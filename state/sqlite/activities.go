@@ -88,12 +88,13 @@ func (st *Store) ActivitiesInState(ctx context.Context, q state.ActivityQuery) (
 		limit = -1
 	}
 	// The READY listing leaves out the waiters parked in their pools'
-	// queues (poolwait.go), as the DynamoDB store's READY shards do. An
-	// item that moved on from READY while parked keeps pool_wait, which
-	// means nothing in its other states.
+	// queues (poolwait.go) and the retries parked while they wait out
+	// their delay (retrywait.go), as the DynamoDB store's READY shards
+	// do. An item that moved on from READY while parked keeps pool_wait
+	// or retry_wait, which mean nothing in its other states.
 	parked := ""
 	if q.State == state.Ready {
-		parked = ` AND ` + poolWaitExpr + ` IS NULL`
+		parked = ` AND ` + retryWaitExpr + ` IS NULL AND ` + poolWaitExpr + ` IS NULL`
 	}
 	return st.refsInState(ctx, q.State, parked, before, limit)
 }

@@ -198,7 +198,7 @@ func (st *Store) Install(ctx context.Context, dryRun bool) ([]state.InstallActio
 				st.prefix, t.base, strings.Join(ix, "_"), st.name(t.base), strings.Join(q, ", ")))
 		}
 		if t.base == state.TableActivityExec {
-			stmts = append(stmts, parkIndex(st.prefix, st.name(t.base)))
+			stmts = append(stmts, parkIndex(st.prefix, st.name(t.base)), waitIndex(st.prefix, st.name(t.base)))
 		}
 		for _, s := range stmts {
 			if _, err := st.db.ExecContext(ctx, s); err != nil {

@@ -55,7 +55,8 @@ func Run(t *testing.T, h Harness) {
 		{"CreateActivity", testCreateActivity},
 		{"Data", testData},
 		{"AnyLive", testAnyLive},
-		{"WorkflowState", testWorkflowState}, // reads.go
+		{"WorkflowState", testWorkflowState},   // reads.go
+		{"WaitingRetries", testWaitingRetries}, // retrywait.go
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -145,6 +145,14 @@ func run(w *strings.Builder, bin, before string, runs, trivial, history int, out
 		writePools(w, pc)
 		return nil
 	}
+	if *onlyRetryWait {
+		rw, err := measureRetryWait(ctx, endpoint, 10000)
+		if err != nil {
+			return fmt.Errorf("waiting retries: %w", err)
+		}
+		writeRetryWait(w, rw)
+		return nil
+	}
 	if onlyNotify {
 		nc, err := measureNotify(ctx, endpoint, 10000)
 		if err != nil {
@@ -236,6 +244,11 @@ func run(w *strings.Builder, bin, before string, runs, trivial, history int, out
 		return fmt.Errorf("pools: %w", err)
 	}
 	writePools(&b, pc)
+	rw, err := measureRetryWait(ctx, endpoint, 10000)
+	if err != nil {
+		return fmt.Errorf("waiting retries: %w", err)
+	}
+	writeRetryWait(&b, rw)
 	mh, err := measureMapHot(ctx, endpoint, *mapHotSize, *mapHotW)
 	if err != nil {
 		return fmt.Errorf("map hot key: %w", err)

@@ -61,6 +61,11 @@ func EncodeActivity(a *state.ActivityExec) Item {
 	if !a.NotBefore.IsZero() {
 		m["not_before"] = Epoch(a.NotBefore)
 	}
+	if state.ParksRetry(a) {
+		// Written parked: out of the READY listing until the monitor
+		// puts it back (state/retrywait.go).
+		m[state.AttrRetryWait] = Epoch(a.NotBefore)
+	}
 	putStr(m, "output", a.Output)
 	putStr(m, "progress", a.Progress)
 	if a.Skipped {
