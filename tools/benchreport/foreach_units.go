@@ -176,7 +176,7 @@ func (w walkReport) reads() float64 {
 
 type elementReport struct {
 	n                 int
-	alone             bool // measured by -foreach-units, not with -foreach's sections
+	alone             bool       // measured by -foreach-units, not with -foreach's sections
 	mapSeq, staticSeq walkReport // one element at a time
 	mapPar, staticPar walkReport // walkWorkers at once
 }
