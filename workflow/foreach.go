@@ -238,8 +238,7 @@ func advanceItem(ctx context.Context, st Advancer, g graph, a *state.ActivityExe
 	}
 	// The shards are read before the map's item, which is then read only
 	// when a step is due.
-	sum, err := readShards(ctx, st, g, a.ActivityName, want.items, want.items)
-	if err != nil || !want.holds(sum) {
+	if due, err := want.due(ctx, st, g, a.ActivityName, state.ShardOf(*a.ItemIndex)); err != nil || !due {
 		return res, err
 	}
 	m, err := st.GetActivity(ctx, g.mapKey(a.ActivityName))
@@ -271,13 +270,12 @@ func StepMap(ctx context.Context, st Advancer, m *state.ActivityExec, repair boo
 		}
 		return openMap(ctx, st, g, m, log)
 	case m.State == state.Running && m.Map != "":
-		if !repair {
-			return stepMap(ctx, st, g, m, log)
+		if repair {
+			if err := repairPages(ctx, st, g, m); err != nil {
+				return Result{}, err
+			}
 		}
-		if err := repairPages(ctx, st, g, m); err != nil {
-			return Result{}, err
-		}
-		return stepMap(ctx, st, g, m, log)
+		return stepMapCounting(ctx, st, g, m, PageSize, log)
 	}
 	return Result{}, nil
 }
@@ -290,6 +288,15 @@ func StepMap(ctx context.Context, st Advancer, m *state.ActivityExec, repair boo
 // account is one compare-and-set; a participant that loses reads the
 // account and the shards again and goes on from there.
 func stepMap(ctx context.Context, st Advancer, g graph, m *state.ActivityExec, log hclog.Logger) (Result, error) {
+	return stepMapCounting(ctx, st, g, m, 1, log)
+}
+
+// stepMapCounting is stepMap counting up to front elements at the front
+// of the list that are final and not counted. An element's wrapper looks
+// at one: the elements at the front have mostly just ended, and their own
+// wrappers count them. The monitor counts up to a page: those whose
+// wrappers died.
+func stepMapCounting(ctx context.Context, st Advancer, g graph, m *state.ActivityExec, front int, log hclog.Logger) (Result, error) {
 	var res Result
 	act := g.forEach(m.ActivityName)
 	if act == nil {
@@ -310,7 +317,7 @@ func stepMap(ctx context.Context, st Advancer, g graph, m *state.ActivityExec, l
 			}
 		}
 		cancel := false
-		for n := 0; sum.Done < acc.Created && n < PageSize; n++ {
+		for n := 0; sum.Done < acc.Created && n < front; n++ {
 			// The first element not counted: final when its wrapper died
 			// before counting it, or missing when its page's writer died.
 			a, final, err := element(ctx, st, g, m, act, sum.Done, acc.Created, acc.Stopped)
@@ -333,12 +340,18 @@ func stepMap(ctx context.Context, st Advancer, g graph, m *state.ActivityExec, l
 			next.Stopped, cancel = true, true
 		}
 		lo := next.Created
-		if !next.Stopped {
-			next.Created = max(lo, min(next.Items, next.Done+next.Window, next.Created+PageSize))
+		if room := min(next.Items, next.Done+next.Window) - lo; !next.Stopped && room > 0 && (room >= min(PageSize, stride(next.Window)) || lo+room == next.Items) {
+			// A page is announced only when the window has room for a
+			// whole one (or for the list's rest), so that the map's item
+			// is written once per page, not once per element that ends.
+			next.Created = lo + min(room, PageSize)
 		}
 		ended := sum.Counted >= next.Items || (next.Stopped && sum.Counted >= next.Created)
-		if !ended && !cancel && next.Created == lo && next.Done == acc.Done && next.Stopped == acc.Stopped {
-			return res, nil // nothing moved
+		if !ended && !cancel && next.Created == lo && next.Stopped == acc.Stopped {
+			// Nothing to announce: the account is not written for its
+			// counts alone, which the shards hold, so that the map's item
+			// is written once per page, not once per step.
+			return res, nil
 		}
 		c := state.ActivityChange{From: []state.ActivityState{state.Running}, Owner: state.MapOwner,
 			Swap: &state.Swap{Attr: "map", Old: m.Map, New: next.Encode()}}

@@ -122,13 +122,50 @@ type stepWanted struct {
 
 func (w stepWanted) any() bool { return w.failed || w.crossing >= 0 || w.landed >= 0 }
 
-// holds reports whether the map needs a step. The last count that moves
+// due reports whether the map needs a step. The last count that moves
 // the list's front past a checkpoint, onto a missing element (a page lost,
 // or the window's end) or onto the list's end, or that takes the failures
-// past the tolerated count, sees it in the sum it reads after its own
-// write, so no such moment is missed however the counts interleave.
-func (w stepWanted) holds(s *shardSum) bool {
-	return (w.failed && s.Failed > w.tolerated) || (w.crossing >= 0 && s.Done >= w.crossing) || (w.landed >= 0 && s.Done > w.landed)
+// past the tolerated count, sees it in the shards it reads after its own
+// write, so no such moment is missed however the counts interleave. The
+// shards are read from the one after the count's own, and the reading
+// stops at the first whose front is short of the mark: most counts are
+// not the last to pass it, and learn so from a read or two.
+func (w stepWanted) due(ctx context.Context, st Advancer, g graph, name string, k int) (bool, error) {
+	if w.failed {
+		sum, err := readShards(ctx, st, g, name, w.items, w.items)
+		if err != nil || sum.Failed > w.tolerated {
+			return err == nil, err
+		}
+	}
+	mark := w.crossing // the front reached it
+	if w.landed >= 0 {
+		mark = w.landed + 1 // the front moved past where this shard held it
+	}
+	if mark < 0 {
+		return false, nil
+	}
+	n := min(state.MapShards, w.items)
+	for d := 1; d < n; d++ {
+		j := (k + d) % n
+		a, err := st.GetActivity(ctx, elementKey(g, name, j))
+		if errors.Is(err, state.ErrNotFound) {
+			if j < mark {
+				return false, nil // its front is at j, which is missing
+			}
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("read shard %d of map %s: %w", j, name, err)
+		}
+		sh, err := state.ParseMapShard(a.MapShard)
+		if err != nil {
+			return false, fmt.Errorf("read shard %d of map %s: %w", j, name, err)
+		}
+		if sh.Front(j, w.items) < mark {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // countElement counts element i of the named map, final in state s, in
