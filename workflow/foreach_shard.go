@@ -117,7 +117,7 @@ type stepWanted struct {
 	tolerated int
 	failed    bool // a failure that may pass the tolerated count
 	crossing  int  // the lowest checkpoint the shard's front passed (-1: none)
-	landed    int  // the shard's front before, when it now stands on a missing element or the end (-1: no)
+	landed    int  // the shard's front before, when it now stands on a missing element (-1: no)
 }
 
 func (w stepWanted) any() bool { return w.failed || w.crossing >= 0 || w.landed >= 0 }
@@ -233,7 +233,11 @@ func wanted(ctx context.Context, st Advancer, g graph, name string, sh *state.Ma
 		w.crossing = next
 	}
 	if after >= sh.Items {
-		w.landed = before
+		// The shard is all counted: the map can end once every shard is,
+		// which the last of them to be sees.
+		if w.crossing < 0 {
+			w.crossing = sh.Items
+		}
 		return w, nil
 	}
 	_, err := st.GetActivity(ctx, elementKey(g, name, after))
