@@ -203,7 +203,8 @@ feed:
 		return ic.keyOf(prefix+dynamodb.TableActivityExec, map[string]types.AttributeValue{
 			"activity_exec_id": &types.AttributeValueMemberS{Value: activityExecID}, "workflow_exec_id": &types.AttributeValueMemberS{Value: id}})
 	}
-	names := map[string]string{keyOf(mk.ActivityExecID): "the map's own item"}
+	names := map[string]string{keyOf(mk.ActivityExecID): "the map's own item",
+		ic.keyOf(prefix+dynamodb.TableWorkflowExec, map[string]types.AttributeValue{"workflow_exec_id": &types.AttributeValueMemberS{Value: id}, "workflow_name": &types.AttributeValueMemberS{Value: "maphot"}}): "the workflow's item (not the map's: read by each element's advance here, as by each wrapper at its claim)"}
 	for k := range state.MapShards {
 		names[keyOf(state.ItemExecIDFor(id, "each", k))] = fmt.Sprintf("shard %d (element %d's item)", k, k)
 	}
@@ -296,5 +297,5 @@ func writeMapHot(b *strings.Builder, r mapHot) {
 		fmt.Fprintf(b, "| %s | %.3f | %.3f | %.3f | %s | %s |\n", k.what, per(k.landed), per(k.refused), per(k.reads),
 			mark(per(k.landed+k.refused)*rate, 1000), mark(per(k.reads)*rate, 3000))
 	}
-	fmt.Fprintf(b, "\nThe rows are the map's own item, the two keys that took the most writes, and the key that took the most reads (docs/for-each.md, \"How it runs without a coordinator\"). Each element's wrapper counts its end in one of %d shards (element i in shard i mod %d, kept on element k's own item), a compare-and-set of that shard alone; the map's own item is read and written only by a step, which a count calls for when the elements final from the list's start pass a checkpoint (every quarter window, at most 250 elements), reach a missing element or the list's end, or when the failures may pass the tolerated count. A key is marked **(hot)** above DynamoDB's 1,000 writes or 3,000 reads a second.\n\n", state.MapShards, state.MapShards)
+	fmt.Fprintf(b, "\nThe rows are the map's own item, the two keys that took the most writes, and the key that took the most reads (docs/for-each.md, \"How it runs without a coordinator\"). Each element's wrapper counts its end in one of %d shards (element i in shard i mod %d, kept on element k's own item), a compare-and-set of that shard alone; the map's own item is read and written only by a step, which a count calls for when the elements final from the list's start pass a checkpoint (every quarter window, at most 250 elements), reach a missing element or the list's end, or when the failures may pass the tolerated count. A key is marked **(hot)** above DynamoDB's 1,000 writes or 3,000 reads a second. The workflow's item, when it shows, is read once per element for the definition (here by each advance; in a fleet by each element's wrapper at its claim, and by the launcher that launches it): a hot key of reads that sharding the map's count does not touch.\n\n", state.MapShards, state.MapShards)
 }
