@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"context"
+	"strconv"
 	"sync"
 
 	"github.com/whimbrel/whimbrel/definition"
@@ -9,9 +10,10 @@ import (
 	"github.com/whimbrel/whimbrel/workflow"
 )
 
-// mapsSeen remembers each running for_each map's account as a sweep saw
-// it: a map whose account has not moved since the last sweep may have
-// been left half-stepped by a participant that died.
+// mapsSeen remembers each running for_each map's progress (its account
+// and how many elements its shards count) as a sweep saw it: a map that
+// has not moved since the last sweep may have been left half-stepped by a
+// participant that died.
 type mapsSeen struct {
 	mu   sync.Mutex
 	seen map[string]string // activity_exec_id → map account
@@ -80,17 +82,23 @@ func (s *sweep) repairMaps(ctx context.Context, def *definition.Workflow, acts [
 		case a.State == state.Requested && len(a.PendingDependencies) == 0:
 		case a.State == state.Queued && a.Owner == state.MapOwner:
 		case a.State == state.Running && a.Map != "":
-			// A step is cheap (the map's item and the elements at the
-			// front of its list), so every sweep takes one: a monitor
-			// killed between two sweeps still moves a map on. The pages
-			// are read through only when the account did not move.
-			stalled, pagesDone := s.maps.stalled(a.ActivityExecID, a.Map)
+			// A step is cheap (the map's item, its shards and the element
+			// at the front of its list), so every sweep takes one: a
+			// monitor killed between two sweeps still moves a map on. The
+			// pages are read through only when neither the account nor
+			// the shards' count moved.
+			counted, err := workflow.CountedElements(ctx, s.st, a)
+			if err != nil {
+				return err
+			}
+			progress := a.Map + "\x00" + strconv.Itoa(counted)
+			stalled, pagesDone := s.maps.stalled(a.ActivityExecID, progress)
 			res, err := workflow.StepMap(ctx, s.st, a, stalled && !pagesDone, s.log.Named("advance"))
 			if err != nil {
 				return err
 			}
 			if stalled {
-				s.maps.repairedPages(a.ActivityExecID, a.Map)
+				s.maps.repairedPages(a.ActivityExecID, progress)
 			}
 			if len(res.Readied) > 0 || res.Settled != "" {
 				s.report.Repaired++

@@ -216,6 +216,10 @@ type ActivityExec struct {
 	Map       string // map
 	ItemIndex *int   // item_index (absent: not an element of a map)
 	Item      string // item
+	// MapShard is, on the first attempt of element k of a map (k below
+	// MapShards), the count of shard k: which elements of the shard are
+	// final, and how they ended (see MapShard).
+	MapShard string // map_shard
 }
 
 // Dependency records that one activity waits on another. Write-once.

@@ -229,12 +229,21 @@ func advanceItem(ctx context.Context, st Advancer, g graph, a *state.ActivityExe
 			return res, err
 		}
 	}
+	if a.ItemIndex == nil || !a.State.Terminal() {
+		return res, nil
+	}
+	want, err := countElement(ctx, st, g, a.ActivityName, *a.ItemIndex, a.State)
+	if err != nil || !want.any() {
+		return res, err
+	}
+	// The shards are read before the map's item, which is then read only
+	// when a step is due.
+	if due, err := want.due(ctx, st, g, a.ActivityName, state.ShardOf(*a.ItemIndex)); err != nil || !due {
+		return res, err
+	}
 	m, err := st.GetActivity(ctx, g.mapKey(a.ActivityName))
 	if err != nil {
 		return res, fmt.Errorf("advance after %s: read its map: %w", a.ActivityExecID, err)
-	}
-	if m.State != state.Running || m.Map == "" {
-		return res, nil // ended (cancelled, say): nothing to count
 	}
 	return stepMap(ctx, st, g, m, log)
 }
@@ -261,29 +270,39 @@ func StepMap(ctx context.Context, st Advancer, m *state.ActivityExec, repair boo
 		}
 		return openMap(ctx, st, g, m, log)
 	case m.State == state.Running && m.Map != "":
-		if !repair {
-			return stepMap(ctx, st, g, m, log)
+		if repair {
+			if err := repairPages(ctx, st, g, m); err != nil {
+				return Result{}, err
+			}
 		}
-		if err := repairPages(ctx, st, g, m); err != nil {
-			return Result{}, err
-		}
-		return stepMap(ctx, st, g, m, log)
+		return stepMapCounting(ctx, st, g, m, PageSize, log)
 	}
 	return Result{}, nil
 }
 
-// stepMap moves the map's account on: it counts the elements that became
-// final in index order, cancels those not started once more failed than
-// tolerated, creates the next page when the window has room, and ends
-// the map once every element it will have is final. Each change is one
-// compare-and-set of the account; a participant that loses reads the
-// account again and goes on from there.
+// stepMap moves the map's account on: it sums the counts of its shards,
+// counts the first element not counted when it is final (its wrapper died
+// before counting it), cancels those not started once more failed than
+// tolerated, creates the next page when the window has room, and ends the
+// map once every element it will have is counted. Each change of the
+// account is one compare-and-set; a participant that loses reads the
+// account and the shards again and goes on from there.
 func stepMap(ctx context.Context, st Advancer, g graph, m *state.ActivityExec, log hclog.Logger) (Result, error) {
+	return stepMapCounting(ctx, st, g, m, 1, log)
+}
+
+// stepMapCounting is stepMap counting up to front elements at the front
+// of the list that are final and not counted. An element's wrapper looks
+// at one: the elements at the front have mostly just ended, and their own
+// wrappers count them. The monitor counts up to a page: those whose
+// wrappers died.
+func stepMapCounting(ctx context.Context, st Advancer, g graph, m *state.ActivityExec, front int, log hclog.Logger) (Result, error) {
 	var res Result
 	act := g.forEach(m.ActivityName)
 	if act == nil {
 		return res, nil
 	}
+	var sum *shardSum
 	for try := 0; try < maxStepTries; try++ {
 		if m.State != state.Running || m.Map == "" {
 			return res, nil
@@ -292,43 +311,47 @@ func stepMap(ctx context.Context, st Advancer, g graph, m *state.ActivityExec, l
 		if err != nil {
 			return res, fmt.Errorf("step map %s: %w", m.ActivityExecID, err)
 		}
-		next := *acc
-		next.FirstFailed = append([]int(nil), acc.FirstFailed...)
+		if sum == nil {
+			if sum, err = readShards(ctx, st, g, m.ActivityName, acc.Items, acc.Created); err != nil {
+				return res, err
+			}
+		}
 		cancel := false
-		for next.Done < next.Created {
-			a, final, err := element(ctx, st, g, m, act, next.Done, next.Created, next.Stopped)
+		for n := 0; sum.Done < acc.Created && n < front; n++ {
+			// The first element not counted: final when its wrapper died
+			// before counting it, or missing when its page's writer died.
+			a, final, err := element(ctx, st, g, m, act, sum.Done, acc.Created, acc.Stopped)
 			if err != nil {
 				return res, err
 			}
 			if !final {
-				if next.Stopped && a != nil && a.State.NotStarted() {
-					cancel = true
-				}
+				cancel = acc.Stopped && a != nil && a.State.NotStarted()
 				break
 			}
-			switch {
-			case a.State == state.Completed:
-				next.Completed++
-			case a.State.EndedBadly():
-				next.Failed++
-				if len(next.FirstFailed) < 5 {
-					next.FirstFailed = append(next.FirstFailed, next.Done)
-				}
-			default:
-				next.Cancelled++
+			if _, err := countElement(ctx, st, g, m.ActivityName, sum.Done, a.State); err != nil {
+				return res, err
 			}
-			next.Done++
+			sum.add(sum.Done, a.State)
 		}
+		next := *acc
+		next.Done, next.Completed, next.Failed, next.Cancelled = sum.Done, sum.Completed, sum.Failed, sum.Cancelled
+		next.FirstFailed = sum.FirstFailed
 		if next.Failed > next.Tolerated && !next.Stopped {
 			next.Stopped, cancel = true, true
 		}
 		lo := next.Created
-		if !next.Stopped {
-			next.Created = min(next.Items, next.Done+next.Window, next.Created+PageSize)
+		if room := min(next.Items, next.Done+next.Window) - lo; !next.Stopped && room > 0 && (room >= min(PageSize, stride(next.Window)) || lo+room == next.Items) {
+			// A page is announced only when the window has room for a
+			// whole one (or for the list's rest), so that the map's item
+			// is written once per page, not once per element that ends.
+			next.Created = lo + min(room, PageSize)
 		}
-		ended := next.Done == next.Items || (next.Stopped && next.Done == next.Created)
-		if !ended && !cancel && next.Created == lo && next.Done == acc.Done {
-			return res, nil // nothing moved
+		ended := sum.Counted >= next.Items || (next.Stopped && sum.Counted >= next.Created)
+		if !ended && !cancel && next.Created == lo && next.Stopped == acc.Stopped {
+			// Nothing to announce: the account is not written for its
+			// counts alone, which the shards hold, so that the map's item
+			// is written once per page, not once per step.
+			return res, nil
 		}
 		c := state.ActivityChange{From: []state.ActivityState{state.Running}, Owner: state.MapOwner,
 			Swap: &state.Swap{Attr: "map", Old: m.Map, New: next.Encode()}}
@@ -343,6 +366,7 @@ func stepMap(ctx context.Context, st Advancer, g graph, m *state.ActivityExec, l
 			if m, err = st.GetActivity(ctx, m.ActivityKey); err != nil {
 				return res, fmt.Errorf("step map %s: %w", m.ActivityExecID, err)
 			}
+			sum = nil // another step moved it: the shards have moved too
 			continue
 		}
 		if err != nil {
@@ -362,9 +386,10 @@ func stepMap(ctx context.Context, st Advancer, g graph, m *state.ActivityExec, l
 			return more, err
 		}
 		if cancel {
-			if err := cancelElements(ctx, st, g, m, act, next); err != nil {
+			if err := cancelElements(ctx, st, g, m, act, next, sum); err != nil {
 				return res, err
 			}
+			sum = nil // the cancelled are counted
 		}
 	}
 	return res, fmt.Errorf("step map %s: its account kept changing under %d tries; the monitor goes on", m.ActivityExecID, maxStepTries)
@@ -449,6 +474,10 @@ func createElements(ctx context.Context, st Advancer, g graph, m *state.Activity
 		}
 		if from != "" {
 			if carried, err := carryElement(ctx, st, g, m, from, i, string(list[i]), len(list)); err != nil || carried {
+				if err == nil {
+					// No wrapper ends a carried element: its writer counts it.
+					_, err = countElement(ctx, st, g, m.ActivityName, i, state.Completed)
+				}
 				if err != nil {
 					return fmt.Errorf("step map %s: carry element %d: %w", m.ActivityExecID, i, err)
 				}
@@ -473,43 +502,64 @@ func createElements(ctx context.Context, st Advancer, g graph, m *state.Activity
 }
 
 // cancelElements cancels the elements of a stopped map that have not
-// started, a page at most.
-func cancelElements(ctx context.Context, st Advancer, g graph, m *state.ActivityExec, act *definition.Activity, acc state.MapProgress) error {
+// started, a page at most, and counts those that are final and not
+// counted (a stopped map retries nothing).
+func cancelElements(ctx context.Context, st Advancer, g graph, m *state.ActivityExec, act *definition.Activity, acc state.MapProgress, sum *shardSum) error {
 	for i := acc.Done; i < acc.Created && i < acc.Done+PageSize; i++ {
-		a, err := finalAttempt(ctx, st, state.ActivityKey{ActivityExecID: state.ItemExecIDFor(g.id, m.ActivityName, i), WorkflowExecID: g.id})
+		if sum.counted(i) {
+			continue
+		}
+		a, err := finalAttempt(ctx, st, elementKey(g, m.ActivityName, i))
 		if errors.Is(err, state.ErrNotFound) {
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("step map %s: %w", m.ActivityExecID, err)
 		}
-		if !a.State.NotStarted() {
-			continue
+		if a.State.NotStarted() {
+			a, err = st.UpdateActivity(ctx, a.ActivityKey, state.ActivityChange{
+				From: []state.ActivityState{state.Requested, state.Ready, state.Queued}, To: state.Cancelled,
+				Reason: fmt.Sprintf("the for_each map %s stopped: %d elements failed, more than the %d tolerated", m.ActivityName, acc.Failed, acc.Tolerated),
+			})
+			if errors.Is(err, state.ErrConflict) {
+				continue // it started: its wrapper counts it as it ends
+			}
+			if err != nil {
+				return fmt.Errorf("step map %s: cancel element %d: %w", m.ActivityExecID, i, err)
+			}
 		}
-		_, err = st.UpdateActivity(ctx, a.ActivityKey, state.ActivityChange{
-			From: []state.ActivityState{state.Requested, state.Ready, state.Queued}, To: state.Cancelled,
-			Reason: fmt.Sprintf("the for_each map %s stopped: %d elements failed, more than the %d tolerated", m.ActivityName, acc.Failed, acc.Tolerated),
-		})
-		if err != nil && !errors.Is(err, state.ErrConflict) {
-			return fmt.Errorf("step map %s: cancel element %d: %w", m.ActivityExecID, i, err)
+		if a.State.Terminal() {
+			if _, err := countElement(ctx, st, g, m.ActivityName, i, a.State); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
 
-// repairPages writes the elements below Created that are missing: those
-// of a page whose writer died. It reads every element between Done and
-// Created, so the monitor calls it only for a map that did not move.
+// repairPages finishes what participants that died left below the
+// account's created: it writes the elements of a page whose writer died,
+// makes the retries whose wrapper died before deciding them, and counts
+// the final elements whose wrapper died before counting them. It reads
+// every element between done and created not counted, so the monitor
+// calls it only for a map that did not move.
 func repairPages(ctx context.Context, st Advancer, g graph, m *state.ActivityExec) error {
 	act := g.forEach(m.ActivityName)
 	acc, err := state.ParseMap(m.Map)
 	if act == nil || err != nil {
 		return err
 	}
-	for i := acc.Done; i < acc.Created; i++ {
-		_, err := st.GetActivity(ctx, state.ActivityKey{ActivityExecID: state.ItemExecIDFor(g.id, m.ActivityName, i), WorkflowExecID: g.id})
-		if errors.Is(err, state.ErrNotFound) {
-			err = createElements(ctx, st, g, m, act, i, i+1, false)
+	sum, err := readShards(ctx, st, g, m.ActivityName, acc.Items, acc.Created)
+	if err != nil {
+		return fmt.Errorf("repair map %s: %w", m.ActivityExecID, err)
+	}
+	for i := sum.Done; i < acc.Created; i++ {
+		if sum.counted(i) {
+			continue
+		}
+		a, final, err := element(ctx, st, g, m, act, i, acc.Created, acc.Stopped)
+		if err == nil && final {
+			_, err = countElement(ctx, st, g, m.ActivityName, i, a.State)
 		}
 		if err != nil {
 			return fmt.Errorf("repair map %s: %w", m.ActivityExecID, err)

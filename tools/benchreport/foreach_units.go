@@ -29,7 +29,7 @@ const (
 	phLaunch  = "launch (read item and workflow, claim to QUEUED, record launched_as)"
 	phClaim   = "claim (read workflow, QUEUED → RUNNING)"
 	phFinish  = "finish (RUNNING → COMPLETED)"
-	phAdvance = "advance (a map: count the element, move the account; static: resolve the edge, settle)"
+	phAdvance = "advance (a map: count the element in its shard, step the account when due; static: resolve the edge, settle)"
 	phPages   = "advance: write the next pages of elements (READY; none for a map of at most 1,000)"
 )
 
@@ -176,6 +176,7 @@ func (w walkReport) reads() float64 {
 
 type elementReport struct {
 	n                 int
+	alone             bool       // measured by -foreach-units, not with -foreach's sections
 	mapSeq, staticSeq walkReport // one element at a time
 	mapPar, staticPar walkReport // walkWorkers at once
 }
@@ -349,7 +350,11 @@ func lifeOf(ctx context.Context, st *dynamodb.Store, t *unitTally, k state.Activ
 
 func writeElementUnits(b *strings.Builder, r elementReport) {
 	fmt.Fprintf(b, "## Write units of a for_each element\n\n")
-	fmt.Fprintf(b, "From `ReturnConsumedCapacity` on DynamoDB Local (what DynamoDB charges), read from every answer by a counter in front of the client, in the same run as the section above. Two workflows on fresh tables: a root and a for_each map of %d elements (`for_each: {count: %d}`), and a root and %d static dependents; each item taken through launch, claim, finish and advance with the store's own calls, as whimbrel-launcher and whimbrel-run make them (the wrapper advances from the workflow item it read at its claim). First one item at a time, per step (a static dependent's start is its share of the workflow's start):\n\n", r.n, r.n, r.n)
+	when := "in the same run as the section above"
+	if r.alone {
+		when = "measured alone (`scripts/dynamodb-local run -- go run ./tools/benchreport -foreach-units`)"
+	}
+	fmt.Fprintf(b, "From `ReturnConsumedCapacity` on DynamoDB Local (what DynamoDB charges), read from every answer by a counter in front of the client, %s. Two workflows on fresh tables: a root and a for_each map of %d elements (`for_each: {count: %d}`), and a root and %d static dependents; each item taken through launch, claim, finish and advance with the store's own calls, as whimbrel-launcher and whimbrel-run make them (the wrapper advances from the workflow item it read at its claim). First one item at a time, per step (a static dependent's start is its share of the workflow's start):\n\n", when, r.n, r.n, r.n)
 	fmt.Fprintf(b, "| step, per element or dependent | map: write units | of them on indexes | read units | static: write units | of them on indexes | read units |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	per := func(w walkReport, name string) phase {
 		p := w.phases[name]
@@ -362,7 +367,7 @@ func writeElementUnits(b *strings.Builder, r elementReport) {
 	}
 	n := float64(max(r.n, 1))
 	fmt.Fprintf(b, "| **in all, per element or dependent** | **%.2f** | | %.2f | **%.2f** | | %.2f |\n\n", r.mapSeq.writes()/n, r.mapSeq.reads()/n, r.staticSeq.writes()/n, r.staticSeq.reads()/n)
-	fmt.Fprintf(b, "Then %d items at a time, as a fleet of launchers and wrappers would take them (the advances of elements that end together contend for the map's account, and a loser reads it again and retries; a refused conditional write is charged at least a write unit by DynamoDB, but reports no consumed capacity, so it is counted apart):\n\n", walkWorkers)
+	fmt.Fprintf(b, "Then %d items at a time, as a fleet of launchers and wrappers would take them (the advances of elements that end together contend for their shards of the map's count, and now and then for the map's account, and a loser reads it again and retries; a refused conditional write is charged at least a write unit by DynamoDB, but reports no consumed capacity, so it is counted apart):\n\n", walkWorkers)
 	fmt.Fprintf(b, "| workflow | write units per item | refused conditional writes per item | read units per item (with the walkers' polls for READY) | took |\n| --- | ---: | ---: | ---: | ---: |\n")
 	for _, x := range []struct {
 		name string

@@ -161,6 +161,9 @@ func run(w *strings.Builder, bin, before string, runs, trivial, history int, out
 		writeNotify(w, nc, 10000)
 		return nil
 	}
+	if *onlyUnits {
+		return printElementUnits(ctx, w, endpoint)
+	}
 	if *onlyMapHot {
 		r, err := measureMapHot(ctx, endpoint, *mapHotSize, *mapHotW)
 		if err != nil {

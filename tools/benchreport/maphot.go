@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -24,7 +25,20 @@ var (
 	onlyMapHot = flag.Bool("map-hot", false, "measure the writes and reads on each item key of a for_each map's life only, and print its section")
 	mapHotSize = flag.Int("map-hot-elements", 2000, "elements of the map whose item keys -map-hot counts")
 	mapHotW    = flag.Int("map-hot-wrappers", 32, "elements -map-hot runs at once")
+	onlyUnits  = flag.Bool("foreach-units", false, "measure a for_each element's write units on DynamoDB Local only (as -foreach does after its maps), and print their section")
 )
+
+// printElementUnits measures and prints the write units of a for_each
+// element alone.
+func printElementUnits(ctx context.Context, w *strings.Builder, endpoint string) error {
+	r, err := measureElementUnits(ctx, endpoint, *elementUnits)
+	if err != nil {
+		return fmt.Errorf("write units of an element: %w", err)
+	}
+	r.alone = true
+	writeElementUnits(w, r)
+	return nil
+}
 
 // itemCounter is a dynamodb.API that counts, on each item key, the write
 // requests that landed, those refused by their condition (DynamoDB
@@ -105,13 +119,16 @@ func (c *itemCounter) TransactWriteItems(ctx context.Context, in *awsdynamodb.Tr
 type mapHot struct {
 	elements, wrappers int
 	took               time.Duration
-	mapKey             string
-	// On the map's own item: writes landed and refused, strongly
-	// consistent reads.
+	// rows are the map's own item, then the hottest other keys by writes
+	// (landed and refused) and by reads.
+	rows []keyLoad
+}
+
+// keyLoad is what one item key took: writes landed and refused, and
+// strongly consistent reads.
+type keyLoad struct {
+	what                   string
 	landed, refused, reads int
-	// The hottest key other than the map's item, by writes.
-	other       string
-	otherWrites int
 }
 
 // measureMapHot runs a for_each map of n elements of `true` on DynamoDB
@@ -182,17 +199,49 @@ feed:
 	r := mapHot{elements: n, wrappers: w, took: time.Since(start)}
 	ic.mu.Lock()
 	defer ic.mu.Unlock()
-	key := ic.keyOf(prefix+dynamodb.TableActivityExec, map[string]types.AttributeValue{
-		"activity_exec_id": &types.AttributeValueMemberS{Value: mk.ActivityExecID}, "workflow_exec_id": &types.AttributeValueMemberS{Value: id}})
-	r.mapKey, r.landed, r.refused, r.reads = key, ic.landed[key], ic.refused[key], ic.reads[key]
-	var keys []string
-	for k := range ic.landed {
-		keys = append(keys, k)
+	keyOf := func(activityExecID string) string {
+		return ic.keyOf(prefix+dynamodb.TableActivityExec, map[string]types.AttributeValue{
+			"activity_exec_id": &types.AttributeValueMemberS{Value: activityExecID}, "workflow_exec_id": &types.AttributeValueMemberS{Value: id}})
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if k != key && ic.landed[k]+ic.refused[k] > r.otherWrites {
-			r.other, r.otherWrites = k, ic.landed[k]+ic.refused[k]
+	names := map[string]string{keyOf(mk.ActivityExecID): "the map's own item",
+		ic.keyOf(prefix+dynamodb.TableWorkflowExec, map[string]types.AttributeValue{"workflow_exec_id": &types.AttributeValueMemberS{Value: id}, "workflow_name": &types.AttributeValueMemberS{Value: "maphot"}}): "the workflow's item (not the map's: read by each element's advance here, as by each wrapper at its claim)"}
+	for k := range state.MapShards {
+		names[keyOf(state.ItemExecIDFor(id, "each", k))] = fmt.Sprintf("shard %d (element %d's item)", k, k)
+	}
+	load := func(key string) keyLoad {
+		what := names[key]
+		if what == "" {
+			what = "another key: " + key[:strings.IndexByte(key, '/')]
+		}
+		return keyLoad{what: what, landed: ic.landed[key], refused: ic.refused[key], reads: ic.reads[key]}
+	}
+	mapKey := keyOf(mk.ActivityExecID)
+	r.rows = append(r.rows, load(mapKey))
+	keys := map[string]bool{}
+	for _, m := range []map[string]int{ic.landed, ic.refused, ic.reads} {
+		for k := range m {
+			keys[k] = k != mapKey
+		}
+	}
+	var others []string
+	for k, ok := range keys {
+		if ok {
+			others = append(others, k)
+		}
+	}
+	sort.Strings(others)
+	byWrites := slices.Clone(others)
+	sort.SliceStable(byWrites, func(i, j int) bool {
+		return ic.landed[byWrites[i]]+ic.refused[byWrites[i]] > ic.landed[byWrites[j]]+ic.refused[byWrites[j]]
+	})
+	shown := map[string]bool{}
+	for _, k := range byWrites[:min(2, len(byWrites))] {
+		r.rows, shown[k] = append(r.rows, load(k)), true
+	}
+	sort.SliceStable(others, func(i, j int) bool { return ic.reads[others[i]] > ic.reads[others[j]] })
+	for _, k := range others[:min(1, len(others))] {
+		if !shown[k] {
+			r.rows = append(r.rows, load(k))
 		}
 	}
 	return r, nil
@@ -244,10 +293,9 @@ func writeMapHot(b *strings.Builder, r mapHot) {
 		}
 		return fmt.Sprintf("%.0f", v)
 	}
-	fmt.Fprintf(b, "| the map's own item | %.2f | %.2f | %.2f | %s | %s |\n", per(r.landed), per(r.refused), per(r.reads),
-		mark(per(r.landed+r.refused)*rate, 1000), mark(per(r.reads)*rate, 3000))
-	if r.other != "" {
-		fmt.Fprintf(b, "| the next hottest key | %.4f | | | %.1f | |\n", per(r.otherWrites), per(r.otherWrites)*rate)
+	for _, k := range r.rows {
+		fmt.Fprintf(b, "| %s | %.3f | %.3f | %.3f | %s | %s |\n", k.what, per(k.landed), per(k.refused), per(k.reads),
+			mark(per(k.landed+k.refused)*rate, 1000), mark(per(k.reads)*rate, 3000))
 	}
-	fmt.Fprintf(b, "\nThe map's item holds its account (docs/for-each.md, \"How it runs without a coordinator\"): each element's wrapper reads it as its attempt ends, and writes it when the oldest elements not yet counted became final. That is the map's one hot key: above 1,000 writes a second it is throttled, and the map's completions are paced by it. Spreading the account over shards keyed by element index is planned, not built.\n\n")
+	fmt.Fprintf(b, "\nThe rows are the map's own item, the two keys that took the most writes, and the key that took the most reads (docs/for-each.md, \"How it runs without a coordinator\"). Each element's wrapper counts its end in one of %d shards (element i in shard i mod %d, kept on element k's own item), a compare-and-set of that shard alone; the map's own item is read and written only by a step, which a count calls for when the elements final from the list's start pass a checkpoint (every quarter window, at most 250 elements), reach a missing element or the list's end, or when the failures may pass the tolerated count. A key is marked **(hot)** above DynamoDB's 1,000 writes or 3,000 reads a second. The workflow's item, when it shows, is read once per element for the definition (here by each advance; in a fleet by each element's wrapper at its claim, and by the launcher that launches it): a hot key of reads that sharding the map's count does not touch.\n\n", state.MapShards, state.MapShards)
 }

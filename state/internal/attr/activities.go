@@ -77,6 +77,7 @@ func EncodeActivity(a *state.ActivityExec) Item {
 	putParent(m, a.Parent)
 	putStr(m, "map", a.Map)
 	putStr(m, "item", a.Item)
+	putStr(m, "map_shard", a.MapShard)
 	if a.ItemIndex != nil {
 		m["item_index"] = Int(*a.ItemIndex)
 	}
@@ -118,6 +119,7 @@ func DecodeActivity(table string, m Item) (*state.ActivityExec, error) {
 		Parent:              d.parent(),
 		Map:                 d.str("map", false),
 		Item:                d.str("item", false),
+		MapShard:            d.str("map_shard", false),
 	}
 	if i, ok := d.integer("item_index"); ok && i >= 0 {
 		a.ItemIndex = &i
