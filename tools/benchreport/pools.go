@@ -105,32 +105,10 @@ func measurePools(ctx context.Context, endpoint string, waiters int) (poolCost, 
 	// A pass that launches one activity, with nothing else READY.
 	l := launcher.New(st, launcher.Config{Backends: backends})
 	one := func(i int) error {
-		times := make([]time.Duration, 0, passRuns)
-		var calls []int
-		var units []float64
-		for range passRuns {
-			d, _ := definition.Parse("bench.yaml", []byte("name: launchable\nactivities:\n  a: {command: [\"true\"]}\n"))
-			if _, _, err := workflow.Start(ctx, st, d, workflow.StartOptions{}); err != nil {
-				return err
-			}
-			c.take("")
-			began := time.Now()
-			n, err := l.Once(ctx)
-			took := time.Since(began)
-			p := c.take("")
-			if err != nil {
-				return err
-			}
-			if n != 1 {
-				return fmt.Errorf("a pass launched %d activities, want the launchable one", n)
-			}
-			times, calls, units = append(times, took), append(calls, p.calls), append(units, p.read+p.write)
-		}
-		sort.Slice(times, func(a, b int) bool { return times[a] < times[b] })
-		sort.Ints(calls)
-		sort.Float64s(units)
-		res.took[i], res.calls[i], res.units[i] = times[passRuns/2], calls[passRuns/2], units[passRuns/2]
-		return nil
+		d, _ := definition.Parse("bench.yaml", []byte("name: launchable\nactivities:\n  a: {command: [\"true\"]}\n"))
+		var err error
+		res.took[i], res.calls[i], res.units[i], err = medianPass(ctx, st, l, &c, d)
+		return err
 	}
 	if err := one(0); err != nil {
 		return res, err
@@ -211,4 +189,34 @@ func writePools(b *strings.Builder, p poolCost) {
 	}
 	fmt.Fprintf(b, "%.2f× the %s (target ≤ 1.1×), %.2f× the time: a parked waiter is out of the READY shards a pass reads, and costs the pass nothing until a slot is freed (`scripts/dynamodb-local run -- go run ./tools/benchreport -pools`).\n\n",
 		ratio, of, float64(p.took[1])/float64(max(p.took[0], 1)))
+}
+
+// medianPass starts a workflow of one launchable activity before each of
+// passRuns passes of l, and returns the median pass's time, store calls
+// and capacity units (counted by c), each pass having launched it.
+func medianPass(ctx context.Context, st workflow.Starter, l *launcher.Launcher, c *counter, launchable *definition.Workflow) (time.Duration, int, float64, error) {
+	var times []time.Duration
+	var calls []int
+	var units []float64
+	for range passRuns {
+		if _, _, err := workflow.Start(ctx, st, launchable, workflow.StartOptions{}); err != nil {
+			return 0, 0, 0, err
+		}
+		c.take("")
+		began := time.Now()
+		n, err := l.Once(ctx)
+		took := time.Since(began)
+		p := c.take("")
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		if n != 1 {
+			return 0, 0, 0, fmt.Errorf("a pass launched %d activities, want the launchable one", n)
+		}
+		times, calls, units = append(times, took), append(calls, p.calls), append(units, p.read+p.write)
+	}
+	sort.Slice(times, func(a, b int) bool { return times[a] < times[b] })
+	sort.Ints(calls)
+	sort.Float64s(units)
+	return times[passRuns/2], calls[passRuns/2], units[passRuns/2], nil
 }

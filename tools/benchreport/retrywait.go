@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -52,31 +51,9 @@ func measureRetryWait(ctx context.Context, endpoint string, retries int) (retryW
 	l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchLocal: benchBackend{}}})
 	launchable, _ := definition.Parse("bench.yaml", []byte("name: launchable\nactivities:\n  a: {command: [\"true\"]}\n"))
 	pass := func(i int) error {
-		var times []time.Duration
-		var calls []int
-		var units []float64
-		for range passRuns {
-			if _, _, err := workflow.Start(ctx, st, launchable, workflow.StartOptions{}); err != nil {
-				return err
-			}
-			c.take("")
-			began := time.Now()
-			n, err := l.Once(ctx)
-			took := time.Since(began)
-			p := c.take("")
-			if err != nil {
-				return err
-			}
-			if n != 1 {
-				return fmt.Errorf("a pass launched %d activities, want the launchable one", n)
-			}
-			times, calls, units = append(times, took), append(calls, p.calls), append(units, p.read+p.write)
-		}
-		sort.Slice(times, func(a, b int) bool { return times[a] < times[b] })
-		sort.Ints(calls)
-		sort.Float64s(units)
-		res.took[i], res.calls[i], res.units[i] = times[passRuns/2], calls[passRuns/2], units[passRuns/2]
-		return nil
+		var err error
+		res.took[i], res.calls[i], res.units[i], err = medianPass(ctx, st, l, &c, launchable)
+		return err
 	}
 	if err := pass(0); err != nil {
 		return res, err
