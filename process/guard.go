@@ -67,8 +67,12 @@ const guardPoll = 50 * time.Millisecond
 //		…
 //	}
 func GuardMain() (code int, ok bool) {
-	if _, ok := os.LookupEnv(guardEnv); !ok {
+	mode, ok := os.LookupEnv(guardEnv)
+	if !ok {
 		return 0, false
+	}
+	if mode == groupGuardMode {
+		return groupGuardMain(), true
 	}
 	return guardMain(), true
 }
