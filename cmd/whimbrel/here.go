@@ -19,7 +19,7 @@ import (
 // and `whimbrel start`/`rerun` on the embedded store.
 type HereFlags struct {
 	Wrapper   string `name:"wrapper" type:"path" help:"The whimbrel-run binary (default: beside this binary, else on PATH)."`
-	Supervise string `name:"supervise" enum:"inline,process" default:"process" help:"How the activities are supervised: process starts a whimbrel-run process for each; inline supervises each in this process and starts only its command (less CPU per activity, a quicker hop). See docs/launcher.md."`
+	Supervise string `name:"supervise" env:"WHIMBREL_SUPERVISE" enum:"inline,process" default:"process" help:"How the activities are supervised: process starts a whimbrel-run process for each; inline supervises each in this process and starts only its command (less CPU per activity, a quicker hop). See docs/launcher.md."`
 	LogDir    string `name:"log-dir" type:"path" help:"Where each activity's output goes (default: logs/ beside the embedded store, else .whimbrel/logs)."`
 	JSON      bool   `name:"json" help:"Print one JSON object per event (each change of state, each note) instead of the view for people."`
 	// MaxRunning is Airflow's parallelism: it keeps a run of many
