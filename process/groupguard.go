@@ -34,8 +34,9 @@ import (
 // End of file without "q" means the supervisor died: the guard sends
 // SIGTERM to every group it watches, then SIGKILL to those left once the
 // longest of their graces has passed. The guard process is this same
-// executable, re-run with guardEnv set to groupGuardMode, so the program
-// must call GuardMain first thing in main, as for Start's guard process.
+// executable, re-run with groupGuardEnv set, so the program must call
+// GroupGuardMain first thing in main, as a wrapper calls GuardMain for
+// Start's guard process.
 type GroupGuard struct {
 	log hclog.Logger
 
@@ -46,8 +47,28 @@ type GroupGuard struct {
 	closed  bool
 }
 
-// groupGuardMode is guardEnv's value in a group guard process.
-const groupGuardMode = "group"
+// groupGuardEnv marks a group guard process. It is not guardEnv: a
+// supervisor is never turned into Start's guard by a variable it
+// inherited, nor a wrapper into a group guard.
+const groupGuardEnv = "WHIMBREL_GROUP_GUARD"
+
+// GroupGuardMain runs the group guard process when StartGroupGuard re-ran
+// this executable as one, and returns the exit code for main to exit with
+// and true; it returns false at once in any other process. A program that
+// calls StartGroupGuard calls it first thing in main:
+//
+//	func main() {
+//		if code, ok := process.GroupGuardMain(); ok {
+//			os.Exit(code)
+//		}
+//		…
+//	}
+func GroupGuardMain() (code int, ok bool) {
+	if os.Getenv(groupGuardEnv) != "1" {
+		return 0, false
+	}
+	return groupGuardMain(), true
+}
 
 // StartGroupGuard starts the guard process shared by a supervisor's
 // commands. Close releases it.
@@ -76,7 +97,7 @@ func (g *GroupGuard) startLocked() error {
 	}
 	defer devnull.Close()
 	proc, err := os.StartProcess("/proc/self/exe", []string{"whimbrel-group-guard"}, &os.ProcAttr{
-		Env:   append(os.Environ(), guardEnv+"="+groupGuardMode),
+		Env:   append(os.Environ(), groupGuardEnv+"=1"),
 		Files: []*os.File{r, devnull, os.Stderr},
 		// Its own process group: a Ctrl-C or a signal to the supervisor's
 		// group must not take the guard down with it.

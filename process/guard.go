@@ -67,12 +67,8 @@ const guardPoll = 50 * time.Millisecond
 //		…
 //	}
 func GuardMain() (code int, ok bool) {
-	mode, ok := os.LookupEnv(guardEnv)
-	if !ok {
+	if _, ok := os.LookupEnv(guardEnv); !ok {
 		return 0, false
-	}
-	if mode == groupGuardMode {
-		return groupGuardMain(), true
 	}
 	return guardMain(), true
 }

@@ -45,7 +45,7 @@ type CLI struct {
 }
 
 func main() {
-	if code, ok := process.GuardMain(); ok { // --supervise inline's guard process is this binary
+	if code, ok := process.GroupGuardMain(); ok { // --supervise inline's guard process is this binary
 		os.Exit(code)
 	}
 	var c CLI
@@ -65,10 +65,10 @@ func (c *CLI) Run(k *kong.Context) error {
 	defer stop()
 	log := c.Logger("whimbrel-launcher", k.Stderr)
 	b, err := c.checkBackends(ctx, log)
-	b.supervise = c.Supervise
 	if err != nil {
 		return err
 	}
+	b.supervise = c.Supervise
 	ms, err := c.Flag.Start(log, &c.Hooks)
 	if err != nil {
 		return err

@@ -69,7 +69,7 @@ type CLI struct {
 }
 
 func main() {
-	if code, ok := process.GuardMain(); ok { // --supervise inline's guard process is this binary
+	if code, ok := process.GroupGuardMain(); ok { // --supervise inline's guard process is this binary
 		os.Exit(code)
 	}
 	var c CLI

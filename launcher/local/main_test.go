@@ -15,7 +15,7 @@ var wrapper string
 // guard process of activities supervised inline is this test binary,
 // re-run: it becomes the guard first thing.
 func TestMain(m *testing.M) {
-	if code, ok := process.GuardMain(); ok {
+	if code, ok := process.GroupGuardMain(); ok {
 		os.Exit(code)
 	}
 	testbin.Main(func(dir string) int {
