@@ -203,19 +203,20 @@ func groupGuardMain() int {
 }
 
 // readGroups reads the guard's pipe until the supervisor quits ("q") or
-// the pipe ends, and returns the groups still watched.
+// the pipe ends, and returns the groups still watched, and the last line
+// that did not follow the protocol (skipped), if any.
 func readGroups(r io.Reader) (groups map[int]time.Duration, quit bool, err error) {
 	groups = map[int]time.Duration{}
 	br := bufio.NewReader(r)
 	for {
 		line, rerr := br.ReadString('\n')
 		if rerr != nil {
-			return groups, false, nil // the supervisor died (a partial line is dropped)
+			return groups, false, err // the supervisor died (a partial line is dropped)
 		}
 		line = strings.TrimSuffix(line, "\n")
 		switch {
 		case line == "q":
-			return groups, true, nil
+			return groups, true, err
 		case strings.HasPrefix(line, "+"):
 			pgid, grace, perr := parseGuardLine(line[1:])
 			if perr != nil {

@@ -14,6 +14,7 @@ import (
 	"io"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -69,6 +70,7 @@ func printInline(ctx context.Context, w io.Writer, bin, endpoint string, n int) 
 		kind, mode string
 		n          int
 		t          fanTiming
+		err        error // a run that failed is reported, not the end of the section
 	}
 	var fans []fan
 	if *inlineFanouts {
@@ -88,20 +90,14 @@ func printInline(ctx context.Context, w io.Writer, bin, endpoint string, n int) 
 			for _, mode := range superviseModes {
 				supervise = mode
 				t, err := mapRun(abs, n)
-				if err != nil {
-					return fmt.Errorf("for_each map of %d supervised %s: %w", n, mode, err)
-				}
-				fans = append(fans, fan{"for_each map", mode, n, t})
+				fans = append(fans, fan{"for_each map", mode, n, t, err})
 			}
 		}
 		for _, n := range statics {
 			for _, mode := range superviseModes {
 				supervise = mode
 				t, err := fanOut(abs, "", "sqlite", n)
-				if err != nil {
-					return fmt.Errorf("static fan-out of %d supervised %s: %w", n, mode, err)
-				}
-				fans = append(fans, fan{"static fan-out", mode, n, t})
+				fans = append(fans, fan{"static fan-out", mode, n, t, err})
 			}
 		}
 	}
@@ -161,6 +157,10 @@ func printInline(ctx context.Context, w io.Writer, bin, endpoint string, n int) 
 		fmt.Fprintf(w, "`whimbrel run --supervise MODE` on the embedded store, in a fresh folder each, the two modes one after the other at each size: a for_each map of n `true` elements, and a static fan-out of one root and n dependent `true` activities. CPU is user + system of `whimbrel run` and of every process it reaped.\n\n")
 		fmt.Fprintf(w, "| workflow | supervise | activities | took | CPU | CPU per activity | activities per second |\n| --- | --- | ---: | ---: | ---: | ---: | ---: |\n")
 		for _, f := range fans {
+			if f.err != nil {
+				fmt.Fprintf(w, "| %s | %s | %d | failed: %s | | | |\n", f.kind, f.mode, f.n, strings.ReplaceAll(strings.ReplaceAll(f.err.Error(), "|", "/"), "\n", " "))
+				continue
+			}
 			fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %.1fms | %.1f |\n", f.kind, f.mode, f.n, f.t.took.Round(100*time.Millisecond), f.t.cpu.Round(100*time.Millisecond),
 				float64(f.t.cpu.Microseconds())/1000/float64(f.n), float64(f.n)/f.t.took.Seconds())
 		}
@@ -169,7 +169,7 @@ func printInline(ctx context.Context, w io.Writer, bin, endpoint string, n int) 
 			for _, kind := range []string{"for_each map", "static fan-out"} {
 				var mine []fan
 				for _, f := range fans {
-					if f.kind == kind && f.mode == mode {
+					if f.kind == kind && f.mode == mode && f.err == nil {
 						mine = append(mine, f)
 					}
 				}
