@@ -147,3 +147,53 @@ func waitLoggedN(t *testing.T, dir, what string, n int) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestInlineLauncherStoppedRecordsItsActivities: a launcher that
+// supervises inline and is told to stop (SIGTERM) stops its commands as a
+// docker stop would and records their outcome before it exits.
+func TestInlineLauncherStoppedRecordsItsActivities(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "state.db")
+	child := filepath.Join(dir, "child")
+	startWorkflow(t, db, `name: stopped
+activities:
+  a:
+    kill_grace: 2s
+    command: [sh, -c, 'echo $$ > `+child+`.tmp; mv `+child+`.tmp `+child+`; exec sleep 300']
+`)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l := exec.CommandContext(ctx, binary, "--interval", "100ms", "--types", "local", "--supervise", "inline", "--log-dir", filepath.Join(dir, "logs"))
+	l.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "WHIMBREL_STORE=sqlite:" + db}
+	out := &testbin.Buffer{}
+	l.Stdout, l.Stderr = out, out
+	if err := l.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Process.Kill(); _ = l.Wait() })
+	pid := testbin.PIDFile(t, child)
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	if err := l.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Wait(); err != nil {
+		t.Fatalf("the launcher exited with %v\n%s", err, out.String())
+	}
+	if testbin.Alive(pid) {
+		t.Fatalf("the command outlived its stopped launcher\n%s", out.String())
+	}
+	st, err := sqlite.Open(db, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	wfs, err := st.Workflows(ctx, state.WorkflowQuery{})
+	if err != nil || len(wfs) != 1 {
+		t.Fatalf("workflows: %v %v", wfs, err)
+	}
+	acts, err := st.Activities(ctx, wfs[0].WorkflowExecID)
+	if err != nil || len(acts) != 1 || acts[0].State != state.Failed || !strings.Contains(acts[0].Reason, "SIGTERM") {
+		t.Fatalf("activities %+v %v: want FAILED, killed by SIGTERM\n%s", acts[0], err, out.String())
+	}
+}
