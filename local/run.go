@@ -53,6 +53,9 @@ const (
 // Options configure Run.
 type Options struct {
 	Wrapper string // the whimbrel-run binary
+	// Supervise is how each activity is supervised (see
+	// locallauncher.Backend.Supervise; default: a whimbrel-run process).
+	Supervise string
 	// StoreEnv lets the wrappers reach the same store.
 	StoreEnv map[string]string
 	// LogDir receives each activity's output, one file per activity.
@@ -163,7 +166,7 @@ type crew struct {
 }
 
 func startCrew(ctx context.Context, st Store, id, logDir string, nl *nudge.Listener, opts Options) *crew {
-	backend := &locallauncher.Backend{Wrapper: opts.Wrapper, LogDir: logDir, Logger: opts.Logger.Named("local")}
+	backend := &locallauncher.Backend{Wrapper: opts.Wrapper, LogDir: logDir, Logger: opts.Logger.Named("local"), Supervise: opts.Supervise}
 	l := locallauncher.NewLauncher(st, launcher.Config{
 		Interval: launchInterval, MaxRunning: opts.MaxRunning, StoreEnv: opts.StoreEnv, Logger: opts.Logger.Named("launcher"), Workflow: id,
 		Observer: opts.LaunchObserver,

@@ -127,6 +127,18 @@ type Config struct {
 	// The Process owns it from Start on; it must be close-on-exec.
 	GuardPipe *os.File
 
+	// SharedGuard, instead of Guard, is a guard shared by the many commands
+	// a long-lived supervisor runs in its own process (GroupGuard): Start
+	// names the command's process group to it right after the fork, and
+	// Close releases it once the command has been reaped.
+	SharedGuard SharedGuard
+	// CallerSignals, with ForwardSignals, relays only what the caller
+	// sends on Signals: none of the process's own signals is caught. A
+	// supervisor that runs many commands in one process relays to each
+	// what is meant for it; nor is it warned that orphans go unreaped, as
+	// it is not the commands' wrapper process.
+	CallerSignals bool
+
 	// Reap makes the wrapper a child subreaper and reaps every descendant
 	// that is reparented to it, until Close. Reaping is also on whenever the
 	// wrapper is PID 1. While it is on the runner waits for any child of
@@ -136,6 +148,12 @@ type Config struct {
 
 	// Logger receives diagnostics; nil discards them.
 	Logger hclog.Logger
+}
+
+// SharedGuard is a guard of many commands' process groups (GroupGuard).
+type SharedGuard interface {
+	Watch(pgid int, grace time.Duration) error
+	Release(pgid int)
 }
 
 // Process is a running child. All its methods are safe for concurrent use.
@@ -152,6 +170,7 @@ type Process struct {
 	termKill  bool     // Config.KillAfterTerm
 	tty       *os.File // the terminal whose foreground group the child got, or nil
 	guard     *guard   // nil without Config.Guard
+	shared    SharedGuard
 	exitTime  time.Time
 
 	// mu serialises signalling against reaping. Once the child is reaped its
@@ -250,7 +269,7 @@ func Start(cfg Config) (_ *Process, err error) {
 			return nil, fmt.Errorf("become child subreaper: %w", err)
 		}
 	}
-	if !reaping {
+	if !reaping && !cfg.CallerSignals {
 		p.log.Warn("not PID 1 and not a subreaper: orphaned descendants of the command will not be reaped here (use --subreaper)")
 	}
 
@@ -279,7 +298,9 @@ func Start(cfg Config) (_ *Process, err error) {
 		if sigs == nil {
 			sigs = make(chan os.Signal, signalBuffer)
 		}
-		signal.Notify(sigs, catchable()...)
+		if !cfg.CallerSignals {
+			signal.Notify(sigs, catchable()...)
+		}
 	}
 
 	// The child gets its own process group. When the wrapper's group owns
@@ -352,6 +373,14 @@ func Start(cfg Config) (_ *Process, err error) {
 			p.log.Debug("guarded: the command's process group is stopped if this wrapper is killed", "process_group", p.pid)
 		}
 		p.guard = g
+	}
+	if cfg.SharedGuard != nil {
+		if err := cfg.SharedGuard.Watch(p.pid, p.grace); err != nil {
+			p.log.Warn("the command will not be stopped if its supervisor is killed", "error", err)
+		} else {
+			p.log.Debug("guarded: the command's process group is stopped if its supervisor is killed", "process_group", p.pid)
+			p.shared = cfg.SharedGuard
+		}
 	}
 	// Tests die here: the command has started, nothing else has.
 	fault.Point(fault.AfterCommandStart)
@@ -491,6 +520,9 @@ func (p *Process) Close() error {
 		}
 		if p.guard != nil {
 			p.guard.release()
+		}
+		if p.shared != nil && p.closeErr == nil {
+			p.shared.Release(p.pid)
 		}
 		p.mu.Lock()
 		p.closing = true

@@ -149,7 +149,11 @@ func (r *run) prepare(ctx context.Context, claimed *state.ActivityExec) (*data, 
 	}
 
 	dt.argv = r.cfg.Command
-	for _, kv := range os.Environ() {
+	environ := r.cfg.Environ
+	if environ == nil {
+		environ = os.Environ()
+	}
+	for _, kv := range environ {
 		if k, v, ok := strings.Cut(kv, "="); ok && inheritable(k) {
 			env[k] = v
 		}

@@ -107,6 +107,9 @@ func (r *run) finish(exit *state.Exit, stderrTail, reason string, code int) int 
 		// The outcome is recorded; the monitor finishes the advance.
 		r.log.Warn("advancing the workflow failed; the monitor will finish it", "error", err)
 	}
+	if readied && r.cfg.Readied != nil {
+		r.cfg.Readied()
+	}
 	if readied && r.cfg.Nudge != "" {
 		if err := nudge.Send(r.cfg.Nudge); err != nil {
 			r.log.Debug("nudging the launcher failed; it will poll", "error", err)

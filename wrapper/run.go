@@ -101,6 +101,23 @@ type Config struct {
 	// catching them when it returns. nil: Run catches them itself.
 	Signals chan os.Signal
 
+	// Inline runs the activity inside a long-lived process that runs many
+	// at once (a launcher's --supervise inline) rather than in a wrapper
+	// process of its own: nothing process-wide is touched. No signal of
+	// the process is caught (the supervisor sends each run what is meant
+	// for it on Signals), the garbage collector is left as it is, and the
+	// command's guard is SharedGuard.
+	Inline bool
+	// Environ, when set, is the environment the command inherits from
+	// (filtered as the wrapper's own is); nil means the process's.
+	Environ []string
+	// SharedGuard, when set, guards the command's process group instead
+	// of Guard (see process.GroupGuard).
+	SharedGuard process.SharedGuard
+	// Readied, when set, is called once this activity's outcome readied
+	// dependents: an inline supervisor's launcher wakes at once.
+	Readied func()
+
 	// Stdin and Stdout are handed to the command; nil means the wrapper's.
 	Stdin, Stdout *os.File
 	// Stderr receives the command's stderr; nil means the wrapper's.
@@ -153,7 +170,7 @@ type run struct {
 }
 
 func (r *run) run(ctx context.Context) int {
-	if r.cfg.ParentDeathSignal != 0 {
+	if r.cfg.ParentDeathSignal != 0 && !r.cfg.Inline { // a supervisor's parent is not the run's
 		ppid := os.Getppid()
 		if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(r.cfg.ParentDeathSignal), 0, 0, 0); err != nil {
 			r.log.Warn("the parent-death signal could not be set", "error", err)
@@ -168,7 +185,10 @@ func (r *run) run(ctx context.Context) int {
 	// nothing running. The same channel then feeds the runner's
 	// forwarder, so one caught after the check below reaches the command.
 	sigs := r.cfg.Signals
-	if sigs == nil {
+	switch {
+	case sigs == nil && r.cfg.Inline:
+		sigs = make(chan os.Signal, 1) // nothing is relayed
+	case sigs == nil:
 		sigs = CatchSignals()
 	}
 	// The watch starts before the claim, so that a cancellation that lands
@@ -232,9 +252,11 @@ func (r *run) run(ctx context.Context) int {
 		KillAfterTerm:   true,
 		Signals:         sigs,
 		SignalChildOnly: r.cfg.SignalChildOnly,
-		Guard:           r.cfg.Guard,
+		Guard:           r.cfg.Guard && r.cfg.SharedGuard == nil,
 		GuardPipe:       r.cfg.GuardPipe,
-		Reap:            r.cfg.Subreaper,
+		SharedGuard:     r.cfg.SharedGuard,
+		CallerSignals:   r.cfg.Inline,
+		Reap:            r.cfg.Subreaper && !r.cfg.Inline,
 		Logger:          r.log.Named("runner"),
 	})
 	if err != nil {

@@ -20,6 +20,9 @@ func CatchSignals() chan os.Signal {
 // holdSignals catches the termination signals until the returned function
 // is called, so that their default action cannot cut the final writes short.
 func (r *run) holdSignals() (release func()) {
+	if r.cfg.Inline {
+		return func() {} // the supervisor's signals are its own
+	}
 	c := make(chan os.Signal, 4)
 	notify(c, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
 	done := make(chan struct{})

@@ -69,7 +69,9 @@ func (r *run) supervise(ctx context.Context, p *process.Process, since time.Time
 		}
 	}
 
-	trimWhileWaiting(sctx, &wg)
+	if !r.cfg.Inline { // the collector of a supervisor's process is its own
+		trimWhileWaiting(sctx, &wg)
+	}
 
 	if r.cfg.Timeout > 0 {
 		wg.Add(1)

@@ -24,6 +24,8 @@ type backends struct {
 	types           []string
 	ready           map[string]launcher.Backend
 	wrapper, logDir string // of local activities
+	supervise       string
+	local           *local.Backend
 }
 
 func (b *backends) serves(t string) bool { return slices.Contains(b.types, t) }
@@ -94,8 +96,9 @@ func (b *backends) launcher(st launcher.Store, cfg launcher.Config, log hclog.Lo
 		return launcher.New(st, cfg), nil
 	}
 	wrapper, err := local.WrapperOr(b.wrapper)
-	if err != nil {
+	if err != nil && b.supervise != local.SuperviseInline { // inline needs it only for --api simple
 		return nil, &cli.UsageError{Msg: err.Error()}
 	}
-	return local.NewLauncher(st, cfg, &local.Backend{Wrapper: wrapper, LogDir: b.logDir, Logger: log.Named("local")}, nl), nil
+	b.local = &local.Backend{Wrapper: wrapper, LogDir: b.logDir, Logger: log.Named("local"), Supervise: b.supervise}
+	return local.NewLauncher(st, cfg, b.local, nl), nil
 }

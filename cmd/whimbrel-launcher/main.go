@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/signal"
 	"syscall"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/whimbrel/whimbrel/internal/nudge"
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/metrics"
+	"github.com/whimbrel/whimbrel/process"
 )
 
 // CLI is the whole grammar of whimbrel-launcher.
@@ -33,6 +35,7 @@ type CLI struct {
 	CallTimeout time.Duration `name:"call-timeout" default:"${default_call_timeout}" help:"Deadline of one backend call (RunTask; docker run, which may pull its image, gets at least 2m); a call cut off by it is retried under the same launch token."`
 	Types       []string      `name:"types" placeholder:"local,docker,ecs,kubernetes" help:"Launch types this launcher serves; activities of other types are left to other launchers. Default: local, docker if the docker CLI is found, ecs if --ecs-cluster is given (kubernetes only when named). A type named here that cannot be served stops the launcher at start."`
 	Wrapper     string        `name:"wrapper" type:"path" help:"The whimbrel-run binary for local activities (default: beside this binary, else on PATH)."`
+	Supervise   string        `name:"supervise" env:"WHIMBREL_SUPERVISE" enum:"inline,process" default:"process" help:"How local activities are supervised: process starts a whimbrel-run process for each; inline supervises each in this process and starts only its command (less CPU per activity, a quicker hop; stopping this process stops them). See docs/launcher.md."`
 	LogDir      string        `name:"log-dir" type:"path" help:"Write each local activity's output to DIR/ACTIVITY_EXEC_ID.log instead of this launcher's stdout and stderr (created if missing)."`
 	Docker      string        `name:"docker" default:"docker" help:"The docker CLI."`
 	PassEnv     []string      `name:"pass-env" default:"AWS_REGION,AWS_DEFAULT_REGION" help:"Variables of this launcher's environment also handed to docker containers."`
@@ -42,6 +45,9 @@ type CLI struct {
 }
 
 func main() {
+	if code, ok := process.GroupGuardMain(); ok { // --supervise inline's guard process is this binary
+		os.Exit(code)
+	}
 	var c CLI
 	cli.Main(cli.Program{Name: "whimbrel-launcher", Description: description, Vars: kong.Vars{"default_interval": cli.FlagDuration(launcher.DefaultInterval), "default_workers": fmt.Sprint(launcher.DefaultWorkers), "default_retry_for": cli.FlagDuration(launcher.DefaultRetryFor), "default_call_timeout": cli.FlagDuration(launcher.DefaultCallTimeout)}}, &c)
 }
@@ -62,6 +68,7 @@ func (c *CLI) Run(k *kong.Context) error {
 	if err != nil {
 		return err
 	}
+	b.supervise = c.Supervise
 	ms, err := c.Flag.Start(log, &c.Hooks)
 	if err != nil {
 		return err
@@ -90,9 +97,11 @@ func (c *CLI) Run(k *kong.Context) error {
 	}
 	if c.Once {
 		n, err := l.Once(ctx)
+		b.waitInline()
 		log.Info("pass done", "launched", n, "undecodable", l.Undecodable())
 		return err
 	}
-	log.Info("launching", "types", b.types, "interval", c.Interval, "workers", c.Workers, "max_running", c.MaxRunning)
+	log.Info("launching", "types", b.types, "interval", c.Interval, "workers", c.Workers, "max_running", c.MaxRunning, "supervise", c.Supervise)
+	defer b.stopInline()
 	return l.Run(ctx)
 }

@@ -18,9 +18,10 @@ import (
 // HereFlags configure a run of a workflow on this machine: `whimbrel run`,
 // and `whimbrel start`/`rerun` on the embedded store.
 type HereFlags struct {
-	Wrapper string `name:"wrapper" type:"path" help:"The whimbrel-run binary (default: beside this binary, else on PATH)."`
-	LogDir  string `name:"log-dir" type:"path" help:"Where each activity's output goes (default: logs/ beside the embedded store, else .whimbrel/logs)."`
-	JSON    bool   `name:"json" help:"Print one JSON object per event (each change of state, each note) instead of the view for people."`
+	Wrapper   string `name:"wrapper" type:"path" help:"The whimbrel-run binary (default: beside this binary, else on PATH)."`
+	Supervise string `name:"supervise" env:"WHIMBREL_SUPERVISE" enum:"inline,process" default:"process" help:"How the activities are supervised: process starts a whimbrel-run process for each; inline supervises each in this process and starts only its command (less CPU per activity, a quicker hop). See docs/launcher.md."`
+	LogDir    string `name:"log-dir" type:"path" help:"Where each activity's output goes (default: logs/ beside the embedded store, else .whimbrel/logs)."`
+	JSON      bool   `name:"json" help:"Print one JSON object per event (each change of state, each note) instead of the view for people."`
 	// MaxRunning is Airflow's parallelism: it keeps a run of many
 	// activities from starting more processes than the machine holds.
 	MaxRunning int    `name:"max-running" default:"${default_max_running}" help:"Run at most this many activities at once (0: no cap); the next starts as soon as one ends."`

@@ -36,6 +36,7 @@ func runHere(ctx context.Context, k *kong.Context, h here, st state.Store, d *de
 	defer stop()
 	res, err := local.Run(ctx, st, d, local.Options{
 		Wrapper:    wrapper,
+		Supervise:  h.Supervise,
 		StoreEnv:   h.storeEnv(),
 		LogDir:     logDir,
 		Events:     view.New(d, view.For(k.Stdout, h.JSON)),

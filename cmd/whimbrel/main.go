@@ -4,11 +4,13 @@
 package main
 
 import (
+	"os"
 	"strconv"
 
 	"github.com/alecthomas/kong"
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
+	"github.com/whimbrel/whimbrel/process"
 )
 
 const description = `Whimbrel runs workflows of containerised or local activities with no central
@@ -67,6 +69,9 @@ type CLI struct {
 }
 
 func main() {
+	if code, ok := process.GroupGuardMain(); ok { // --supervise inline's guard process is this binary
+		os.Exit(code)
+	}
 	var c CLI
 	cli.Main(cli.Program{Name: "whimbrel", Description: description,
 		Vars: kong.Vars{"default_max_running": strconv.Itoa(defaultMaxRunning)}}, &c, &c.Globals)

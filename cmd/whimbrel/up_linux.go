@@ -70,7 +70,7 @@ func serveUp(g *Globals, k *kong.Context, c *UpCmd, choice cli.Choice, token str
 		return fmt.Errorf("the store %s keeps no schedules", choice.Store)
 	}
 	rq, _ := st.(up.Requests) // the embedded store's Simple Lambda API, as cli.SQLite keeps it
-	return up.Serve(ctx, ust, up.Options{Requests: rq, Wrapper: wrapper, StoreEnv: map[string]string{"WHIMBREL_STORE": choice.Store, "WHIMBREL_TABLE_PREFIX": c.Prefix},
+	return up.Serve(ctx, ust, up.Options{Requests: rq, Wrapper: wrapper, Supervise: c.Supervise, StoreEnv: map[string]string{"WHIMBREL_STORE": choice.Store, "WHIMBREL_TABLE_PREFIX": c.Prefix},
 		LogDir: logDir, MaxRunning: c.MaxRunning, Web: ln, WebToken: token, AllowActions: c.AllowActions,
 		Interrupt: interrupt, Notes: k.Stderr, Logger: log})
 }

@@ -45,9 +45,24 @@ type Backend struct {
 	// Exited, when set, is called once a child has exited, with the error
 	// its wait returned (nil: it exited 0).
 	Exited func(j launcher.Job, exit error)
+	// Supervise is how each activity is supervised: SuperviseProcess
+	// (the default) or SuperviseInline, which needs Store.
+	Supervise string
+	// Store is the launcher's open store, which activities supervised
+	// inline report to (NewLauncher sets it from the launcher's).
+	Store state.Store
+	// readied wakes the launcher when an activity supervised inline
+	// readied dependents.
+	readied func()
 
 	wg sync.WaitGroup
-	mu sync.Mutex
+	// inlineWG counts the activities supervised inline that have not
+	// ended; inlineRuns are they, for Signal; guardProc guards their
+	// commands.
+	inlineWG   sync.WaitGroup
+	inlineRuns map[*inlineRun]struct{}
+	guardProc  *process.GroupGuard
+	mu         sync.Mutex
 	// children are those that have not exited, for Signal. A child leaves
 	// it before it is reaped, so that its pid, and the process group named
 	// after it, are still its own when Signal sends to them.
@@ -88,6 +103,9 @@ func (b *Backend) hurry() chan struct{} {
 func (b *Backend) Launch(ctx context.Context, j launcher.Job) (string, error) {
 	if len(j.Command) == 0 {
 		return "", fmt.Errorf("activity %s has no command to run locally", j.ActivityName)
+	}
+	if b.inline(j) {
+		return b.launchInline(j)
 	}
 	// --subreaper: the wrapper is not PID 1 here, and orphans of the
 	// command are its to reap, not the launcher's host's init.
@@ -232,20 +250,24 @@ func (b *Backend) WaitGuards() {
 	}
 }
 
-// Running returns how many children have not exited.
+// Running returns how many children have not exited, and activities
+// supervised inline have not ended.
 func (b *Backend) Running() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return len(b.children)
+	return len(b.children) + len(b.inlineRuns)
 }
 
 // Jobs returns the jobs of the children that have not exited.
 func (b *Backend) Jobs() []launcher.Job {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := make([]launcher.Job, 0, len(b.children))
+	out := make([]launcher.Job, 0, len(b.children)+len(b.inlineRuns))
 	for c := range b.children {
 		out = append(out, c.job)
+	}
+	for r := range b.inlineRuns {
+		out = append(out, r.job)
 	}
 	return out
 }
@@ -263,6 +285,7 @@ func (b *Backend) Signal(sig syscall.Signal) {
 		k := b.hurry()
 		b.killingOnce.Do(func() { close(k) })
 	}
+	b.signalInline(sig)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for c := range b.children {
@@ -271,5 +294,9 @@ func (b *Backend) Signal(sig syscall.Signal) {
 }
 
 // Wait waits for every child to exit, and for the guard of each to have
-// released it or stopped its command.
-func (b *Backend) Wait() { b.wg.Wait() }
+// released it or stopped its command, and for every activity supervised
+// inline to end.
+func (b *Backend) Wait() {
+	b.wg.Wait()
+	b.closeGuard()
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/internal/nudge"
 	"github.com/whimbrel/whimbrel/launcher"
+	"github.com/whimbrel/whimbrel/state"
 )
 
 // exitedTimeout bounds what the launcher records of one child's exit.
@@ -34,7 +35,13 @@ func NewLauncher(st launcher.Store, cfg launcher.Config, b *Backend, nl *nudge.L
 		cfg.Nudge = nl.C()
 		b.Env = append(os.Environ(), nudge.Env+"="+nl.Addr())
 	}
+	if b.Supervise == SuperviseInline && b.Store == nil {
+		b.Store, _ = st.(state.Store)
+	}
 	l := launcher.New(st, cfg)
+	// An activity supervised inline that readied dependents wakes the
+	// launcher's pass at once, in process.
+	b.readied = l.Wake
 	b.Exited = func(j launcher.Job, exit error) {
 		ctx, cancel := context.WithTimeout(context.Background(), exitedTimeout)
 		defer cancel()

@@ -80,6 +80,9 @@ type Store interface {
 type Options struct {
 	// Wrapper is the whimbrel-run binary.
 	Wrapper string
+	// Supervise is how each activity is supervised (see
+	// locallauncher.Backend.Supervise).
+	Supervise string
 	// StoreEnv lets the wrappers reach the same store.
 	StoreEnv map[string]string
 	// LogDir receives each activity's output: a folder per execution, a
@@ -128,7 +131,7 @@ func Serve(ctx context.Context, st Store, opts Options) error {
 		return err
 	}
 	defer nl.Close()
-	backend := &locallauncher.Backend{Wrapper: opts.Wrapper, LogDir: opts.LogDir, ByWorkflow: true, Logger: log.Named("local")}
+	backend := &locallauncher.Backend{Wrapper: opts.Wrapper, LogDir: opts.LogDir, ByWorkflow: true, Logger: log.Named("local"), Supervise: opts.Supervise}
 	l := locallauncher.NewLauncher(st, launcher.Config{
 		MaxRunning: opts.MaxRunning, StoreEnv: opts.StoreEnv, Logger: log.Named("launcher"),
 	}, backend, nl)

@@ -84,7 +84,7 @@ func newEngineStore(ctx context.Context, kind, endpoint string) (*engineStore, e
 // WHIMBREL_CPUPROFILE.
 func startProc(bin, name string, es *engineStore, args ...string) (*exec.Cmd, error) {
 	cmd := exec.Command(filepath.Join(bin, name), args...)
-	cmd.Env = append([]string(nil), es.env...)
+	cmd.Env = withSupervise(append([]string(nil), es.env...))
 	if p := os.Getenv("WHIMBREL_CPUPROFILE"); p != "" {
 		cmd.Env = append(cmd.Env, "WHIMBREL_CPUPROFILE="+p)
 	}

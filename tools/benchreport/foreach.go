@@ -132,7 +132,7 @@ func mapRun(bin string, n int) (fanTiming, error) {
 	}
 	cmd := exec.Command(filepath.Join(bin, "whimbrel"), "run", "--json", file)
 	cmd.Dir = dir
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "WHIMBREL_LOG_LEVEL=warn"}
+	cmd.Env = withSupervise([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "WHIMBREL_LOG_LEVEL=warn"})
 	if p := os.Getenv("WHIMBREL_CPUPROFILE"); p != "" {
 		cmd.Env = append(cmd.Env, "WHIMBREL_CPUPROFILE="+p)
 	}

@@ -116,6 +116,9 @@ func run(w *strings.Builder, bin, before string, runs, trivial, history int, out
 	if onlyEngine {
 		return printEngine(ctx, w, bin, before, endpoint, trivial)
 	}
+	if *onlyInline {
+		return printInline(ctx, w, bin, endpoint, trivial)
+	}
 	if onlyThroughput {
 		return printThroughputBuilds(ctx, w, bin, before, endpoint, trivial)
 	}
@@ -224,6 +227,9 @@ func run(w *strings.Builder, bin, before string, runs, trivial, history int, out
 	}
 	writeSpeed(&b, speed, trivial)
 	if err := printEngine(ctx, &b, bin, before, endpoint, trivial); err != nil { // engine.go
+		return err
+	}
+	if err := printInline(ctx, &b, bin, endpoint, trivial); err != nil { // inline.go
 		return err
 	}
 	fe, err := measureForEach(ctx, bin, "", endpoint)

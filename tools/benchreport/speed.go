@@ -84,6 +84,7 @@ func fanOut(bin, endpoint, store string, n int) (fanTiming, error) {
 	if store == "dynamodb" {
 		cmd.Env = storeEnv("fan_"+uuid.NewString()[:8]+"_", endpoint)
 	}
+	cmd.Env = withSupervise(cmd.Env)
 	if p := os.Getenv("WHIMBREL_CPUPROFILE"); p != "" {
 		cmd.Env = append(cmd.Env, "WHIMBREL_CPUPROFILE="+p)
 	}
