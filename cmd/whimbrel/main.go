@@ -10,7 +10,6 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/whimbrel/whimbrel/cmd/internal/cli"
-	"github.com/whimbrel/whimbrel/process"
 )
 
 const description = `Whimbrel runs workflows of containerised or local activities with no central
@@ -69,7 +68,7 @@ type CLI struct {
 }
 
 func main() {
-	if code, ok := process.GroupGuardMain(); ok { // --supervise inline's guard process is this binary
+	if code, ok := groupGuardMain(); ok { // --supervise inline's guard process is this binary
 		os.Exit(code)
 	}
 	var c CLI
