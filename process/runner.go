@@ -21,6 +21,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -182,6 +183,10 @@ type Process struct {
 	waitErr    error
 	stopped    bool
 	stopReason string
+
+	// polls counts the polls for the child's exit (collectChild), so
+	// that a test can tell its waiter is not woken by other exits.
+	polls atomic.Int64
 
 	exited chan struct{} // closed once the child is reaped
 	done   chan struct{} // closed once result is final
@@ -390,7 +395,7 @@ func Start(cfg Config) (_ *Process, err error) {
 	if reaping {
 		go p.reap()
 	} else {
-		go p.waitChild()
+		go p.waitChild(openPidfd(p.pid))
 	}
 	if sigs != nil {
 		p.bg.Add(1)

@@ -14,16 +14,76 @@ import (
 
 // waitChild waits for the child alone, leaving any other children of the
 // process to their own owners, until the child has exited or quit. It
-// polls without blocking (see watch), so that quit can end it even when
-// the child survives SIGKILL; each poll holds mu, so the reap cannot race
-// a signal to a reused ID.
-func (p *Process) waitChild() { p.watch(p.collectChild) }
+// polls without blocking, so that quit can end it even when the child
+// survives SIGKILL; each poll holds mu, so the reap cannot race a signal
+// to a reused ID. It polls when the child's pidfd says it has exited: a
+// process that runs many commands at once (a launcher supervising them
+// inline) then wakes each waiter for its own child's exit only, where a
+// SIGCHLD would wake every waiter for every exit. Without a pidfd the
+// poller can watch, it polls on every SIGCHLD (watch).
+func (p *Process) waitChild(pidfd *os.File) {
+	defer p.bg.Done()
+	if pidfd != nil {
+		defer pidfd.Close()
+		if p.waitPidfd(pidfd) {
+			return
+		}
+	}
+	p.watch(p.collectChild)
+}
+
+// openPidfd is a pidfd of the child pid, which no one has reaped yet,
+// that the runtime's poller watches, or nil when there is none (a kernel
+// before Linux 5.10, or a file the poller refused).
+func openPidfd(pid int) *os.File {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), "pidfd")
+	// A deadline is refused when the poller does not watch the file.
+	if err := f.SetReadDeadline(time.Time{}); err != nil {
+		f.Close()
+		return nil
+	}
+	return f
+}
+
+// waitPidfd polls the child each time its pidfd becomes readable, which
+// it does once the child has exited, and every reapInterval besides, until
+// the child is reaped, or until quit: then it polls a last time and gives
+// up on a child still not reaped. It reports false, having reaped
+// nothing, if the poller cannot wait on the pidfd after all.
+func (p *Process) waitPidfd(pidfd *os.File) bool {
+	rc, err := pidfd.SyscallConn()
+	if err != nil {
+		return false
+	}
+	for {
+		if err := pidfd.SetReadDeadline(time.Now().Add(reapInterval)); err != nil {
+			return false
+		}
+		err := rc.Read(func(uintptr) bool { return p.collectChild() })
+		switch {
+		case err == nil:
+			return true
+		case !errors.Is(err, os.ErrDeadlineExceeded):
+			return false
+		}
+		select {
+		case <-p.quit:
+			p.collectChild()
+			p.giveUp()
+			return true
+		default:
+		}
+	}
+}
 
 // watch calls poll at once, on every SIGCHLD and every reapInterval,
 // until poll reports that it is done, or until quit: then it polls a last
 // time and gives up on a child still not reaped.
 func (p *Process) watch(poll func() (done bool)) {
-	defer p.bg.Done()
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, unix.SIGCHLD)
 	defer signal.Stop(chld)
@@ -47,6 +107,7 @@ func (p *Process) watch(poll func() (done bool)) {
 // collectChild reaps the child if it has exited, and reports whether its
 // end is recorded.
 func (p *Process) collectChild() bool {
+	p.polls.Add(1)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.reaped {
@@ -86,6 +147,7 @@ func (p *Process) giveUp() {
 // reaped. Reaping continues after the main child exits, because orphans
 // can outlive it.
 func (p *Process) reap() {
+	defer p.bg.Done()
 	p.watch(func() bool {
 		p.reapAll() // drains every exited child
 		return false

@@ -23,16 +23,20 @@ import (
 // inlineStores are the stores the inline tests run on: the embedded
 // store, DynamoDB Local, and DynamoDB Local behind the fault proxy
 // (throttles, failures after applying, partial batches), whose launcher
-// and wrappers share one faulty client as they share the process.
+// and wrappers share one faulty client as they share the process. open
+// returns the launcher's store and the test's own: the test's starts,
+// writes and check reads go through the proxy's clean side, so that a
+// fault it injects is one the launcher and its activities must survive,
+// not one that fails the test's own set-up.
 func inlineStores() []struct {
 	name string
-	open func(t *testing.T) state.Store
+	open func(t *testing.T) (st, own state.Store)
 } {
 	return []struct {
 		name string
-		open func(t *testing.T) state.Store
+		open func(t *testing.T) (st, own state.Store)
 	}{
-		{"sqlite", func(t *testing.T) state.Store {
+		{"sqlite", func(t *testing.T) (state.Store, state.Store) {
 			st, err := sqlite.Open(filepath.Join(t.TempDir(), "state.db"), sqlite.Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -41,17 +45,20 @@ func inlineStores() []struct {
 			if _, err := st.Install(launchtest.Context(t), false); err != nil {
 				t.Fatal(err)
 			}
-			return st
+			return st, st
 		}},
-		{"dynamodb", func(t *testing.T) state.Store { return dynamotest.NewStore(t, dynamodb.Options{}) }},
-		{"dynamodb behind the fault proxy", func(t *testing.T) state.Store {
+		{"dynamodb", func(t *testing.T) (state.Store, state.Store) {
+			st := dynamotest.NewStore(t, dynamodb.Options{})
+			return st, st
+		}},
+		{"dynamodb behind the fault proxy", func(t *testing.T) (state.Store, state.Store) {
 			proxy := dynamotest.NewFaultProxy(t, "", dynamotest.Faults{Throttle: 0.05, Errors: 0.05, AfterWrite: 0.3, PartialBatches: true, PageSize: 7})
 			prefix := dynamotest.Prefix(t)
 			setup := dynamodb.New(proxy.Client(true), dynamodb.Options{Prefix: prefix, CallTimeout: dynamotest.CallTimeout})
 			if _, err := setup.Install(launchtest.Context(t), false); err != nil {
 				t.Fatal(err)
 			}
-			return dynamodb.New(proxy.Client(false), dynamodb.Options{Prefix: prefix, CallTimeout: dynamotest.CallTimeout})
+			return dynamodb.New(proxy.Client(false), dynamodb.Options{Prefix: prefix, CallTimeout: dynamotest.CallTimeout}), setup
 		}},
 	}
 }
@@ -85,9 +92,9 @@ func TestInlineWorkflow(t *testing.T) {
 	for _, tc := range inlineStores() {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			st := tc.open(t)
+			st, own := tc.open(t)
 			flag := filepath.Join(t.TempDir(), "failed-once")
-			id, _ := launchtest.Start(t, st, `name: inline
+			id, _ := launchtest.Start(t, own, `name: inline
 defaults: {heartbeat_interval: 1s, heartbeat_timeout: 20s}
 activities:
   count:
@@ -106,8 +113,8 @@ activities:
     command: [sh, -c, 'test -n "$WHIMBREL_ACTIVITY_EXEC_ID" && test -z "$WHIMBREL_LAUNCHER_NUDGE"']
 `)
 			lb := runInline(t, st)
-			wf := launchtest.WaitSettled(t, st, id, 2*time.Minute)
-			acts, err := st.Activities(launchtest.Context(t), id)
+			wf := launchtest.WaitSettled(t, own, id, 2*time.Minute)
+			acts, err := own.Activities(launchtest.Context(t), id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -138,13 +145,12 @@ activities:
 			if !retried || elements != 4 {
 				t.Errorf("flaky completed on its second attempt: %v; elements of each completed: %d, want 4", retried, elements)
 			}
-			// The last activity's advance settles the workflow before its
-			// run returns: its goroutine may still be ending.
-			for deadline := time.Now().Add(30 * time.Second); lb.Running() != 0 && time.Now().Before(deadline); {
-				time.Sleep(10 * time.Millisecond)
-			}
-			if n := lb.Running(); n != 0 {
-				t.Errorf("%d activities still supervised 30 s after the workflow settled", n)
+			// The run that settled the workflow ends once its advance
+			// returns, a moment after the settle it wrote.
+			for deadline := time.Now().Add(30 * time.Second); lb.Running() != 0; time.Sleep(50 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d activities still supervised 30 s after the workflow settled", lb.Running())
+				}
 			}
 		})
 	}
@@ -158,9 +164,9 @@ func TestInlineCancelStopsTheCommand(t *testing.T) {
 	for _, tc := range inlineStores() {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			st := tc.open(t)
+			st, own := tc.open(t)
 			pidFile := filepath.Join(t.TempDir(), "pid")
-			id, _ := launchtest.Start(t, st, `name: cancel
+			id, _ := launchtest.Start(t, own, `name: cancel
 activities:
   long:
     heartbeat_interval: 1s
@@ -170,14 +176,14 @@ activities:
 			runInline(t, st)
 			pid := testbin.PIDFile(t, pidFile)
 			t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
-			if _, err := workflow.Cancel(launchtest.Context(t), st, id, "test cancels", nil); err != nil {
+			if _, err := workflow.Cancel(launchtest.Context(t), own, id, "test cancels", nil); err != nil {
 				t.Fatal(err)
 			}
 			testbin.WaitEnded(t, pid, "the command of a cancelled activity supervised inline")
 			key := state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, "long"), WorkflowExecID: id}
 			deadline := time.Now().Add(time.Minute)
 			for {
-				a, err := st.GetActivity(launchtest.Context(t), key)
+				a, err := own.GetActivity(launchtest.Context(t), key)
 				if err == nil && a.State == state.CancelledRunning && !a.EndTime.IsZero() {
 					return
 				}

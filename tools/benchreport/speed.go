@@ -171,11 +171,20 @@ func printThroughputBuilds(ctx context.Context, w io.Writer, bin, before, endpoi
 	return nil
 }
 
+// tail is the end of a failed command's stderr and, when the command
+// crashed, the start of its crash report too (the panic or fatal error
+// and the top of its stack), which the end of a long report leaves out.
 func tail(s string) string {
-	if len(s) > 400 {
-		return "…" + s[len(s)-400:]
+	if len(s) <= 400 {
+		return s
 	}
-	return s
+	end := len(s) - 400
+	for _, mark := range []string{"panic: ", "fatal error: ", "SIGQUIT: ", "SIGABRT: "} {
+		if i := strings.Index(s, mark); i >= 0 && i < end {
+			return s[i:min(end, i+2000)] + "\n…" + s[end:]
+		}
+	}
+	return "…" + s[end:]
 }
 
 func writeSpeed(b *strings.Builder, r speedReport, trivial int) {
