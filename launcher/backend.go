@@ -50,6 +50,12 @@ type Job struct {
 	// activity's settings and the definition's env.
 	Env      map[string]string
 	Settings definition.Settings // with the defaults filled in
+	// Workflow is the workflow's item as the launcher's pass read it
+	// (its state read then, its definition and parameters, which never
+	// change, read once), or nil. A backend that supervises the activity
+	// in the launcher's process hands it to the claim, which need not
+	// read the item again (wrapper.Config.Workflow).
+	Workflow *state.WorkflowExec
 }
 
 // launchNamespace seeds the name-based UUIDs that name launches.

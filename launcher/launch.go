@@ -80,6 +80,7 @@ func (l *Launcher) try(ctx context.Context, p *pass, k state.ActivityKey) (launc
 	}
 	job := l.job(claimed, w.def, act, settings)
 	job.Token = claimed.Owner
+	job.Workflow = w.item
 	launchedAs, err := l.launch(ctx, backend, job, log)
 	if err != nil {
 		log.Warn("launch failed", "error", err)
@@ -88,8 +89,12 @@ func (l *Launcher) try(ctx context.Context, p *pass, k state.ActivityKey) (launc
 	waited := waitedSince(a, time.Now())
 	log.Info("launched", "as", launchedAs, "type", settings.Launch.Type)
 	// The wrapper may have moved on already; the record goes beside
-	// whatever state it finds.
+	// whatever state it finds, unless the wrapper's claim writes it
+	// (knownitem.go).
 	if err := l.record(ctx, func(rctx context.Context) error {
+		if claimRecords(backend, job) {
+			return nil
+		}
 		_, err := l.st.UpdateActivity(rctx, k, state.ActivityChange{From: state.ActivityStates, LaunchedAs: launchedAs})
 		return err
 	}); err != nil {
@@ -352,6 +357,9 @@ func (l *Launcher) fail(ctx context.Context, a *state.ActivityExec, launchType s
 type definitions struct {
 	mu   sync.Mutex
 	byID map[string]*definition.Workflow // by workflow_exec_id
+	// items are the workflows' items as first read, definition and all
+	// (knownitem.go).
+	items map[string]*state.WorkflowExec
 }
 
 // of returns the definition of wf, parsing it the first time.
@@ -371,6 +379,7 @@ func (c *definitions) of(wf *state.WorkflowExec) (*definition.Workflow, error) {
 	}
 	c.mu.Lock()
 	c.byID[wf.WorkflowExecID] = d
+	c.keep(wf)
 	c.mu.Unlock()
 	return d, nil
 }
@@ -388,6 +397,7 @@ func (c *definitions) forget(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.byID, id)
+	delete(c.items, id)
 }
 
 // job builds what the backend needs.

@@ -116,6 +116,9 @@ type Launcher struct {
 	// undecodable counts the items passes skipped because they could not
 	// be decoded (the store reports each one).
 	undecodable atomic.Int64
+
+	handoff  *handoff     // the activities readied in process (handoff.go)
+	listings atomic.Int64 // the passes that listed the READY index
 }
 
 // Undecodable is how many items the passes so far skipped because they
@@ -144,7 +147,7 @@ func New(st Store, cfg Config) *Launcher {
 	}
 	return &Launcher{st: st, cfg: cfg, log: cfg.Logger, workers: make(chan struct{}, cfg.Workers), freed: make(chan struct{}, 1),
 		slots: newSlots(cfg.MaxRunning), defs: definitions{byID: map[string]*definition.Workflow{}},
-		family: workflow.NewFamily(cfg.Workflow)}
+		family: workflow.NewFamily(cfg.Workflow), handoff: newHandoff()}
 }
 
 // Run polls until ctx ends, then returns once the launches in flight have
@@ -157,16 +160,20 @@ func (l *Launcher) Run(ctx context.Context) error {
 	defer l.startTenders(ctx)()
 	t := time.NewTicker(l.cfg.Interval)
 	defer t.Stop()
+	list := true // a pass woken by a handoff alone tries what was handed
 	for {
-		if _, err := l.pass(ctx); err != nil && ctx.Err() == nil {
+		if _, err := l.passOf(ctx, list); err != nil && ctx.Err() == nil {
 			l.log.Warn("poll failed; trying again at the next one", "error", err)
 		}
+		list = true
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		case <-l.cfg.Nudge:
 		case <-l.freed:
+		case <-l.handoff.handed:
+			list = false
 		}
 	}
 }
@@ -214,13 +221,17 @@ func (l *Launcher) waitGuards() {
 // pass reads the READY activities and hands each to a worker, waiting for
 // a free one when all are busy. It returns without waiting for the
 // launches.
-func (l *Launcher) pass(ctx context.Context) (*pass, error) {
+func (l *Launcher) pass(ctx context.Context) (*pass, error) { return l.passOf(ctx, true) }
+
+// passOf is a pass that lists the READY index when list is set, and
+// otherwise tries only the activities handed to it (readyRefs).
+func (l *Launcher) passOf(ctx context.Context, list bool) (*pass, error) {
 	if err := l.forgetEnded(ctx); err != nil {
 		return nil, err
 	}
 	l.refillParked(ctx)
 	looks := l.lookAtPools(ctx)
-	refs, err := l.st.ActivitiesInState(ctx, state.ActivityQuery{State: state.Ready, Limit: scan})
+	refs, err := l.readyRefs(ctx, list) // handoff.go
 	// One item that does not decode never stops the launches of the
 	// others: the store reported it, and the pass goes on without it.
 	skipped, err := state.Skipped(err)
@@ -363,6 +374,7 @@ func (p *pass) storeErr() error {
 type passWorkflow struct {
 	state state.WorkflowState
 	def   *definition.Workflow // nil: its activities cannot be launched
+	item  *state.WorkflowExec  // its item, with state as this pass read it (nil: not kept)
 }
 
 // forgetEnded drops the activities we launched that have ended, when a cap
@@ -413,6 +425,7 @@ func (l *Launcher) workflow(ctx context.Context, p *pass, id string) (*passWorkf
 		if w.def, err = l.defs.of(wf); err != nil {
 			l.log.Warn("cannot launch the activities of a workflow", "workflow_exec_id", id, "error", err)
 		}
+		w.item = wf
 	} else {
 		l.defs.forget(id) // it will not launch again
 	}

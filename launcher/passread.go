@@ -31,7 +31,7 @@ func (l *Launcher) knownWorkflow(ctx context.Context, id string) (w *passWorkflo
 	}
 	w = &passWorkflow{state: s}
 	if s == state.WorkflowRunning {
-		w.def = d
+		w.def, w.item = d, l.defs.item(id, s)
 	} else {
 		l.defs.forget(id) // it will not launch again
 	}

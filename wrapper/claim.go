@@ -50,7 +50,7 @@ func (r *run) claim(ctx context.Context, sigs chan os.Signal) (*state.ActivityEx
 	op := func() error {
 		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
 		defer cancel()
-		wf, err := r.st.GetWorkflow(actx, r.cfg.Key.WorkflowExecID)
+		wf, err := r.claimWorkflow(actx) // known.go
 		r.wf = wf
 		if err != nil {
 			if errors.Is(err, state.ErrNotFound) || errors.Is(err, state.ErrInvalidItem) {
@@ -74,6 +74,7 @@ func (r *run) claim(ctx context.Context, sigs chan os.Signal) (*state.ActivityEx
 				HeartbeatInterval: r.cfg.HeartbeatInterval,
 				HeartbeatTimeout:  r.cfg.HeartbeatTimeout,
 			},
+			LaunchedAs: r.cfg.LaunchedAs,
 		})
 		var ce *state.ConflictError
 		switch {

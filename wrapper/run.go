@@ -117,6 +117,14 @@ type Config struct {
 	// Readied, when set, is called once this activity's outcome readied
 	// dependents: an inline supervisor's launcher wakes at once.
 	Readied func()
+	// Workflow, when set, is the workflow's item as an inline supervisor
+	// read it just before the launch: the claim's first attempt takes it
+	// instead of reading the item again (claimWorkflow).
+	Workflow *state.WorkflowExec
+	// LaunchedAs, when set, is recorded by the claim's write (launched_as):
+	// an inline supervisor knows its launch before the claim, and saves
+	// the write that would record it after.
+	LaunchedAs string
 
 	// Stdin and Stdout are handed to the command; nil means the wrapper's.
 	Stdin, Stdout *os.File

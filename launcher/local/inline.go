@@ -100,10 +100,14 @@ func (b *Backend) launchInline(j launcher.Job) (string, error) {
 		return "", err
 	}
 	r := &inlineRun{job: j, sigs: make(chan os.Signal, 8)}
-	cfg.Signals = r.sigs
+	as := "inline:" + strconv.Itoa(os.Getpid())
+	cfg.Signals, cfg.LaunchedAs = r.sigs, as
+	if j.Workflow != nil {
+		wf := *j.Workflow // the run's own copy
+		cfg.Workflow = &wf
+	}
 	cfg.SharedGuard = g
 	cfg.Watcher, _ = b.Store.(wrapper.Watcher)
-	cfg.Readied = b.readied
 	cfg.Stdin, cfg.Stdout, cfg.Stderr = stdin, out, out
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "whimbrel-run", Output: out,
 		Level: hclog.LevelFromString(lookup(env, "WHIMBREL_LOG_LEVEL", "info")), JSONFormat: lookup(env, "WHIMBREL_LOG_FORMAT", "") == "json"})
@@ -121,7 +125,7 @@ func (b *Backend) launchInline(j launcher.Job) (string, error) {
 		// The run's own context: a launch's deadline or the launcher's
 		// stop must not cut its final writes short. It is stopped as
 		// whimbrel-run is, by a signal (Backend.Signal).
-		code := wrapper.Run(context.Background(), wrapper.Direct(b.Store), cfg)
+		code := wrapper.Run(context.Background(), b.reporter(), cfg)
 		stdin.Close()
 		if out != os.Stderr {
 			out.Close()
@@ -140,7 +144,7 @@ func (b *Backend) launchInline(j launcher.Job) (string, error) {
 			b.Exited(j, exit)
 		}
 	}()
-	return "inline:" + strconv.Itoa(os.Getpid()), nil
+	return as, nil
 }
 
 // inlineOutput opens the activity's log, or is the launcher's stderr

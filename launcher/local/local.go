@@ -51,9 +51,9 @@ type Backend struct {
 	// Store is the launcher's open store, which activities supervised
 	// inline report to (NewLauncher sets it from the launcher's).
 	Store state.Store
-	// readied wakes the launcher when an activity supervised inline
-	// readied dependents.
-	readied func()
+	// handoff hands the launcher the activities that one supervised
+	// inline readied (handoff.go).
+	handoff func([]state.ActivityKey)
 
 	wg sync.WaitGroup
 	// inlineWG counts the activities supervised inline that have not

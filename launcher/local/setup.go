@@ -39,9 +39,9 @@ func NewLauncher(st launcher.Store, cfg launcher.Config, b *Backend, nl *nudge.L
 		b.Store, _ = st.(state.Store)
 	}
 	l := launcher.New(st, cfg)
-	// An activity supervised inline that readied dependents wakes the
-	// launcher's pass at once, in process.
-	b.readied = l.Wake
+	// An activity supervised inline that readied dependents hands them
+	// to the launcher's next pass, which starts at once, in process.
+	b.handoff = l.Handoff
 	b.Exited = func(j launcher.Job, exit error) {
 		ctx, cancel := context.WithTimeout(context.Background(), exitedTimeout)
 		defer cancel()

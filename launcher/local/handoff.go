@@ -1,0 +1,49 @@
+package local
+
+import (
+	"context"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/whimbrel/whimbrel/launcher"
+	"github.com/whimbrel/whimbrel/state"
+	"github.com/whimbrel/whimbrel/workflow"
+	"github.com/whimbrel/whimbrel/wrapper"
+)
+
+// handingReporter is the reporter of an activity supervised inline: it
+// reports straight to the launcher's store, as wrapper.Direct does, and
+// hands the activities its advance readied to the launcher's next pass
+// (launcher.Launcher.Handoff), which tries them at once instead of
+// listing the READY index to find them.
+type handingReporter struct {
+	wrapper.Reporter
+	st   state.Store
+	hand func([]state.ActivityKey)
+}
+
+// reporter is the Reporter of the activities b supervises inline.
+func (b *Backend) reporter() wrapper.Reporter {
+	direct := wrapper.Direct(b.Store)
+	if b.handoff == nil {
+		return direct
+	}
+	return handingReporter{Reporter: direct, st: b.Store, hand: b.handoff}
+}
+
+func (h handingReporter) Recorded(ctx context.Context, a *state.ActivityExec, wf *state.WorkflowExec, log hclog.Logger) (bool, error) {
+	res, err := workflow.AdvanceKnown(ctx, h.st, wf, a, log)
+	if len(res.Readied) > 0 {
+		keys := make([]state.ActivityKey, len(res.Readied))
+		for i, id := range res.Readied {
+			keys[i] = state.ActivityKey{ActivityExecID: id, WorkflowExecID: a.WorkflowExecID}
+		}
+		h.hand(keys)
+	}
+	return len(res.Readied) > 0, err
+}
+
+// ClaimRecordsLaunch reports whether j's launch is recorded by its
+// wrapper's claim: it is for an activity supervised inline, whose launch
+// (inline:PID) is known before the claim (wrapper.Config.LaunchedAs).
+func (b *Backend) ClaimRecordsLaunch(j launcher.Job) bool { return b.inline(j) }
