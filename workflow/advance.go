@@ -388,6 +388,9 @@ func Settle(ctx context.Context, st Settler, workflowExecID string, log hclog.Lo
 
 func settle(ctx context.Context, st Settler, g graph, log hclog.Logger) (state.WorkflowState, error) {
 	workflowExecID := g.id
+	if live, err := probeLive(ctx, st, g); err != nil || live { // liveprobe.go
+		return "", err
+	}
 	if live, err := surelyLive(ctx, st, workflowExecID); err != nil || live {
 		return "", err
 	}

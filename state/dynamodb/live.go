@@ -54,3 +54,31 @@ func (st *Store) AnyLive(ctx context.Context, workflowExecID string) (bool, erro
 	}
 	return false, nil
 }
+
+// AnyLiveOf reports whether any of the given activities is not terminal,
+// reading their states alone in one batch (up to 100 keys a call). An
+// activity that does not exist is not counted; one whose state is missing
+// or not the contract's counts as live, as in AnyLive.
+func (st *Store) AnyLiveOf(ctx context.Context, keys []state.ActivityKey) (bool, error) {
+	if len(keys) == 0 {
+		return false, nil
+	}
+	items := make([]item, len(keys))
+	for i, k := range keys {
+		items[i] = item{"activity_exec_id": avS(k.ActivityExecID), "workflow_exec_id": avS(k.WorkflowExecID)}
+	}
+	err := st.batchGet(ctx, TableActivityExec, items, func(m item) error {
+		s, ok := m["state"].(*types.AttributeValueMemberS)
+		if !ok || !state.ActivityState(s.Value).Terminal() {
+			return errLive
+		}
+		return nil
+	}, "state")
+	switch {
+	case errors.Is(err, errLive):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("look for live activities among %d: %w", len(keys), err)
+	}
+	return false, nil
+}
