@@ -54,6 +54,11 @@ func WaitSettled(tb testing.TB, st state.Store, id string, timeout time.Duration
 			return wf
 		}
 		if time.Now().After(deadline) {
+			// What each activity was left in says where it stopped.
+			acts, _ := st.Activities(context.Background(), id)
+			for _, a := range acts {
+				tb.Logf("%s: %s (attempt %d, launched as %q) %s", a.ActivityExecID, a.State, a.Attempt, a.LaunchedAs, a.Reason)
+			}
 			tb.Fatalf("workflow %s still %s after %s", id, wf.State, timeout)
 		}
 		time.Sleep(50 * time.Millisecond)
