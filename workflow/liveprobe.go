@@ -19,7 +19,8 @@ type liveProber interface {
 }
 
 // probeLive reports whether a few of the workflow's activities, picked at
-// random among the first attempts its stored definition names (whose keys
+// random among the first attempts its stored definition names when it
+// names more than a few (whose keys
 // follow from their names), show that it is not done: one of them is not
 // terminal. false means none of those read was live, or the store or the
 // graph cannot tell: the caller goes on to look at them all. While most
@@ -32,6 +33,11 @@ func probeLive(ctx context.Context, st Reader, g graph) (bool, error) {
 		return false, nil
 	}
 	names := g.def.Names()
+	if len(names) <= liveProbeSize {
+		// AnyLive reads them all for about what the probe costs, and a
+		// workflow of one activity has none left to find live.
+		return false, nil
+	}
 	rand.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
 	keys := make([]state.ActivityKey, 0, liveProbeSize)
 	for _, n := range names[:min(len(names), liveProbeSize)] {
