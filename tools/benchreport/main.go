@@ -119,6 +119,9 @@ func run(w *strings.Builder, bin, before string, runs, trivial, history int, out
 	if *onlyInline {
 		return printInline(ctx, w, bin, endpoint, trivial)
 	}
+	if *onlyInlineHop {
+		return printInlineHop(ctx, w, bin, before, endpoint, trivial) // inlinehop.go
+	}
 	if onlyThroughput {
 		return printThroughputBuilds(ctx, w, bin, before, endpoint, trivial)
 	}
