@@ -18,7 +18,7 @@ RUN CGO_ENABLED=0 go build -trimpath \
       -ldflags="-s -w -X github.com/whimbrel/whimbrel/cmd/internal/cli.Version=${VERSION}" \
       -o /out/ ./cmd/... \
  && mv /out/whimbrel-run /out/whimbrel-run-full \
- && CGO_ENABLED=0 go build -trimpath -tags whimbrel_nosqlite \
+ && CGO_ENABLED=0 go build -trimpath -tags whimbrel_nosqlite,whimbrel_leanaws \
       -ldflags="-s -w -X github.com/whimbrel/whimbrel/cmd/internal/cli.Version=${VERSION}" \
       -o /out/whimbrel-run ./cmd/whimbrel-run
 
