@@ -17,6 +17,9 @@ import (
 // AWS tool shares.
 const ConfigChain = ""
 
+// reachHelp says what the configuration needs to reach DynamoDB.
+const reachHelp = "to reach DynamoDB, set AWS_REGION, credentials (AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; any values for DynamoDB Local) and, for DynamoDB Local, AWS_ENDPOINT_URL_DYNAMODB; `whimbrel run` needs none of this: it keeps its state in a local file"
+
 // LoadConfig loads the SDK's configuration from its default chain, with
 // the SDK's own log lines routed to log at debug level.
 func LoadConfig(ctx context.Context, log hclog.Logger) (aws.Config, error) {

@@ -74,6 +74,11 @@ func loadConfig(_ context.Context, log hclog.Logger, attempt time.Duration) (aws
 	return cfg, nil
 }
 
+// reachHelp says what the configuration needs to reach DynamoDB.
+const reachHelp = "to reach DynamoDB, set AWS_REGION, credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, " +
+	"any values for DynamoDB Local; or AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN; or a task's, pod's or instance's role) " +
+	"and, for DynamoDB Local, AWS_ENDPOINT_URL_DYNAMODB"
+
 // leanHelp ends every refusal of this build's configuration.
 const leanHelp = "this build (the whimbrel_leanaws tag, as the container image's whimbrel-run) reads AWS settings " +
 	"only from the environment (AWS_REGION, AWS_ACCESS_KEY_ID, AWS_WEB_IDENTITY_TOKEN_FILE, " +
