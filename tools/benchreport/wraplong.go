@@ -95,7 +95,7 @@ func writeLongWait(ctx context.Context, b *strings.Builder, before, bin, leanBin
 			return err
 		}
 		last := longWaitAt[len(longWaitAt)-1]
-		cmd := exec.Command(r.binary, "--heartbeat-interval", "200ms", "--heartbeat-timeout", "2s", "--", "sleep", fmt.Sprint((last+2*time.Second).Seconds()))
+		cmd := exec.Command(r.binary, "--heartbeat-interval", "200ms", "--heartbeat-timeout", "2s", "--", "sleep", fmt.Sprint((last + 2*time.Second).Seconds()))
 		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "WHIMBREL_ACTIVITY_EXEC_ID=" + state.ActivityExecIDFor(id, "a"),
 			"WHIMBREL_WORKFLOW_EXEC_ID=" + id}, r.env...)
 		if err := cmd.Start(); err != nil {

@@ -57,8 +57,8 @@ func measureRSS(ctx context.Context, bin, leanBin, endpoint string) (map[string]
 		return nil, err
 	}
 	res := map[string]rss{
-		"whimbrel-run on DynamoDB (heartbeating every 200 ms)":                      w.dynamodb,
-		"whimbrel-run on sqlite (heartbeating every 200 ms)":                        w.sqlite,
+		"whimbrel-run on DynamoDB (heartbeating every 200 ms)":                                              w.dynamodb,
+		"whimbrel-run on sqlite (heartbeating every 200 ms)":                                                w.sqlite,
 		"whimbrel-run, container build (no embedded store, lean AWS configuration), on DynamoDB (the same)": l.dynamodb,
 	}
 	if _, err := exec.LookPath("tini"); err == nil {
