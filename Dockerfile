@@ -3,11 +3,15 @@
 #
 # Other images take whimbrel-run from it (see examples/docker/Dockerfile).
 # The image's whimbrel-run is built without the embedded store (the
-# whimbrel_nosqlite tag): a wrapper in a container keeps its state in
-# DynamoDB, and without the SQLite driver it is a fifth smaller and holds
-# less memory while its command runs. whimbrel-run-full, beside it, has
-# both stores, for a container that mounts an embedded store
-# (examples/docker/workflow.yaml).
+# whimbrel_nosqlite tag) and reads its AWS settings only from what a
+# container is given: the environment, web identity, the ECS/EKS container
+# credentials endpoint, the instance's role (the whimbrel_leanaws tag; it
+# refuses profiles and shared config files, naming them). A wrapper in a
+# container keeps its state in DynamoDB, and without the SQLite driver and
+# the SDK's SSO and profile machinery it is a quarter smaller and holds less
+# memory while its command runs. whimbrel-run-full, beside it, has both
+# stores and the SDK's default chain, for a container that mounts an
+# embedded store (examples/docker/workflow.yaml) or a profile.
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -18,7 +22,7 @@ RUN CGO_ENABLED=0 go build -trimpath \
       -ldflags="-s -w -X github.com/whimbrel/whimbrel/cmd/internal/cli.Version=${VERSION}" \
       -o /out/ ./cmd/... \
  && mv /out/whimbrel-run /out/whimbrel-run-full \
- && CGO_ENABLED=0 go build -trimpath -tags whimbrel_nosqlite \
+ && CGO_ENABLED=0 go build -trimpath -tags whimbrel_nosqlite,whimbrel_leanaws \
       -ldflags="-s -w -X github.com/whimbrel/whimbrel/cmd/internal/cli.Version=${VERSION}" \
       -o /out/whimbrel-run ./cmd/whimbrel-run
 

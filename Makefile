@@ -90,6 +90,7 @@ vet:
 	$(GO) vet ./...
 	$(GO) vet -tags docker ./internal/dockertest/
 	$(GO) vet -tags whimbrel_nosqlite ./cmd/...
+	$(GO) vet -tags whimbrel_nosqlite,whimbrel_leanaws ./cmd/... ./state/dynamodb/
 
 ## bench: measure the headline figures side by side into BENCHMARKS.md, replacing only the sections it measures (needs tini: apt-get install tini);
 ##   BEFORE=DIR also compares the wrapper with the binaries an earlier build left in DIR
@@ -166,6 +167,7 @@ lint: vet cross
 	rm -f /tmp/whimbrel-go.*.$$$$
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags whimbrel_nosqlite,whimbrel_leanaws ./cmd/whimbrel-run/ ./state/dynamodb/
 
 ## dynamodb-local: run DynamoDB Local in the foreground on port 8000 (PORT=... to change)
 dynamodb-local:

@@ -5,6 +5,7 @@ import (
 	"math"
 	"path/filepath"
 	"runtime/debug"
+	"runtime/metrics"
 	"testing"
 	"time"
 
@@ -23,8 +24,9 @@ func gcPercent() int {
 
 // TestGCDeferredUntilTheCommandHasRun, on the embedded store: DeferGC
 // holds the collector back (under a memory limit) while a short command
-// runs and is recorded; a command that runs past a second has it back as
-// usual, with no limit; GOGC set by the user is left alone. Not parallel:
+// runs and is recorded; a command that runs past a second has it back,
+// at 25 while it waits and as usual once it has ended, with no limit;
+// GOGC set by the user is left alone. Not parallel:
 // the collector's setting is the process's.
 func TestGCDeferredUntilTheCommandHasRun(t *testing.T) {
 	t.Cleanup(func() { debug.SetGCPercent(100); debug.SetMemoryLimit(math.MaxInt64) })
@@ -63,9 +65,30 @@ func TestGCDeferredUntilTheCommandHasRun(t *testing.T) {
 	if p := gcPercent(); p != -1 {
 		t.Errorf("after a short command the GC percent is %d; want it still held back (-1)", p)
 	}
-	run("long", "sleep", "1.5")
+	// While the long command waits past a second, the collector runs at
+	// 25 (read through runtime/metrics, which changes nothing).
+	stop, seen := make(chan struct{}), make(chan map[uint64]bool, 1)
+	go func() {
+		got := map[uint64]bool{}
+		sample := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+		for {
+			select {
+			case <-stop:
+				seen <- got
+				return
+			case <-time.After(20 * time.Millisecond):
+				metrics.Read(sample)
+				got[sample[0].Value.Uint64()] = true
+			}
+		}
+	}()
+	run("long", "sleep", "2.5")
+	close(stop)
+	if got := <-seen; !got[25] {
+		t.Errorf("while a command ran 2.5 s the GC percent was never 25 (seen: %v)", got)
+	}
 	if p, lim := gcPercent(), debug.SetMemoryLimit(-1); p != 100 || lim != math.MaxInt64 {
-		t.Errorf("after a command that ran 1.5 s: GC percent %d, memory limit %d; want 100 and none", p, lim)
+		t.Errorf("after a command that ran 2.5 s: GC percent %d, memory limit %d; want 100 and none", p, lim)
 	}
 
 	t.Setenv("GOGC", "200")

@@ -40,17 +40,15 @@ func TestLeanBuildLinksNoSQLite(t *testing.T) {
 	}
 }
 
-// TestLeanBuildSaysWhatItLacks: the lean wrapper, asked for the embedded
+// TestLeanBuildSaysWhatItLacks: the lean wrapper (built as the container
+// image builds it, see containerBuild), asked for the embedded
 // store, exits 125 saying that this build lacks it and what to use, and
 // creates nothing; --version names the stores of each build; on DynamoDB,
 // behind the fault proxy (throttles, 500s, writes answered 500 after they
 // landed), it runs its activity to COMPLETED as the full build does.
 func TestLeanBuildSaysWhatItLacks(t *testing.T) {
 	t.Parallel()
-	lean := filepath.Join(t.TempDir(), "whimbrel-run")
-	if out, err := exec.Command("go", "build", "-tags", leanTag, "-o", lean, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build -tags %s: %v\n%s", leanTag, err, out)
-	}
+	lean := containerBuild(t)
 	for bin, want := range map[string]string{lean: "no embedded store", binary: "stores: dynamodb, sqlite"} {
 		out, err := exec.Command(bin, "--version").CombinedOutput()
 		if err != nil || !strings.Contains(string(out), want) {

@@ -105,9 +105,6 @@ const (
 	attemptHint = reachHint + ", or raise --store-attempt-timeout (WHIMBREL_STORE_ATTEMPT_TIMEOUT)"
 )
 
-// What to set to reach DynamoDB, for the errors that say it is not set.
-const reachHelp = "to reach DynamoDB, set AWS_REGION, credentials (AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; any values for DynamoDB Local) and, for DynamoDB Local, AWS_ENDPOINT_URL_DYNAMODB; `whimbrel run` needs none of this: it keeps its state in a local file"
-
 // translate turns the failures an operator must act on into the domain's
 // errors; bounded reports whether the call's own bound passed.
 func (b *bounded) translate(parent context.Context, bounded bool, op, table string, err error) error {

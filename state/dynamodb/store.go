@@ -7,17 +7,12 @@ package dynamodb
 
 import (
 	"context"
-	"fmt"
-	"net"
 	"os"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go/logging"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/whimbrel/whimbrel/state"
@@ -115,9 +110,10 @@ func New(api API, opts Options) *Store {
 		undecoded: attr.NewReporter(opts.Logger)}
 }
 
-// Open returns a Store on a client built from the SDK's default chain:
-// region, credentials and endpoint come from the environment and shared
-// config, including AWS_ENDPOINT_URL_DYNAMODB for a local endpoint.
+// Open returns a Store on a client built from the SDK's default chain
+// (or, built with the whimbrel_leanaws tag, from the environment and the
+// container's and instance's credentials only): region, credentials and
+// endpoint, including AWS_ENDPOINT_URL_DYNAMODB for a local endpoint.
 func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.AttemptTimeout <= 0 {
 		opts.AttemptTimeout = DefaultAttemptTimeout
@@ -138,34 +134,6 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		o.DisableValidateResponseChecksum = localEndpoint()
 	})
 	return New(client, opts), nil
-}
-
-// LoadConfig loads the SDK's configuration from its default chain, with
-// the SDK's own log lines routed to log at debug level.
-func LoadConfig(ctx context.Context, log hclog.Logger) (aws.Config, error) {
-	return loadConfig(ctx, log, DefaultAttemptTimeout)
-}
-
-// loadConfig is LoadConfig with each HTTP attempt (connecting included)
-// bounded by attempt.
-func loadConfig(ctx context.Context, log hclog.Logger, attempt time.Duration) (aws.Config, error) {
-	if log == nil {
-		log = hclog.NewNullLogger()
-	}
-	sdkLog := log.Named("aws")
-	httpClient := awshttp.NewBuildableClient().WithTimeout(attempt).
-		WithDialerOptions(func(d *net.Dialer) { d.Timeout = attempt })
-	cfg, err := config.LoadDefaultConfig(ctx, config.WithHTTPClient(httpClient), config.WithLogger(logging.LoggerFunc(
-		func(c logging.Classification, format string, v ...interface{}) {
-			// The SDK's own warnings are about transport details; they
-			// belong in our log at debug level, never on the wrapped
-			// command's stderr.
-			sdkLog.Debug(fmt.Sprintf(format, v...), "classification", string(c))
-		})))
-	if err != nil {
-		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
-	}
-	return cfg, nil
 }
 
 var getenv = os.Getenv

@@ -20,9 +20,14 @@ import (
 
 // --- the wrapper's CPU per activity, and its container build
 
-// leanTag is the build tag of the container image's whimbrel-run: no
-// embedded store.
+// leanTag is the build tag of the container image's whimbrel-run that
+// leaves the embedded store out; its --version names it.
 const leanTag = "whimbrel_nosqlite"
+
+// containerTags are the build tags of the container image's whimbrel-run:
+// no embedded store, and AWS settings from the environment, web identity,
+// the container credentials endpoint and instance metadata only.
+const containerTags = leanTag + ",whimbrel_leanaws"
 
 // cpuRuns is how many `whimbrel-run -- true` make one CPU figure.
 const cpuRuns = 20
@@ -31,7 +36,7 @@ const cpuRuns = 20
 // embedded store) into a new folder under dir, and returns the folder.
 func buildLean(dir string) (string, error) {
 	out := filepath.Join(dir, "lean")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-tags", leanTag, "-o", filepath.Join(out, "whimbrel-run"), "./cmd/whimbrel-run")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-tags", containerTags, "-o", filepath.Join(out, "whimbrel-run"), "./cmd/whimbrel-run")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build the container's whimbrel-run: %v\n%s", err, b)

@@ -57,9 +57,9 @@ func measureRSS(ctx context.Context, bin, leanBin, endpoint string) (map[string]
 		return nil, err
 	}
 	res := map[string]rss{
-		"whimbrel-run on DynamoDB (heartbeating every 200 ms)":                      w.dynamodb,
-		"whimbrel-run on sqlite (heartbeating every 200 ms)":                        w.sqlite,
-		"whimbrel-run, container build (no embedded store), on DynamoDB (the same)": l.dynamodb,
+		"whimbrel-run on DynamoDB (heartbeating every 200 ms)":                                              w.dynamodb,
+		"whimbrel-run on sqlite (heartbeating every 200 ms)":                                                w.sqlite,
+		"whimbrel-run, container build (no embedded store, lean AWS configuration), on DynamoDB (the same)": l.dynamodb,
 	}
 	if _, err := exec.LookPath("tini"); err == nil {
 		r, err := rssOf(exec.Command("tini", "-s", "--", "sleep", "4"))
@@ -177,6 +177,9 @@ func writeWrapper(ctx context.Context, b *strings.Builder, before, bin, endpoint
 	if err := writeBeforeAfter(ctx, b, before, bin, leanBin, endpoint, out); err != nil {
 		return fmt.Errorf("wrapper before and after: %w", err)
 	}
+	if err := writeLongWait(ctx, b, before, bin, leanBin, endpoint, out); err != nil {
+		return fmt.Errorf("wrapper over a longer wait: %w", err)
+	}
 	return nil
 }
 
@@ -213,6 +216,11 @@ func writeBeforeAfter(ctx context.Context, b *strings.Builder, before, bin, lean
 		return nil
 	}
 	builds := []string{before, bin, leanBin}
+	names := []string{"before", "after", "after, container build"}
+	if beforeLean := filepath.Join(before, "lean"); fileExists(filepath.Join(beforeLean, "whimbrel-run")) {
+		builds = append(builds, beforeLean)
+		names = append(names, "before, container build")
+	}
 	runs := make([][]wrapperRSS, len(builds))
 	for range 3 { // alternating, so that the machine's load hits every build alike
 		for i, dir := range builds {
@@ -242,10 +250,10 @@ func writeBeforeAfter(ctx context.Context, b *strings.Builder, before, bin, lean
 	}
 	dyn := func(w wrapperRSS) rss { return w.dynamodb }
 	lite := func(w wrapperRSS) rss { return w.sqlite }
-	fmt.Fprintf(b, "%s\n\nwhimbrel-run built as `make native` builds it (`CGO_ENABLED=0 go build -trimpath -ldflags '-s -w'`), before (%s) and after, and after as the container image builds it (the same with `-tags %s`: no embedded store), measured side by side in one run of `make bench BEFORE=%s` (three alternating rounds; VmRSS 3 s into a run heartbeating every 200 ms, in MB, and in brackets its anonymous part; CPU: user + system of `whimbrel-run --no-guard -- true` and its command, from rusage, the mean of %d runs, in ms, with this machine's `AWS_CA_BUNDLE` in its environment as a launcher passes it). Target: %.0f MB on DynamoDB.\n\n",
-		beforeAfterHeading, before, leanTag, before, cpuRuns, float64(rssTarget)/1024)
+	fmt.Fprintf(b, "%s\n\nwhimbrel-run built as `make native` builds it (`CGO_ENABLED=0 go build -trimpath -ldflags '-s -w'`), before (%s) and after, and after as the container image builds it (the same with `-tags %s`), and, when BEFORE holds a lean/whimbrel-run, before's container build, measured side by side in one run of `make bench BEFORE=%s` (three alternating rounds; VmRSS 3 s into a run heartbeating every 200 ms, in MB, and in brackets its anonymous part; CPU: user + system of `whimbrel-run --no-guard -- true` and its command, from rusage, the mean of %d runs, in ms, with this machine's `AWS_CA_BUNDLE` in its environment as a launcher passes it). Target: %.0f MB on DynamoDB.\n\n",
+		beforeAfterHeading, before, containerTags, before, cpuRuns, float64(rssTarget)/1024)
 	fmt.Fprintf(b, "| whimbrel-run | binary | resident (anonymous) on DynamoDB | resident (anonymous) on sqlite | CPU per run on DynamoDB Local, ms | CPU per run on sqlite, ms |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
-	for i, name := range []string{"before", "after", "after, container build"} {
+	for i, name := range names {
 		ws := runs[i]
 		fmt.Fprintf(b, "| %s | %.1f MB | %s | %s | %s | %s |\n", name, float64(ws[0].size)/(1<<20), mb(ws, dyn), mb(ws, lite),
 			cpu(ws, func(w wrapperRSS) time.Duration { return w.cpuDynamoDB }), cpu(ws, func(w wrapperRSS) time.Duration { return w.cpuSQLite }))

@@ -56,7 +56,7 @@ func (e *UsageError) Error() string { return e.Msg }
 // a flag's default is the one definition rather than a copy of it.
 func Vars() kong.Vars {
 	return kong.Vars{
-		"version":                       Version + " (" + Stores + ")",
+		"version":                       Version + " (" + Stores + dynamodb.ConfigChain + ")",
 		"default_table_prefix":          state.DefaultTablePrefix,
 		"default_store_timeout":         FlagDuration(dynamodb.DefaultCallTimeout),
 		"default_store_attempt_timeout": FlagDuration(dynamodb.DefaultAttemptTimeout),
