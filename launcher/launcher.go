@@ -109,6 +109,7 @@ type Launcher struct {
 	slots *slots      // what it tries and runs, and the cap
 	defs  definitions // of the workflows it launches for
 	pools poolWaiters // the activities waiting for pools (pool.go)
+	due   dueWindows  // the windows of parked retries read (retrysoon.go)
 	// family is cfg.Workflow's and its child workflows', the executions a
 	// launcher limited to one launches for.
 	family *workflow.Family
@@ -220,6 +221,7 @@ func (l *Launcher) pass(ctx context.Context) (*pass, error) {
 	}
 	l.refillParked(ctx)
 	looks := l.lookAtPools(ctx)
+	due := l.putBackDue(ctx) // retrysoon.go
 	refs, err := l.st.ActivitiesInState(ctx, state.ActivityQuery{State: state.Ready, Limit: scan})
 	// One item that does not decode never stops the launches of the
 	// others: the store reported it, and the pass goes on without it.
@@ -229,6 +231,7 @@ func (l *Launcher) pass(ctx context.Context) (*pass, error) {
 	}
 	l.undecodable.Add(int64(len(skipped)))
 	p := &pass{workflows: map[string]*passWorkflow{}, crowded: len(refs) >= scan}
+	refs = withDue(refs, due)
 	// A launcher limited to one workflow (whimbrel run) serves it and its
 	// child workflows only.
 	refs = l.inFamily(ctx, refs)
