@@ -20,7 +20,8 @@ import (
 // (it died between the listing and the put back, or ran only now and
 // then) is listed again by every window of the same bucket that ends
 // later, so the launchers that run put it back within a round of the
-// store's windows.
+// store's windows, and the monitor's sweeps, which read a few windows
+// each, within a few minutes.
 
 // dueWindows is what a launcher remembers of the windows it has read.
 type dueWindows struct {
@@ -31,7 +32,7 @@ type dueWindows struct {
 // firstWindows is how many windows a launcher's first pass reads: the
 // retries that became due while it was starting (or stopped for a
 // moment) are put back by it at once, older ones within a round.
-const firstWindows = 8
+const firstWindows = 2
 
 // putBackDue puts back the parked retries that the windows ended since
 // the last pass list, at most scan of them, and returns those it put

@@ -241,7 +241,8 @@ func writeRetrySoon(b *strings.Builder, r retrySoonCost) {
 	if !r.launched {
 		first = "was **not**"
 	}
-	fmt.Fprintf(b, "An activity started behind the %d parked retries %s launched by the first pass. The retries cost a pass nothing more: the window it reads lists only retries that are due.\n\n", r.retries, first)
+	fmt.Fprintf(b, "An activity started behind the %d parked retries %s launched by the first pass. The retries cost a pass nothing more: the window it reads lists only retries that are due. The window's %d queries are what a pass pays for it, retries or none (a launcher's first pass reads 2 windows; a monitor's sweep reads 4 of them). DynamoDB Local reports no unit for a query that finds nothing; DynamoDB bills each query at least half a read unit (eventually consistent), so on DynamoDB a launcher at its default interval pays about %d read units a second more, and a monitor sweep about %d.\n\n",
+		r.retries, first, dynamodb.StateShards, dynamodb.StateShards/2, 4*dynamodb.StateShards/2)
 	if len(r.late) > 0 {
 		q := func(p float64) time.Duration {
 			return r.late[min(len(r.late)-1, int(p*float64(len(r.late))))].Round(time.Millisecond)
