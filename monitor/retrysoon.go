@@ -3,7 +3,6 @@ package monitor
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/whimbrel/whimbrel/state"
@@ -41,7 +40,7 @@ func (s *sweep) dueSoon(ctx context.Context) error {
 		end := last.Add(-time.Duration(back) * state.RetryWindow)
 		refs, err := q.DueRetries(ctx, end, soonLimit)
 		if err = s.skipped(err); err != nil {
-			return fmt.Errorf("list the retries due by %s: %w", end.Format(time.RFC3339), err)
+			return err // the store's error names the window
 		}
 		for _, ref := range refs {
 			err := q.UnparkRetry(ctx, ref.ActivityKey)
