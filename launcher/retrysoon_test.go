@@ -11,6 +11,7 @@ import (
 	"github.com/whimbrel/whimbrel/definition"
 	"github.com/whimbrel/whimbrel/launcher"
 	"github.com/whimbrel/whimbrel/launcher/internal/launchtest"
+	"github.com/whimbrel/whimbrel/monitor"
 	"github.com/whimbrel/whimbrel/state"
 )
 
@@ -214,4 +215,53 @@ func (b *timedBackend) count() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.at)
+}
+
+// TestMissedShortRetriesArePutBackBySweeps: a retry due soon whose second
+// passed while no launcher ran (its writer's delay 20 s, due 10 s ago) is
+// not in the READY listing; the monitor's sweeps, which read a few
+// windows each, put it back within a round, and a pass launches it.
+func TestMissedShortRetriesArePutBackBySweeps(t *testing.T) {
+	t.Parallel()
+	for name, newStore := range parkStores() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			st, clean := newStore(t) // clean: the test's own writes and reads, without faults
+			ctx := launchtest.Context(t)
+			wf, _ := launchtest.Start(t, clean, "name: retries\nactivities:\n  first: {command: ['true']}\n"+
+				"  flaky: {depends_on: [first], command: ['true'], retry: {max_attempts: 3, interval: 20s}}\n")
+			at := time.Now().UTC().Truncate(time.Second).Add(-30 * time.Second)
+			k := retryKey(wf, "soon", 0)
+			createRetry(t, clean, k, at, at.Add(20*time.Second))
+			time.Sleep(time.Second) // longer than the index lags
+			if listed(t, clean, k) {
+				t.Fatalf("the retry due soon is in the READY listing before any put back")
+			}
+			m := monitor.New(st, monitor.Config{AdoptPages: -1})
+			for sweeps := 0; !listed(t, clean, k); sweeps++ {
+				// A round of 64 windows, 4 a sweep; a sweep the proxy
+				// failed is followed by the next.
+				if sweeps == 40 {
+					t.Fatalf("after %d sweeps the missed retry is not in the READY listing", sweeps)
+				}
+				if _, err := m.Sweep(ctx); err != nil {
+					t.Logf("sweep: %v", err)
+				}
+				time.Sleep(400 * time.Millisecond) // longer than the index lags
+			}
+			b := &timedBackend{at: map[state.ActivityKey]time.Time{}}
+			l := launcher.New(st, launcher.Config{Backends: map[string]launcher.Backend{definition.LaunchLocal: b}})
+			for try := 0; ; try++ {
+				if _, ok := b.launched(k); ok {
+					break
+				}
+				if try == 5 {
+					t.Fatalf("5 passes did not launch the retry put back")
+				}
+				if _, err := l.Once(ctx); err != nil {
+					t.Logf("pass: %v", err)
+				}
+			}
+		})
+	}
 }
