@@ -109,6 +109,7 @@ type Launcher struct {
 	slots *slots      // what it tries and runs, and the cap
 	defs  definitions // of the workflows it launches for
 	pools poolWaiters // the activities waiting for pools (pool.go)
+	due   dueWindows  // the windows of parked retries read (retrysoon.go)
 	// family is cfg.Workflow's and its child workflows', the executions a
 	// launcher limited to one launches for.
 	family *workflow.Family
@@ -231,6 +232,13 @@ func (l *Launcher) passOf(ctx context.Context, list bool) (*pass, error) {
 	}
 	l.refillParked(ctx)
 	looks := l.lookAtPools(ctx)
+	// Only a pass that lists reads the retries fallen due: a pass that
+	// takes what an inline advance handed over keeps the hop short, and
+	// the next listing pass (within the interval) reads them.
+	var due []state.ActivityRef
+	if list {
+		due = l.putBackDue(ctx) // retrysoon.go
+	}
 	refs, err := l.readyRefs(ctx, list) // handoff.go
 	// One item that does not decode never stops the launches of the
 	// others: the store reported it, and the pass goes on without it.
@@ -240,6 +248,7 @@ func (l *Launcher) passOf(ctx context.Context, list bool) (*pass, error) {
 	}
 	l.undecodable.Add(int64(len(skipped)))
 	p := &pass{workflows: map[string]*passWorkflow{}, crowded: len(refs) >= scan}
+	refs = withDue(refs, due)
 	// A launcher limited to one workflow (whimbrel run) serves it and its
 	// child workflows only.
 	refs = l.inFamily(ctx, refs)

@@ -51,7 +51,9 @@ func TestWaitingRetriesDoNotCrowdThePass(t *testing.T) {
 				t.Fatalf("the first pass launched the launchable activity %d times, want 1 (it launched %d activities)", got, len(backend.Launches()))
 			}
 			for key := range backend.Launches() {
-				if key.WorkflowExecID == retries && key.ActivityExecID != state.ActivityExecIDFor(retries, "first") {
+				// The due one may go: on the embedded store the launchers
+				// put back every parked retry that is due.
+				if key.WorkflowExecID == retries && key.ActivityExecID != state.ActivityExecIDFor(retries, "first") && key != due {
 					t.Fatalf("the first pass launched the retry %s, which waits out its delay", key.ActivityExecID)
 				}
 			}
@@ -68,7 +70,7 @@ func TestWaitingRetriesDoNotCrowdThePass(t *testing.T) {
 			// The monitor puts back the retry that is due, and only it. A
 			// sweep the proxy failed (or whose put back it failed) is
 			// followed by the next, as a monitor's would be.
-			for try := 0; !listedWithin(t, st, due, 5*time.Second); try++ {
+			for try := 0; backend.Launches()[due] == 0 && !listedWithin(t, st, due, 5*time.Second); try++ {
 				if try == 5 {
 					t.Fatalf("after %d sweeps the due retry is not in the READY listing", try)
 				}

@@ -14,8 +14,9 @@ import (
 // read: it never changes, so each parked retry is read once by a monitor,
 // however many sweeps list it before it is due.
 type retryDue struct {
-	mu sync.Mutex
-	at map[state.ActivityKey]time.Time
+	mu   sync.Mutex
+	at   map[state.ActivityKey]time.Time
+	soon int // where the next sweep's windows of retries due soon start (retrysoon.go)
 }
 
 // waitingRetries sweeps the retries parked while they wait out their
@@ -28,6 +29,9 @@ func (s *sweep) waitingRetries(ctx context.Context) error {
 	q, ok := s.st.(state.RetryQueue)
 	if !ok {
 		return nil
+	}
+	if err := s.dueSoon(ctx); err != nil {
+		return err
 	}
 	refs, err := q.WaitingRetries(ctx)
 	if err = s.skipped(err); err != nil {

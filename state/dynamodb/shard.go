@@ -95,9 +95,9 @@ var activityStamps = stamping{
 			return nil, false
 		}
 		// A READY retry parked while it waits out its delay is under a
-		// waiting shard (retrywait.go).
-		if _, ok := it[state.AttrRetryWait].(attr.N); ok && state.ActivityState(s) == state.Ready {
-			return map[string]string{AttrStateShard: WaitShard(string(id))}, true
+		// waiting shard (retrywait.go, retrysoon.go).
+		if rw, ok := it[state.AttrRetryWait].(attr.N); ok && state.ActivityState(s) == state.Ready {
+			return map[string]string{AttrStateShard: retryShard(string(id), rw, it["state_time_epoch"])}, true
 		}
 		// A READY waiter parked in its pool's queue is under its pool's
 		// key (poolwait.go).

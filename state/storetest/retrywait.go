@@ -11,8 +11,10 @@ import (
 
 // testWaitingRetries: a READY retry whose not_before is a minute or more
 // after its state time is written parked, out of the READY listing and in
-// the waiting retries'; one due sooner is not. Putting it back changes
-// neither its state nor its times, may be repeated, and is refused once
+// the waiting retries'; one due in 30 s is parked too, out of the READY
+// listing, and listed as due by the window its not_before falls in and
+// not by the one before; one due in 3 s is not parked. Putting back
+// changes neither state nor times, may be repeated, and is refused once
 // the retry moved on.
 func testWaitingRetries(t *testing.T, h Harness) {
 	st := h.New(t)
@@ -34,7 +36,8 @@ func testWaitingRetries(t *testing.T, h Harness) {
 		return k
 	}
 	long := retry("a::00000000-0000-4000-8000-000000000001", 2*time.Minute)
-	short := retry("a::00000000-0000-4000-8000-000000000002", 30*time.Second)
+	short := retry("a::00000000-0000-4000-8000-000000000002", 3*time.Second)
+	soon := retry("a::00000000-0000-4000-8000-000000000005", 30*time.Second)
 
 	ready := func() map[state.ActivityKey]bool {
 		refs, err := st.ActivitiesInState(ctx, state.ActivityQuery{State: state.Ready})
@@ -74,8 +77,30 @@ func testWaitingRetries(t *testing.T, h Harness) {
 	}
 	eventually("the long retry waits and the short one is READY", func() bool {
 		r, wt := ready(), waiting()
-		return !r[long] && wt[long] && r[short] && !wt[short]
+		return !r[long] && wt[long] && r[short] && !wt[short] && !r[soon]
 	})
+	dq, ok := st.(state.DueRetryQueue)
+	if !ok {
+		t.Fatalf("%T is not a state.DueRetryQueue", st)
+	}
+	due := func(end time.Time) map[state.ActivityKey]bool {
+		refs, err := dq.DueRetries(ctx, end, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[state.ActivityKey]bool{}
+		for _, r := range refs {
+			out[r.ActivityKey] = true
+		}
+		return out
+	}
+	eventually("the retry due in 30 s is listed by its window, and no other", func() bool {
+		d := due(at.Add(30 * time.Second).Add(state.RetryWindow))
+		return d[soon] && !d[long] && !d[short]
+	})
+	if d := due(at.Add(30 * time.Second)); d[soon] || d[long] {
+		t.Errorf("the window before its not_before lists the retry due in 30 s, or the one due in 2 minutes: %v", d)
+	}
 
 	for range 2 { // putting back twice is putting back once
 		if err := q.UnparkRetry(ctx, long); err != nil {

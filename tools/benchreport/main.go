@@ -157,6 +157,11 @@ func run(w *strings.Builder, bin, before string, runs, trivial, history int, out
 			return fmt.Errorf("waiting retries: %w", err)
 		}
 		writeRetryWait(w, rw)
+		rs, err := measureRetrySoon(ctx, endpoint, 10000)
+		if err != nil {
+			return fmt.Errorf("retries due soon: %w", err)
+		}
+		writeRetrySoon(w, rs)
 		return nil
 	}
 	if onlyNotify {
@@ -261,6 +266,11 @@ func run(w *strings.Builder, bin, before string, runs, trivial, history int, out
 		return fmt.Errorf("waiting retries: %w", err)
 	}
 	writeRetryWait(&b, rw)
+	rs, err := measureRetrySoon(ctx, endpoint, 10000)
+	if err != nil {
+		return fmt.Errorf("retries due soon: %w", err)
+	}
+	writeRetrySoon(&b, rs)
 	mh, err := measureMapHot(ctx, endpoint, *mapHotSize, *mapHotW)
 	if err != nil {
 		return fmt.Errorf("map hot key: %w", err)
