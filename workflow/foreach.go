@@ -241,11 +241,11 @@ func advanceItem(ctx context.Context, st Advancer, g graph, a *state.ActivityExe
 	if due, err := want.due(ctx, st, g, a.ActivityName, state.ShardOf(*a.ItemIndex)); err != nil || !due {
 		return res, err
 	}
-	m, err := st.GetActivity(ctx, g.mapKey(a.ActivityName))
+	more, err := stepMapShared(ctx, st, g, a.ActivityName, log) // foreach_single.go
 	if err != nil {
-		return res, fmt.Errorf("advance after %s: read its map: %w", a.ActivityExecID, err)
+		return more, fmt.Errorf("advance after %s: %w", a.ActivityExecID, err)
 	}
-	return stepMap(ctx, st, g, m, log)
+	return more, nil
 }
 
 // StepMap takes one step of the map m (its item): what an element's
@@ -363,9 +363,13 @@ func stepMapCounting(ctx context.Context, st Advancer, g graph, m *state.Activit
 		}
 		written, err := st.UpdateActivity(ctx, m.ActivityKey, c)
 		if errors.Is(err, state.ErrConflict) {
-			if m, err = st.GetActivity(ctx, m.ActivityKey); err != nil {
+			// The read goes to its own variable: on an error m must still
+			// name the map for the message.
+			now, err := st.GetActivity(ctx, m.ActivityKey)
+			if err != nil {
 				return res, fmt.Errorf("step map %s: %w", m.ActivityExecID, err)
 			}
+			m = now
 			sum = nil // another step moved it: the shards have moved too
 			continue
 		}

@@ -21,6 +21,7 @@ import (
 var (
 	onlyInline    = flag.Bool("inline", false, "measure the engine (CPU per activity, one launcher's throughput, the DAG hop) on both stores and the for_each maps and static fan-outs on the embedded store, with local activities supervised by a whimbrel-run process each and inline in the launcher, alternating, with the binaries of -bin, and print their section")
 	inlineFanouts = flag.Bool("inline-fanouts", true, "with -inline, also run the for_each maps (-foreach-sizes) and static fan-outs (-static-sizes) in both modes")
+	inlineEngine  = flag.Bool("inline-engine", true, "with -inline, also measure the engine (150 activities, a chain) on both stores; false: only the for_each maps and static fan-outs, in a section of their own, with no DynamoDB Local")
 )
 
 // supervise, when set, is handed to every launcher and `whimbrel run`
@@ -53,6 +54,9 @@ func printInline(ctx context.Context, w io.Writer, bin, endpoint string, n int) 
 	load0 := loadAverage()
 	got := map[string]map[string][]engineRun{} // by store, by mode
 	for _, kind := range []string{"sqlite", "dynamodb"} {
+		if !*inlineEngine {
+			break
+		}
 		got[kind] = map[string][]engineRun{}
 		for round := 0; round < engineRounds; round++ {
 			for _, mode := range superviseModes {
@@ -66,13 +70,7 @@ func printInline(ctx context.Context, w io.Writer, bin, endpoint string, n int) 
 			}
 		}
 	}
-	type fan struct {
-		kind, mode string
-		n          int
-		t          fanTiming
-		err        error // a run that failed is reported, not the end of the section
-	}
-	var fans []fan
+	var fans []inlineFan
 	if *inlineFanouts {
 		maps, err := sizes("foreach-sizes", *mapSizes)
 		if err != nil {
@@ -90,18 +88,32 @@ func printInline(ctx context.Context, w io.Writer, bin, endpoint string, n int) 
 			for _, mode := range superviseModes {
 				supervise = mode
 				t, err := mapRun(abs, n)
-				fans = append(fans, fan{"for_each map", mode, n, t, err})
+				fans = append(fans, inlineFan{"for_each map", mode, n, t, err})
 			}
 		}
 		for _, n := range statics {
 			for _, mode := range superviseModes {
 				supervise = mode
 				t, err := fanOut(abs, "", "sqlite", n)
-				fans = append(fans, fan{"static fan-out", mode, n, t, err})
+				fans = append(fans, inlineFan{"static fan-out", mode, n, t, err})
 			}
 		}
 	}
 
+	if *inlineEngine {
+		printInlineEngine(w, got, load0, n)
+	} else {
+		fmt.Fprintf(w, "## Local activities supervised inline: for_each maps and static fan-outs at size\n\n")
+		fmt.Fprintf(w, "Measured on %s by `go run ./tools/benchreport -inline -inline-engine=false -bin bin -foreach-sizes %s -static-sizes %s` (the same binaries, `--supervise process` and `--supervise inline` alternating; load average %s at the start, %s at the end: the machine is shared).\n\n",
+			time.Now().UTC().Format("2006-01-02"), *mapSizes, *staticSizes, load0, loadAverage())
+	}
+	printInlineFans(w, fans)
+	return nil
+}
+
+// printInlineEngine prints the engine's part of the section: its heading,
+// the runs of each mode on each store, and the targets.
+func printInlineEngine(w io.Writer, got map[string]map[string][]engineRun, load0 string, n int) {
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d.Microseconds())/1000) }
 	fmt.Fprintf(w, "## Local activities supervised inline beside a wrapper process each\n\n")
 	fmt.Fprintf(w, "Measured on %s by `scripts/dynamodb-local run -- go run ./tools/benchreport -inline -bin bin` (the same binaries, `--supervise process` and `--supervise inline` alternating, each %d times on each store; load average %s at the start, %s at the end: the machine is shared). %d ready `true` activities through one `whimbrel-launcher` (`--log-dir`) with one `whimbrel-monitor` beside it; CPU is user + system of the launcher, every process it reaped and the monitor, per activity. Then a chain of %d activities through a fresh launcher on the same store: the hop is a command's start after its upstream's end. With `inline` there is no `whimbrel-run` process: the launcher's own process does the wrappers' work, and starts the commands and one guard process.\n\n",
@@ -131,12 +143,6 @@ func printInline(ctx context.Context, w io.Writer, bin, endpoint string, n int) 
 		}
 		return
 	}
-	verdict := func(ok bool) string {
-		if ok {
-			return "reached"
-		}
-		return "**not reached**"
-	}
 	fmt.Fprintf(w, "Targets, best of the runs of each mode:\n\n")
 	for _, kind := range []string{"sqlite", "dynamodb"} {
 		ptp, pcpu, phop := best(kind, "process")
@@ -153,6 +159,26 @@ func printInline(ctx context.Context, w io.Writer, bin, endpoint string, n int) 
 		fmt.Fprintf(w, ")\n")
 	}
 	fmt.Fprintln(w)
+}
+
+// verdict says whether a target was reached, in the report's words.
+func verdict(ok bool) string {
+	if ok {
+		return "reached"
+	}
+	return "**not reached**"
+}
+
+// inlineFan is one fan-out run of the section.
+type inlineFan struct {
+	kind, mode string
+	n          int
+	t          fanTiming
+	err        error // a run that failed is reported, not the end of the section
+}
+
+// printInlineFans prints the fan-outs' part of the section.
+func printInlineFans(w io.Writer, fans []inlineFan) {
 	if len(fans) > 0 {
 		fmt.Fprintf(w, "`whimbrel run --supervise MODE` on the embedded store, in a fresh folder each, the two modes one after the other at each size: a for_each map of n `true` elements, and a static fan-out of one root and n dependent `true` activities. CPU is user + system of `whimbrel run` and of every process it reaped.\n\n")
 		fmt.Fprintf(w, "| workflow | supervise | activities | took | CPU | CPU per activity | activities per second |\n| --- | --- | ---: | ---: | ---: | ---: | ---: |\n")
@@ -167,7 +193,7 @@ func printInline(ctx context.Context, w io.Writer, bin, endpoint string, n int) 
 		fmt.Fprintln(w)
 		for _, mode := range superviseModes {
 			for _, kind := range []string{"for_each map", "static fan-out"} {
-				var mine []fan
+				var mine []inlineFan
 				for _, f := range fans {
 					if f.kind == kind && f.mode == mode && f.err == nil {
 						mine = append(mine, f)
@@ -187,5 +213,4 @@ func printInline(ctx context.Context, w io.Writer, bin, endpoint string, n int) 
 		}
 		fmt.Fprintln(w)
 	}
-	return nil
 }

@@ -108,6 +108,9 @@ func run(w *strings.Builder, bin, before string, runs, trivial, history int, out
 	if onlyFan { // the embedded store needs no DynamoDB Local
 		return printFanBuilds(w, bin, before)
 	}
+	if *onlyInline && !*inlineEngine { // the fan-outs run on the embedded store only
+		return printInline(context.Background(), w, bin, "", trivial)
+	}
 	endpoint := os.Getenv("WHIMBREL_TEST_DYNAMODB")
 	if endpoint == "" {
 		return fmt.Errorf("WHIMBREL_TEST_DYNAMODB is not set: run it through scripts/dynamodb-local run (make bench does)")
