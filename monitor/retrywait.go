@@ -30,8 +30,13 @@ func (s *sweep) waitingRetries(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
+	// The retries due soon and those due later are listed apart: a
+	// failed read of the one leaves the other's sweep to go on.
 	if err := s.dueSoon(ctx); err != nil {
-		return err
+		if ctx.Err() != nil {
+			return err
+		}
+		s.log.Warn("could not read the retries due soon; the next sweep reads them again", "error", err)
 	}
 	refs, err := q.WaitingRetries(ctx)
 	if err = s.skipped(err); err != nil {

@@ -54,7 +54,9 @@ func unmapBinaryPages() {
 			cur = &drop[len(drop)-1]
 			continue
 		}
-		if cur != nil && len(f) >= 2 && f[0] == "Anonymous:" && f[1] != "0" {
+		// A private page that is swapped out counts under Swap, not
+		// Anonymous: either holds what the file does not.
+		if cur != nil && len(f) >= 2 && (f[0] == "Anonymous:" || f[0] == "Swap:") && f[1] != "0" {
 			cur.end = cur.start // holds private pages: keep it
 		}
 	}
