@@ -62,6 +62,9 @@ func (l *Launcher) putBackDue(ctx context.Context) []state.ActivityRef {
 		l.undecodable.Add(int64(len(skipped)))
 		if err != nil {
 			l.log.Warn("listing the retries due failed; the next pass lists them again", "window_end", end, "error", err)
+			if l.due.read.IsZero() {
+				l.due.read = end.Add(-state.RetryWindow)
+			}
 			return back
 		}
 		more := len(refs) > budget
@@ -75,7 +78,13 @@ func (l *Launcher) putBackDue(ctx context.Context) []state.ActivityRef {
 		back = append(back, got...)
 		budget -= len(refs)
 		if more || failed {
-			return back // the next pass reads this window again
+			// The next pass reads this window again: on a first pass,
+			// remember the window before it, or the next would start
+			// from its own last windows and skip the rest of this one.
+			if l.due.read.IsZero() {
+				l.due.read = end.Add(-state.RetryWindow)
+			}
+			return back
 		}
 		l.due.read = end
 	}
