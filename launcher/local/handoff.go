@@ -43,6 +43,21 @@ func (h handingReporter) Recorded(ctx context.Context, a *state.ActivityExec, wf
 	return len(res.Readied) > 0, err
 }
 
+// WorkflowState reads the workflow's state alone, as the claim of an
+// activity supervised inline does before its write (wrapper.Direct's).
+func (h handingReporter) WorkflowState(ctx context.Context, id string) (state.WorkflowState, error) {
+	if ws, ok := h.Reporter.(interface {
+		WorkflowState(ctx context.Context, id string) (state.WorkflowState, error)
+	}); ok {
+		return ws.WorkflowState(ctx, id)
+	}
+	wf, err := h.Reporter.GetWorkflow(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	return wf.State, nil
+}
+
 // ClaimRecordsLaunch reports whether j's launch is recorded by its
 // wrapper's claim: it is for an activity supervised inline, whose launch
 // (inline:PID) is known before the claim (wrapper.Config.LaunchedAs).
