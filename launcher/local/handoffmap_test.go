@@ -30,7 +30,7 @@ activities:
     command: ["true"]
   each:
     depends_on: [open]
-    for_each: {count: 300}
+    for_each: {count: 200}
     command: ["true"]
 `)
 			lb := &local.Backend{Wrapper: "/nonexistent/whimbrel-run", LogDir: t.TempDir(), Supervise: local.SuperviseInline, Store: st,
