@@ -63,21 +63,28 @@ func (h *handoff) take() ([]state.ActivityKey, bool) {
 	return keys, dropped
 }
 
+// pending reports whether the handoff holds keys, and whether some were
+// dropped (the next pass that takes them lists).
+func (h *handoff) pending() (keys, dropped bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.keys) > 0, h.dropped
+}
+
 // readyRefs is what a pass launches from. With list, or when the handoff
 // dropped keys, it lists the READY index (Limit scan) and adds the handed
 // keys the listing does not hold yet (an index lags its table); without,
 // it is the handed keys alone. Each is read again before its claim
 // (try), so a key handed twice, or no longer READY, launches nothing.
-func (l *Launcher) readyRefs(ctx context.Context, list bool) ([]state.ActivityRef, error) {
+// listed reports whether it listed the index.
+func (l *Launcher) readyRefs(ctx context.Context, list bool) (refs []state.ActivityRef, listed bool, err error) {
 	keys, dropped := l.handoff.take()
-	var refs []state.ActivityRef
-	var err error
-	if list || dropped {
+	if listed = list || dropped; listed {
 		l.listings.Add(1)
 		refs, err = l.st.ActivitiesInState(ctx, state.ActivityQuery{State: state.Ready, Limit: scan})
 	}
 	if len(keys) == 0 {
-		return refs, err
+		return refs, listed, err
 	}
 	seen := make(map[state.ActivityKey]bool, len(refs)+len(keys))
 	for _, r := range refs {
@@ -90,7 +97,7 @@ func (l *Launcher) readyRefs(ctx context.Context, list bool) ([]state.ActivityRe
 			refs = append(refs, state.ActivityRef{ActivityKey: k, StateTime: now})
 		}
 	}
-	return refs, err
+	return refs, listed, err
 }
 
 // Listings is how many times the passes so far listed the READY index.

@@ -163,8 +163,12 @@ func (l *Launcher) Run(ctx context.Context) error {
 	defer t.Stop()
 	list := true // a pass woken by a handoff alone tries what was handed
 	for {
-		if _, err := l.passOf(ctx, list); err != nil && ctx.Err() == nil {
-			l.log.Warn("poll failed; trying again at the next one", "error", err)
+		// A handoff whose keys an earlier pass took already leaves its
+		// wake with nothing to try: no pass is made for it.
+		if keys, dropped := l.handoff.pending(); list || keys || dropped {
+			if _, err := l.passOf(ctx, list); err != nil && ctx.Err() == nil {
+				l.log.Warn("poll failed; trying again at the next one", "error", err)
+			}
 		}
 		list = true
 		select {
@@ -231,7 +235,15 @@ func (l *Launcher) passOf(ctx context.Context, list bool) (*pass, error) {
 		return nil, err
 	}
 	l.refillParked(ctx)
-	looks := l.lookAtPools(ctx)
+	// A pass that tries only handed keys knows too little of the pools'
+	// waiters to order them: it neither reads the pools nor replaces what
+	// the launcher remembers of their waiters (admitPools), and a handed
+	// activity of a pool goes through its try's poolGate, which parks it
+	// or wakes a pass that lists.
+	var looks map[string]*poolLook
+	if _, dropped := l.handoff.pending(); list || dropped {
+		looks = l.lookAtPools(ctx)
+	}
 	// Only a pass that lists reads the retries fallen due: a pass that
 	// takes what an inline advance handed over keeps the hop short, and
 	// the next listing pass (within the interval) reads them.
@@ -239,7 +251,7 @@ func (l *Launcher) passOf(ctx context.Context, list bool) (*pass, error) {
 	if list {
 		due = l.putBackDue(ctx) // retrysoon.go
 	}
-	refs, err := l.readyRefs(ctx, list) // handoff.go
+	refs, listed, err := l.readyRefs(ctx, list) // handoff.go
 	// One item that does not decode never stops the launches of the
 	// others: the store reported it, and the pass goes on without it.
 	skipped, err := state.Skipped(err)
@@ -252,7 +264,11 @@ func (l *Launcher) passOf(ctx context.Context, list bool) (*pass, error) {
 	// A launcher limited to one workflow (whimbrel run) serves it and its
 	// child workflows only.
 	refs = l.inFamily(ctx, refs)
-	admitted, refs, poolIn := l.admitPools(ctx, refs, looks, p.crowded)
+	var admitted []state.ActivityRef
+	var poolIn map[string]string
+	if listed {
+		admitted, refs, poolIn = l.admitPools(ctx, refs, looks, p.crowded)
+	}
 	p.poolIn = poolIn
 	order := poolOrder{in: poolIn}
 	now := clock.Now()

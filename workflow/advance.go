@@ -31,6 +31,10 @@ type Result struct {
 	// failed and its retry policy runs it again: then nothing downstream
 	// is touched, for the activity is not final.
 	Retried string
+	// ReadiedMaps is set by AdvanceKnown when some of Readied are for_each
+	// maps or their elements: a map readies its elements a page at a
+	// time, and Readied names only the map or a page's first element.
+	ReadiedMaps bool
 }
 
 // pendingStates are the states a dependent can be cancelled from: it has
@@ -79,7 +83,10 @@ func AdvanceKnown(ctx context.Context, st Advancer, wf *state.WorkflowExec, a *s
 	if !a.State.Terminal() {
 		return Result{}, fmt.Errorf("advance after %s: it is %s, not terminal", a.ActivityExecID, a.State)
 	}
-	return advance(ctx, st, graphFrom(wf), a, log)
+	g := graphFrom(wf)
+	res, err := advance(ctx, st, g, a, log)
+	res.ReadiedMaps = g.mapsIn(res.Readied) // readiedmaps.go
+	return res, err
 }
 
 func advance(ctx context.Context, st Advancer, g graph, a *state.ActivityExec, log hclog.Logger) (Result, error) {

@@ -118,8 +118,9 @@ type Config struct {
 	// dependents: an inline supervisor's launcher wakes at once.
 	Readied func()
 	// Workflow, when set, is the workflow's item as an inline supervisor
-	// read it just before the launch: the claim's first attempt takes it
-	// instead of reading the item again (claimWorkflow).
+	// read it before the launch: the claim's first attempt takes its
+	// definition and parameters from it and reads the workflow's state
+	// alone (claimWorkflow).
 	Workflow *state.WorkflowExec
 	// LaunchedAs, when set, is recorded by the claim's write (launched_as):
 	// an inline supervisor knows its launch before the claim, and saves

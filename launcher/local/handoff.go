@@ -20,6 +20,7 @@ type handingReporter struct {
 	wrapper.Reporter
 	st   state.Store
 	hand func([]state.ActivityKey)
+	wake func() // a pass that lists (launcher.Launcher.Wake)
 }
 
 // reporter is the Reporter of the activities b supervises inline.
@@ -28,7 +29,7 @@ func (b *Backend) reporter() wrapper.Reporter {
 	if b.handoff == nil {
 		return direct
 	}
-	return handingReporter{Reporter: direct, st: b.Store, hand: b.handoff}
+	return handingReporter{Reporter: direct, st: b.Store, hand: b.handoff, wake: b.wakeList}
 }
 
 func (h handingReporter) Recorded(ctx context.Context, a *state.ActivityExec, wf *state.WorkflowExec, log hclog.Logger) (bool, error) {
@@ -40,7 +41,28 @@ func (h handingReporter) Recorded(ctx context.Context, a *state.ActivityExec, wf
 		}
 		h.hand(keys)
 	}
+	if res.ReadiedMaps && h.wake != nil {
+		// A map readies its elements a page at a time and Readied names
+		// only the map or a page's first element: a pass that lists the
+		// READY index finds the rest at once.
+		h.wake()
+	}
 	return len(res.Readied) > 0, err
+}
+
+// WorkflowState reads the workflow's state alone, as the claim of an
+// activity supervised inline does before its write (wrapper.Direct's).
+func (h handingReporter) WorkflowState(ctx context.Context, id string) (state.WorkflowState, error) {
+	if ws, ok := h.Reporter.(interface {
+		WorkflowState(ctx context.Context, id string) (state.WorkflowState, error)
+	}); ok {
+		return ws.WorkflowState(ctx, id)
+	}
+	wf, err := h.Reporter.GetWorkflow(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	return wf.State, nil
 }
 
 // ClaimRecordsLaunch reports whether j's launch is recorded by its

@@ -54,6 +54,9 @@ type Backend struct {
 	// handoff hands the launcher the activities that one supervised
 	// inline readied (handoff.go).
 	handoff func([]state.ActivityKey)
+	// wakeList starts a pass that lists the READY index: the elements of
+	// a map that one supervised inline readied are not all handed over.
+	wakeList func()
 
 	wg sync.WaitGroup
 	// inlineWG counts the activities supervised inline that have not

@@ -42,6 +42,7 @@ func NewLauncher(st launcher.Store, cfg launcher.Config, b *Backend, nl *nudge.L
 	// An activity supervised inline that readied dependents hands them
 	// to the launcher's next pass, which starts at once, in process.
 	b.handoff = l.Handoff
+	b.wakeList = l.Wake
 	b.Exited = func(j launcher.Job, exit error) {
 		ctx, cancel := context.WithTimeout(context.Background(), exitedTimeout)
 		defer cancel()

@@ -1,0 +1,88 @@
+package local_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/whimbrel/whimbrel/launcher"
+	"github.com/whimbrel/whimbrel/launcher/internal/launchtest"
+	"github.com/whimbrel/whimbrel/launcher/local"
+	"github.com/whimbrel/whimbrel/state"
+)
+
+// cancellingStore cancels the workflow (its state alone, the first write
+// of a cancel) through own right after the launcher's claim of an
+// activity lands: after the pass read the workflow RUNNING, before the
+// inline wrapper's claim.
+type cancellingStore struct {
+	state.Store
+	own state.Store
+}
+
+func (s *cancellingStore) UpdateActivity(ctx context.Context, k state.ActivityKey, c state.ActivityChange) (*state.ActivityExec, error) {
+	a, err := s.Store.UpdateActivity(ctx, k, c)
+	if c.To == state.Queued {
+		// Whether or not its answer was lost (the fault proxy), the claim
+		// may have landed: the workflow is cancelled either way. A second
+		// cancel conflicts, harmlessly.
+		_, _ = s.own.UpdateWorkflow(context.WithoutCancel(ctx), k.WorkflowExecID, state.WorkflowChange{
+			From: []state.WorkflowState{state.WorkflowRunning}, To: state.WorkflowCancelled, Reason: "cancelled between the pass and the claim",
+		})
+	}
+	return a, err
+}
+
+// TestInlineClaimRefusesAWorkflowCancelledAfterThePass: a workflow
+// cancelled after the launcher's pass read it RUNNING, and before the
+// claim of the activity it launched inline, does not have the command
+// started: the claim reads the workflow's state again.
+func TestInlineClaimRefusesAWorkflowCancelledAfterThePass(t *testing.T) {
+	t.Parallel()
+	for _, tc := range inlineStores() {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st, own := tc.open(t)
+			marker := filepath.Join(t.TempDir(), "started")
+			id, _ := launchtest.Start(t, own, "name: cancelclaim\nactivities:\n  s:\n    command: [\"touch\", "+strconv.Quote(marker)+"]\n")
+			lb := &local.Backend{Wrapper: "/nonexistent/whimbrel-run", LogDir: t.TempDir(), Supervise: local.SuperviseInline, Store: st,
+				Env: []string{"PATH=" + os.Getenv("PATH"), "WHIMBREL_LOG_LEVEL=debug"}}
+			l := local.NewLauncher(&cancellingStore{Store: st, own: own}, launcher.Config{Interval: time.Minute}, lb, nil)
+			exited := make(chan int, 8)
+			if prev := lb.Exited; prev != nil {
+				lb.Exited = func(j launcher.Job, exit error) {
+					prev(j, exit)
+					exited <- 1
+				}
+			}
+			ctx, cancel := context.WithCancel(launchtest.Context(t))
+			done := make(chan error, 1)
+			go func() { done <- l.Run(ctx) }()
+			defer func() {
+				cancel()
+				<-done
+				lb.Stop(30 * time.Second)
+			}()
+			select {
+			case <-exited:
+			case <-time.After(45 * time.Second):
+				t.Fatal("the activity's inline run did not end within 45 s")
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Error("the command started although its workflow was CANCELLED before the claim")
+			}
+			acts, err := own.Activities(launchtest.Context(t), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range acts {
+				if a.State == state.Running || a.State == state.Completed {
+					t.Errorf("%s: %s; want it never claimed", a.ActivityExecID, a.State)
+				}
+			}
+		})
+	}
+}
