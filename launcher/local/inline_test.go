@@ -113,6 +113,10 @@ activities:
     command: [sh, -c, 'test -n "$WHIMBREL_ACTIVITY_EXEC_ID" && test -z "$WHIMBREL_LAUNCHER_NUDGE"']
 `)
 			lb := runInline(t, st)
+			// An advance whose calls fail past the SDK's retries leaves
+			// the rest to the monitor (docs/contract.md): behind the
+			// fault proxy that happens, so one runs here as in any fleet.
+			runMonitor(t, st)
 			wf := launchtest.WaitSettled(t, own, id, 2*time.Minute)
 			acts, err := own.Activities(launchtest.Context(t), id)
 			if err != nil {

@@ -230,6 +230,9 @@ func TestPoolFortyInThreeUnderFourLaunchers(t *testing.T) {
 			heldWh := sampleHeld(t, ps.clean, "warehouse", stop)
 			heldGpu := sampleHeld(t, ps.clean, "gpu", stop)
 			runLaunchers(t, ps, 4)
+			// A wrapper's advance that fails past the SDK's retries (the
+			// fault proxy's errors) leaves settling to the monitor.
+			runMonitor(t, ps.st)
 			for _, id := range append(ids, twos) {
 				if wf := launchtest.WaitSettled(t, ps.clean, id, 4*time.Minute); wf.State != state.WorkflowCompleted {
 					t.Fatalf("workflow %s: %s %s", id, wf.State, wf.Reason)
