@@ -96,6 +96,8 @@ vet:
 ##   BEFORE=DIR also compares the wrapper with the binaries an earlier build left in DIR
 bench: dynamodb-local-install native
 	scripts/dynamodb-local run -- $(GO) run ./tools/benchreport -bin bin -before='$(BEFORE)' -o BENCHMARKS.md
+	scripts/dynamodb-local run -- $(GO) run ./tools/benchreport -bin bin -inline -foreach-sizes 2500,10000 -static-sizes 500,2000 -o BENCHMARKS.md
+	scripts/dynamodb-local run -- $(GO) run ./tools/benchreport -bin bin -inline-hop -before='$(BEFORE)' -o BENCHMARKS.md
 	@: > bin/bench-tests.md
 	@echo '## DAG hop (upstream exits → downstream command starts)' >> bin/bench-tests.md
 	@echo >> bin/bench-tests.md
