@@ -33,10 +33,9 @@ const (
 	TableStreamPosition = "stream_position"
 )
 
-// The indexes. The base contract calls them local indexes, but a local
-// index can only be queried within one partition key, and the launcher and
-// monitor must query across workflows, so they are global
-// (docs/contract.md#indexes).
+// The indexes. The base contract calls them local indexes, but a local index
+// can only be queried within one partition key, and the launcher and monitor
+// query across workflows, so they are global (docs/contract.md#indexes).
 const (
 	// indexLegacyState (activity_exec): state + state_time_epoch, keys
 	// only: the state index before it was sharded (schema version 2). A
