@@ -140,6 +140,12 @@ func runWorkflow(ctx context.Context, es *engineStore, d *definition.Workflow) e
 	if err != nil {
 		return err
 	}
+	return waitWorkflow(ctx, es, id)
+}
+
+// waitWorkflow waits for the workflow id on es to complete, reading it
+// every 20 ms, and fails if it ends otherwise or runs past 10 minutes.
+func waitWorkflow(ctx context.Context, es *engineStore, id string) error {
 	began := time.Now()
 	for {
 		wf, err := es.st.GetWorkflow(ctx, id)
@@ -211,15 +217,7 @@ func measureHops(ctx context.Context, bin string, es *engineStore, logs string) 
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	var def strings.Builder
-	def.WriteString("name: hop\nactivities:\n")
-	for j := 0; j < engineChain; j++ {
-		fmt.Fprintf(&def, "  s%02d:\n    command: [sh, -c, 'date +%%s%%N > %s/s%02d.start; date +%%s%%N > %s/s%02d.end']\n", j, dir, j, dir, j)
-		if j > 0 {
-			fmt.Fprintf(&def, "    depends_on: [s%02d]\n", j-1)
-		}
-	}
-	d, err := definition.Parse("hop.yaml", []byte(def.String()))
+	d, err := definition.Parse("hop.yaml", []byte(hopChain(dir)))
 	if err != nil {
 		return nil, err
 	}
@@ -232,6 +230,26 @@ func measureHops(ctx context.Context, bin string, es *engineStore, logs string) 
 	if err != nil {
 		return nil, err
 	}
+	return chainHops(dir)
+}
+
+// hopChain is the definition of a chain of engineChain activities whose
+// commands write their start and end times (in ns) into dir.
+func hopChain(dir string) string {
+	var def strings.Builder
+	def.WriteString("name: hop\nactivities:\n")
+	for j := 0; j < engineChain; j++ {
+		fmt.Fprintf(&def, "  s%02d:\n    command: [sh, -c, 'date +%%s%%N > %s/s%02d.start; date +%%s%%N > %s/s%02d.end']\n", j, dir, j, dir, j)
+		if j > 0 {
+			fmt.Fprintf(&def, "    depends_on: [s%02d]\n", j-1)
+		}
+	}
+	return def.String()
+}
+
+// chainHops reads the times hopChain's commands wrote into dir and
+// returns the hops: each command's start after its upstream's end.
+func chainHops(dir string) ([]time.Duration, error) {
 	stamp := func(j int, what string) (time.Time, error) {
 		raw, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("s%02d.%s", j, what)))
 		if err != nil {

@@ -447,12 +447,8 @@ func writeUnits(b *strings.Builder, r unitsReport) {
 	fmt.Fprintf(b, "| **one heartbeat** | %.1f | %.1f | %.1f | %d |\n", r.heartbeat.write, r.heartbeat.index, r.heartbeat.read, r.heartbeat.calls)
 	fmt.Fprintf(b, "| **an activity's life** (launch, claim, finish, advance) | %.1f | | %.1f | |\n\n", w, rd)
 
-	const beats = 10 * 60 / 30 // a 10-minute run, a heartbeat every 30 s
-	hw := r.heartbeat.write * beats
-	startShare := r.phases[0].write / 2 // the start, shared by the workflow's 2 activities
-	perW := w + hw + startShare
-	perR := rd + r.phases[0].read/2
-	costW, costR := perW*priceWriteUnit*1e6, perR*priceReadUnit*1e6
+	perW, perR, costW, costR := activityCost(r)
+	startShare := r.phases[0].write / 2
 	sfn := 3 * priceTransition * 1e6
 	fmt.Fprintf(b, "**Cost per million activities** (a 10-minute run, a heartbeat every 30 s, on-demand list prices: $%.3f per million write units, $%.3f per million read units; Step Functions Standard $%.0f per million state transitions):\n\n",
 		priceWriteUnit*1e6, priceReadUnit*1e6, priceTransition*1e6)
@@ -461,6 +457,24 @@ func writeUnits(b *strings.Builder, r unitsReport) {
 	fmt.Fprintf(b, "- Whimbrel: %.1f × $%.3f + %.1f × $%.3f = **$%.2f per million activities**\n", perW, priceWriteUnit*1e6, perR, priceReadUnit*1e6, costW+costR)
 	fmt.Fprintf(b, "- Step Functions Standard at 3 transitions per activity: 3 × $%.0f = **$%.2f per million activities**, %.1f× Whimbrel's\n\n", priceTransition*1e6, sfn, sfn/(costW+costR))
 	fmt.Fprintf(b, "Not counted on either side: compute, logs, and (for Whimbrel) the monitor's sweeps, which read the live activities and a bounded page budget of history for the adoption scan (see the sweep's section).\n\n")
+}
+
+// beats is the heartbeats of the cost table's activity: a 10-minute run,
+// a heartbeat every 30 s.
+const beats = 10 * 60 / 30
+
+// activityCost is the cost table's arithmetic: the write and read units of
+// one activity (its life, its heartbeats, and half of the start of the
+// 2-activity workflow that carries it) and what they cost, in USD per
+// million activities.
+func activityCost(r unitsReport) (perW, perR, costW, costR float64) {
+	var rd float64
+	for _, p := range r.phases[1:] {
+		rd += p.read
+	}
+	perW = lifeWrites(r) + r.heartbeat.write*beats + r.phases[0].write/2
+	perR = rd + r.phases[0].read/2
+	return perW, perR, perW * priceWriteUnit * 1e6, perR * priceReadUnit * 1e6
 }
 
 // --- start overhead

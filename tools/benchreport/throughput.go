@@ -95,21 +95,27 @@ func measureThroughput(ctx context.Context, bin, endpoint string, n int) (throug
 		os.RemoveAll(dir)
 	}
 
-	// The raw rate: heartbeats (one conditional UpdateItem each) from 4
-	// goroutines for 3 seconds.
+	res.writes, err = measureRawWrites(ctx, endpoint)
+	return res, err
+}
+
+// measureRawWrites is the rate of conditional writes DynamoDB Local
+// sustains: heartbeats (one conditional UpdateItem each) from 4
+// goroutines for 3 seconds, per second.
+func measureRawWrites(ctx context.Context, endpoint string) (float64, error) {
 	prefix := "raw_" + uuid.NewString()[:8] + "_"
 	st := dynamodb.New(client(endpoint), dynamodb.Options{Prefix: prefix})
 	if _, err := st.Install(ctx, false); err != nil {
-		return res, err
+		return 0, err
 	}
 	one, _ := definition.Parse("o.yaml", []byte("name: raw\nactivities:\n  a: {command: [\"true\"]}\n"))
 	id, _, err := workflow.Start(ctx, st, one, workflow.StartOptions{})
 	if err != nil {
-		return res, err
+		return 0, err
 	}
 	k := state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, "a"), WorkflowExecID: id}
 	if _, err := st.UpdateActivity(ctx, k, state.ActivityChange{From: []state.ActivityState{state.Ready}, To: state.Running, Claim: &state.Claim{Owner: "raw"}}); err != nil {
-		return res, err
+		return 0, err
 	}
 	var mu sync.Mutex
 	count := 0
@@ -129,8 +135,7 @@ func measureThroughput(ctx context.Context, bin, endpoint string, n int) (throug
 		}()
 	}
 	wg.Wait()
-	res.writes = float64(count) / 3
-	return res, nil
+	return float64(count) / 3, nil
 }
 
 func writeThroughput(b *strings.Builder, tp throughput, n int) {
