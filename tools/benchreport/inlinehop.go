@@ -38,17 +38,26 @@ type callCounter struct {
 	counts map[string]int
 }
 
-func newCallCounter(endpoint string) (*callCounter, error) {
+// proxyTo is a reverse proxy to endpoint and a loopback listener for it
+// on a free port.
+func proxyTo(endpoint string) (*httputil.ReverseProxy, net.Listener, error) {
 	target, err := url.Parse(endpoint)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	return httputil.NewSingleHostReverseProxy(target), ln, nil
+}
+
+func newCallCounter(endpoint string) (*callCounter, error) {
+	rp, ln, err := proxyTo(endpoint)
 	if err != nil {
 		return nil, err
 	}
 	c := &callCounter{url: "http://" + ln.Addr().String(), counts: map[string]int{}}
-	rp := httputil.NewSingleHostReverseProxy(target)
 	c.srv = &http.Server{ReadHeaderTimeout: time.Minute, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := r.Header.Get("X-Amz-Target")
 		op := t[strings.LastIndex(t, ".")+1:]

@@ -125,6 +125,9 @@ func run(w *strings.Builder, bin, before string, runs, trivial, history int, out
 	if *onlyInlineHop {
 		return printInlineHop(ctx, w, bin, before, endpoint, trivial) // inlinehop.go
 	}
+	if *onlyTargets {
+		return printTargets(ctx, w, bin, before, endpoint, trivial) // targets.go
+	}
 	if onlyThroughput {
 		return printThroughputBuilds(ctx, w, bin, before, endpoint, trivial)
 	}
