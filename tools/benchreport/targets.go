@@ -100,7 +100,11 @@ func printTargets(ctx context.Context, w io.Writer, bin, before, endpoint string
 		r.engine[kind] = map[string][]targetEngine{}
 		for round := 0; round < sz.rounds; round++ {
 			for _, b := range builds {
-				e, err := measureTargetEngine(ctx, b, kind, endpoint, proxy, sz.n)
+				var count *capProxy // the units are counted once for each build
+				if kind == "dynamodb" && round == 0 {
+					count = proxy
+				}
+				e, err := measureTargetEngine(ctx, b, kind, endpoint, count, sz.n)
 				if err != nil {
 					r.notes["engine "+kind+" "+b.label] = err.Error()
 					fmt.Fprintf(os.Stderr, "benchreport: engine on %s with %s: %v\n", kind, b.label, err)
@@ -150,8 +154,15 @@ func printTargets(ctx context.Context, w io.Writer, bin, before, endpoint string
 // targetEngine is one build's engine run on one store.
 type targetEngine struct {
 	engineRun
-	writeUnits, readUnits float64 // per activity of the ready fan-out, as the proxy counted them (DynamoDB Local only)
+	// The units per activity of a workflow of ready `true` activities,
+	// its start included, as the proxy counted them (DynamoDB Local, the
+	// first round only).
+	writeUnits, readUnits float64
+	counted               bool
 }
+
+// unitsActivities is the size of the workflow whose units are counted.
+const unitsActivities = 50
 
 // tstore is a fresh store made by a build's own `whimbrel install`.
 type tstore struct {
@@ -159,10 +170,9 @@ type tstore struct {
 	kind, dir string
 }
 
-// newTargetStore has b install fresh tables (DynamoDB Local, reached by
-// its processes through proxy) or a fresh embedded store, and opens them
-// for benchreport's reads.
-func newTargetStore(ctx context.Context, b tbuild, kind, endpoint, proxy string) (*tstore, error) {
+// newTargetStore has b install fresh tables on DynamoDB Local or a fresh
+// embedded store, and opens them for benchreport's reads.
+func newTargetStore(ctx context.Context, b tbuild, kind, endpoint string) (*tstore, error) {
 	dir, err := os.MkdirTemp("", "targets")
 	if err != nil {
 		return nil, err
@@ -170,7 +180,7 @@ func newTargetStore(ctx context.Context, b tbuild, kind, endpoint, proxy string)
 	ts := &tstore{kind: kind, dir: dir, engineStore: &engineStore{close: func() { os.RemoveAll(dir) }}}
 	if kind == "dynamodb" {
 		prefix := newPrefix("tgt")
-		ts.env = append(storeEnv(prefix, proxy), "HOME="+dir)
+		ts.env = append(storeEnv(prefix, endpoint), "HOME="+dir)
 		ts.st = dynamodb.New(client(endpoint), dynamodb.Options{Prefix: prefix})
 	} else {
 		path := filepath.Join(dir, "state.db")
@@ -240,12 +250,14 @@ func (ts *tstore) start(ctx context.Context, b tbuild, yaml string) (string, err
 
 // measureTargetEngine is measureEngine with b's own tables and workflows:
 // n ready `true` activities through one launcher and one monitor of b,
-// then a chain through a fresh launcher. On DynamoDB Local the processes
-// go through proxy, which counts the units of the fan-out.
+// then a chain through a fresh launcher; with proxy, then a workflow of
+// unitsActivities through a fresh launcher and monitor that reach the
+// store through proxy, which counts its units. The timed runs go to the
+// store directly: the proxy's work would slow them.
 func measureTargetEngine(ctx context.Context, b tbuild, kind, endpoint string, proxy *capProxy, n int) (targetEngine, error) {
 	var res targetEngine
 	supervise = b.supervise
-	ts, err := newTargetStore(ctx, b, kind, endpoint, proxy.url)
+	ts, err := newTargetStore(ctx, b, kind, endpoint)
 	if err != nil {
 		return res, err
 	}
@@ -260,7 +272,6 @@ func measureTargetEngine(ctx context.Context, b tbuild, kind, endpoint string, p
 		stopProc(l)
 		return res, err
 	}
-	proxy.take()
 	began := time.Now()
 	id, err := ts.start(ctx, b, trueYAML("trivial", "t%04d", n))
 	if err == nil {
@@ -269,15 +280,11 @@ func measureTargetEngine(ctx context.Context, b tbuild, kind, endpoint string, p
 	took := time.Since(began)
 	lc, lown := stopProc(l)
 	mc, _ := stopProc(m)
-	wu, ru := proxy.take()
 	if err != nil {
 		return res, err
 	}
 	res.perSecond = float64(n) / took.Seconds()
 	res.cpu, res.launcher, res.monitor = (lc+mc)/time.Duration(n), lown/time.Duration(n), mc/time.Duration(n)
-	if kind == "dynamodb" {
-		res.writeUnits, res.readUnits = wu/float64(n), ru/float64(n)
-	}
 
 	hops := filepath.Join(ts.dir, "hops")
 	if err := os.Mkdir(hops, 0o700); err != nil {
@@ -295,8 +302,48 @@ func measureTargetEngine(ctx context.Context, b tbuild, kind, endpoint string, p
 	if err != nil {
 		return res, fmt.Errorf("the chain: %w", err)
 	}
-	res.hops, err = chainHops(hops)
+	if res.hops, err = chainHops(hops); err != nil || proxy == nil {
+		return res, err
+	}
+	res.writeUnits, res.readUnits, err = countTargetUnits(ctx, b, ts, logs, proxy)
+	res.counted = err == nil
 	return res, err
+}
+
+// countTargetUnits runs unitsActivities ready `true` activities through
+// a fresh launcher and monitor of b on ts's tables, started by b's own
+// `whimbrel start`, all of them reaching the store through proxy, and
+// returns the write and read units per activity it counted.
+func countTargetUnits(ctx context.Context, b tbuild, ts *tstore, logs string, proxy *capProxy) (write, read float64, err error) {
+	prefix := ""
+	for _, kv := range ts.env {
+		if v, ok := strings.CutPrefix(kv, "WHIMBREL_TABLE_PREFIX="); ok {
+			prefix = v
+		}
+	}
+	via := *ts
+	via.engineStore = &engineStore{env: append(storeEnv(prefix, proxy.url), "HOME="+ts.dir), st: ts.st, close: func() {}}
+	l, err := startProc(b.dir, "whimbrel-launcher", via.engineStore, "--log-dir", logs)
+	if err != nil {
+		return 0, 0, err
+	}
+	m, err := startProc(b.dir, "whimbrel-monitor", via.engineStore)
+	if err != nil {
+		stopProc(l)
+		return 0, 0, err
+	}
+	proxy.take()
+	id, err := via.start(ctx, b, trueYAML("units", "u%04d", unitsActivities))
+	if err == nil {
+		err = waitWorkflow(ctx, via.engineStore, id)
+	}
+	stopProc(l)
+	stopProc(m)
+	w, r := proxy.take()
+	if err != nil {
+		return 0, 0, fmt.Errorf("the workflow whose units are counted: %w", err)
+	}
+	return w / unitsActivities, r / unitsActivities, nil
 }
 
 // targetRSS is one wrapper run whose memory is sampled.
@@ -331,7 +378,7 @@ func measureTargetRSS(ctx context.Context, before, bin, leanBin, endpoint string
 	var runs []*targetRSS
 	for _, j := range jobs {
 		runs = append(runs, j.run)
-		ts, err := newTargetStore(ctx, j.build, j.kind, endpoint, endpoint)
+		ts, err := newTargetStore(ctx, j.build, j.kind, endpoint)
 		if err != nil {
 			j.run.err = err
 			continue

@@ -60,7 +60,7 @@ func hopsOf(ms ...int) []time.Duration {
 // has no for_each, the current one reaches some targets and not others.
 func fullResults() targetResults {
 	eng := func(cpuMS, perSecond, wu float64, hops []time.Duration) targetEngine {
-		return targetEngine{engineRun: engineRun{perSecond: perSecond, cpu: time.Duration(cpuMS * float64(time.Millisecond)), hops: hops}, writeUnits: wu}
+		return targetEngine{engineRun: engineRun{perSecond: perSecond, cpu: time.Duration(cpuMS * float64(time.Millisecond)), hops: hops}, writeUnits: wu, counted: wu > 0}
 	}
 	r := targetResults{
 		sizes:  targetSizes{n: 150, rounds: 1, rssAt: []time.Duration{3 * time.Second, 60 * time.Second}},
