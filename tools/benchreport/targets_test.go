@@ -79,7 +79,7 @@ func fullResults() targetResults {
 		},
 		rawWrites: 800,
 	}
-	for _, f := range []targetFan{
+	r.fans = []targetFan{
 		{kind: "for_each map", build: "before", n: 2500, absent: true, err: errors.New("no for_each in this build")},
 		{kind: "for_each map", build: "after, default flags", n: 2500, t: fanTiming{took: 10 * time.Second, cpu: 20 * time.Second}},
 		{kind: "for_each map", build: "before", n: 10000, absent: true, err: errors.New("no for_each in this build")},
@@ -88,8 +88,6 @@ func fullResults() targetResults {
 		{kind: "static fan-out", build: "after, default flags", n: 500, t: fanTiming{took: 5 * time.Second, cpu: 4 * time.Second}},
 		{kind: "static fan-out", build: "before", n: 2000, t: fanTiming{took: 45 * time.Second, cpu: 40 * time.Second}},
 		{kind: "static fan-out", build: "after, default flags", n: 2000, t: fanTiming{took: 19 * time.Second, cpu: 16 * time.Second}},
-	} {
-		r.fans = append(r.fans, f)
 	}
 	return r
 }
