@@ -81,6 +81,13 @@ func printTargets(ctx context.Context, w io.Writer, bin, before, endpoint string
 	if before, err = filepath.Abs(before); err != nil {
 		return err
 	}
+	for _, dir := range []string{before, bin} {
+		for _, name := range []string{"whimbrel", "whimbrel-launcher", "whimbrel-monitor", "whimbrel-run"} {
+			if !fileExists(filepath.Join(dir, name)) {
+				return fmt.Errorf("-targets: no %s in %s: give -bin and -before folders that hold a build's binaries (make native builds bin/, make bench-before the earlier build's)", name, dir)
+			}
+		}
+	}
 	sz, err := newTargetSizes(trivial)
 	if err != nil {
 		return err
