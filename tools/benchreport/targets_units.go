@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"log"
 	"net/http"
 	"strings"
 	"sync"
@@ -38,6 +39,10 @@ func newCapProxy(endpoint string) (*capProxy, error) {
 		return nil, err
 	}
 	p := &capProxy{url: "http://" + ln.Addr().String()}
+	// A process stopped in the middle of a call (a launcher's long poll
+	// at SIGTERM) cancels it; the proxy's line for each would only be
+	// noise beside the figures, and the process itself sees any failure.
+	rp.ErrorLog = log.New(io.Discard, "", 0)
 	rp.ModifyResponse = func(resp *http.Response) error {
 		op := opOf(resp.Request)
 		writes, counted := capacityOps[op]
