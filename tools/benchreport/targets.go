@@ -98,6 +98,19 @@ func printTargets(ctx context.Context, w io.Writer, bin, before, endpoint string
 	builds := []tbuild{old, {"after, --supervise inline", bin, "inline"}, {"after, --supervise process", bin, "process"}}
 	r.builds = builds
 
+	// The store's rate of conditional writes moves with the machine's
+	// load: it is taken before and after the engine's runs, and the
+	// higher is the store's bound.
+	takeRaw := func() {
+		raw, err := measureRawWrites(ctx, endpoint)
+		if err != nil {
+			r.notes["the store's rate of conditional writes"] = err.Error()
+			return
+		}
+		r.rawEach = append(r.rawEach, raw)
+		r.rawWrites = max(r.rawWrites, raw)
+	}
+	takeRaw()
 	proxy, err := newCapProxy(endpoint)
 	if err != nil {
 		return err
@@ -117,6 +130,9 @@ func printTargets(ctx context.Context, w io.Writer, bin, before, endpoint string
 					fmt.Fprintf(os.Stderr, "benchreport: engine on %s with %s: %v\n", kind, b.label, err)
 					continue
 				}
+				if e.unitsErr != nil {
+					r.notes["units of "+b.label] = e.unitsErr.Error()
+				}
 				r.engine[kind][b.label] = append(r.engine[kind][b.label], e)
 			}
 		}
@@ -124,9 +140,7 @@ func printTargets(ctx context.Context, w io.Writer, bin, before, endpoint string
 	if r.units, err = measureUnits(ctx, endpoint); err != nil {
 		r.notes["units"] = err.Error()
 	}
-	if r.rawWrites, err = measureRawWrites(ctx, endpoint); err != nil {
-		r.notes["raw"] = err.Error()
-	}
+	takeRaw()
 
 	tmp, err := os.MkdirTemp("", "whimbrel-lean-")
 	if err != nil {
@@ -166,6 +180,7 @@ type targetEngine struct {
 	// first round only).
 	writeUnits, readUnits float64
 	counted               bool
+	unitsErr              error // why they were not counted
 }
 
 // unitsActivities is the size of the workflow whose units are counted.
@@ -312,9 +327,10 @@ func measureTargetEngine(ctx context.Context, b tbuild, kind, endpoint string, p
 	if res.hops, err = chainHops(hops); err != nil || proxy == nil {
 		return res, err
 	}
-	res.writeUnits, res.readUnits, err = countTargetUnits(ctx, b, ts, logs, proxy)
-	res.counted = err == nil
-	return res, err
+	// A count that fails leaves the timed figures standing.
+	res.writeUnits, res.readUnits, res.unitsErr = countTargetUnits(ctx, b, ts, logs, proxy)
+	res.counted = res.unitsErr == nil
+	return res, nil
 }
 
 // countTargetUnits runs unitsActivities ready `true` activities through

@@ -31,7 +31,8 @@ type targetResults struct {
 	builds, fanBuilds  []tbuild
 	engine             map[string]map[string][]targetEngine // by store, by build label
 	units              unitsReport                          // the cost table's walk (this tree's code)
-	rawWrites          float64                              // conditional writes per second DynamoDB Local sustained
+	rawWrites          float64                              // conditional writes per second DynamoDB Local sustained, the highest of rawEach
+	rawEach            []float64                            // each time it was measured
 	rss                []*targetRSS
 	fans               []targetFan
 	notes              map[string]string // measurements that failed, by what
@@ -307,8 +308,8 @@ func writeTargets(w io.Writer, r targetResults) {
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", row.name, cell(row.goal), cell(row.before), cell(row.after), row.verdict)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "The engine rows: %d ready `true` activities through one `whimbrel-launcher` (`--log-dir`) with one `whimbrel-monitor`, each build %d time(s) on each store, alternating; CPU is user + system of the launcher, every process it reaped and the monitor, per activity; throughput is from `whimbrel start` to the workflow's end. After is the current build with `--supervise inline`. The hop is a command's start after its upstream's end in a chain of %d through a fresh launcher (percentiles of every hop of the build's runs). CPU and throughput: the best of the build's runs. On DynamoDB Local, in each build's first round, a workflow of %d ready `true` activities then runs through a fresh launcher and monitor that reach the store through a proxy asking each call for its consumed capacity: the measured units are per activity of that workflow, its start included, successful calls only (the timed runs go to the store directly). The store's bound is the conditional writes per second DynamoDB Local sustained in this run (%.0f, 4 writers) ÷ the cost table's write units of an activity's life (%.1f).\n\n",
-		r.sizes.n, r.sizes.rounds, engineChain, unitsActivities, r.rawWrites, safeLifeWrites(r.units))
+	fmt.Fprintf(w, "The engine rows: %d ready `true` activities through one `whimbrel-launcher` (`--log-dir`) with one `whimbrel-monitor`, each build %d time(s) on each store, alternating; CPU is user + system of the launcher, every process it reaped and the monitor, per activity; throughput is from `whimbrel start` to the workflow's end. After is the current build with `--supervise inline`. The hop is a command's start after its upstream's end in a chain of %d through a fresh launcher (percentiles of every hop of the build's runs). CPU and throughput: the best of the build's runs. On DynamoDB Local, in each build's first round, a workflow of %d ready `true` activities then runs through a fresh launcher and monitor that reach the store through a proxy asking each call for its consumed capacity: the measured units are per activity of that workflow, its start included, successful calls only (the timed runs go to the store directly). The store's bound is the conditional writes per second DynamoDB Local sustained in this run (%.0f: the higher of %s, with 4 writers for 3 s before and after the engine's runs) ÷ the cost table's write units of an activity's life (%.1f).\n\n",
+		r.sizes.n, r.sizes.rounds, engineChain, unitsActivities, r.rawWrites, rates(r.rawEach), safeLifeWrites(r.units))
 	fmt.Fprintf(w, "| store | binaries | activities per second | CPU per activity | of it the launcher's own | the monitor's | the wrappers and commands | hop p50 | hop p95 | write units per activity | read units per activity |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, kind := range []string{"sqlite", "dynamodb"} {
 		for _, b := range r.builds {
@@ -376,6 +377,18 @@ func writeTargets(w io.Writer, r targetResults) {
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// rates is "812 and 259": each measurement of the store's rate.
+func rates(rs []float64) string {
+	s := make([]string, len(rs))
+	for i, r := range rs {
+		s[i] = fmt.Sprintf("%.0f", r)
+	}
+	if len(s) == 0 {
+		return "none measured"
+	}
+	return strings.Join(s, " and ")
 }
 
 func safeLifeWrites(u unitsReport) float64 {

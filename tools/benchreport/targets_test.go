@@ -77,7 +77,7 @@ func fullResults() targetResults {
 			{build: "after, container build (-tags x)", store: "DynamoDB Local", rss: []rss{{12000, 3000}, {12500, 3000}}},
 			{build: "after, native build", store: "sqlite", rss: []rss{{15000, 3000}, {15500, 3000}}},
 		},
-		rawWrites: 800,
+		rawWrites: 800, rawEach: []float64{800, 650},
 	}
 	r.fans = []targetFan{
 		{kind: "for_each map", build: "before", n: 2500, absent: true, err: errors.New("no for_each in this build")},
@@ -124,6 +124,9 @@ func TestTargetsReportHasEveryTarget(t *testing.T) {
 		if cells[2] != want[0] || cells[3] != want[1] {
 			t.Errorf("row %q: after %q, reached %q; want %q, %q", name, cells[2], cells[3], want[0], want[1])
 		}
+	}
+	if !strings.Contains(md, "(800: the higher of 800 and 650,") {
+		t.Errorf("the store's bound does not say the rates it was taken from:\n%s", md)
 	}
 	if c := tableRow(t, md, "for_each map, largest: time"); c[1] != "no for_each in this build" {
 		t.Errorf("the earlier build's for_each cell is %q, want it to say it has none", c[1])
