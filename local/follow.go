@@ -91,7 +91,7 @@ func (f *follower) follow(ctx context.Context) (*Result, error) {
 			backend.Signal(syscall.SIGTERM) // a wrapper's second signal kills its command
 			force = nil
 		default:
-			w.note("quitting: killing the activities' wrappers")
+			w.note("quitting: killing what is left of the activities (their wrappers, under --supervise process)")
 			backend.Signal(syscall.SIGKILL)
 			f.c.stop()
 			backend.Wait()

@@ -1,6 +1,7 @@
 // Package local runs one workflow to its end on this machine, as
 // `whimbrel run` does: it starts the workflow, launches its activities as
-// local processes under whimbrel-run, monitors their heartbeats, reports
+// local processes (each supervised in this process or under whimbrel-run,
+// as Options.Supervise says), monitors their heartbeats, reports
 // what happens as Events (package local/view shows them; this package
 // draws nothing), and on interrupt cancels the workflow and stops every
 // process it started.

@@ -22,6 +22,17 @@ func finallyData(ctx context.Context, st workflow.Reader, wf *state.WorkflowExec
 	if err != nil || !d.IsFinally(a.ActivityName) {
 		return nil
 	}
+	if wf.Outcome == "" {
+		// A supervisor in process hands the claim the item it read
+		// before the outcome was decided (Config.Workflow), with only its
+		// state read again; the outcome, decided before a finally
+		// activity is readied, is in the item as it is now.
+		now, err := st.GetWorkflow(ctx, wf.WorkflowExecID)
+		if err != nil {
+			return fmt.Errorf("read the workflow's outcome: %w", err)
+		}
+		wf = now
+	}
 	outcome, failed, err := workflow.FinallyInputs(ctx, st, wf)
 	if err != nil {
 		return fmt.Errorf("read the workflow's activities: %w", err)

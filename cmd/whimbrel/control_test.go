@@ -89,7 +89,9 @@ func TestRunBranchingExample(t *testing.T) {
 
 // TestRunFinallyAfterInterrupt: Ctrl-C on whimbrel run cancels the
 // workflow, and its finally activity runs with WHIMBREL_WORKFLOW_STATE
-// CANCELLED before the run ends.
+// CANCELLED before the run ends. Supervised inline (the default), the
+// finally activity is claimed with the workflow item the launcher read
+// before the outcome was decided, and must still see the outcome.
 func TestRunFinallyAfterInterrupt(t *testing.T) {
 	t.Parallel()
 	for name, env := range stores(t) {
@@ -130,7 +132,9 @@ finally:
 // TestRunFinallyAfterKill9: the wrapper of the last activity is killed
 // outright (kill -9) before it records its outcome or settles anything;
 // the monitor finishes the activity, decides the outcome and starts the
-// finally activity, which sees FAILED and the activity's name.
+// finally activity, which sees FAILED and the activity's name. The
+// activities have wrappers (--supervise process): inline, the command's
+// parent is whimbrel run itself.
 func TestRunFinallyAfterKill9(t *testing.T) {
 	t.Parallel()
 	for name, env := range stores(t) {
@@ -150,7 +154,7 @@ finally:
 `), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			cmd, out := startRun(t, dir, env, def)
+			cmd, out := startRun(t, dir, env, "--supervise", "process", def)
 			if code := exitOf(t, cmd, out); code != 1 {
 				t.Errorf("exit %d; want 1 (the workflow FAILED)\n%s", code, out.String())
 			}

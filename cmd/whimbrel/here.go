@@ -16,10 +16,12 @@ import (
 )
 
 // HereFlags configure a run of a workflow on this machine: `whimbrel run`,
-// and `whimbrel start`/`rerun` on the embedded store.
+// and `whimbrel start`/`rerun` on the embedded store. Such a run
+// supervises its activities inline by default: its Ctrl-C stops them
+// anyway, so they lose nothing by living in its process.
 type HereFlags struct {
-	Wrapper   string `name:"wrapper" type:"path" help:"The whimbrel-run binary (default: beside this binary, else on PATH)."`
-	Supervise string `name:"supervise" env:"WHIMBREL_SUPERVISE" enum:"inline,process" default:"process" help:"How the activities are supervised: process starts a whimbrel-run process for each; inline supervises each in this process and starts only its command (less CPU per activity, a quicker hop). See docs/launcher.md."`
+	Wrapper   string `name:"wrapper" type:"path" help:"The whimbrel-run binary, for --supervise process and for activities that ask for WHIMBREL_API=simple (default: beside this binary, else on PATH)."`
+	Supervise string `name:"supervise" env:"WHIMBREL_SUPERVISE" enum:"inline,process" default:"inline" help:"How the activities are supervised. inline (the default): in this process, which starts only each command (less CPU per activity, a quicker hop); they live and die with this run, whose Ctrl-C stops them anyway. process: a whimbrel-run process each. The flag wins over WHIMBREL_SUPERVISE. See docs/launcher.md."`
 	LogDir    string `name:"log-dir" type:"path" help:"Where each activity's output goes (default: logs/ beside the embedded store, else .whimbrel/logs)."`
 	JSON      bool   `name:"json" help:"Print one JSON object per event (each change of state, each note) instead of the view for people."`
 	// MaxRunning is Airflow's parallelism: it keeps a run of many

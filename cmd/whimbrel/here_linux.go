@@ -16,9 +16,9 @@ import (
 	"github.com/whimbrel/whimbrel/state"
 )
 
-// runHere launches the activities as local processes under whimbrel-run,
-// monitors them in this process, shows the progress, and returns when the
-// workflow settles. Only Linux runs activities: the wrapper supervises its
+// runHere launches the activities as local processes (supervised in this
+// process, or each under whimbrel-run: --supervise), monitors them in this
+// process, shows the progress, and returns when the workflow settles. Only Linux runs activities: the wrapper supervises its
 // command through Linux process groups and signals.
 func runHere(ctx context.Context, k *kong.Context, h here, st state.Store, d *definition.Workflow, start func(context.Context) (string, error)) error {
 	if h.MaxRunning < 0 {

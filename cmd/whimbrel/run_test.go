@@ -146,10 +146,17 @@ func readPIDFile(t *testing.T, path string) int {
 // TestRunInterrupt: Ctrl-C cancels the workflow and stops its processes;
 // a command that ignores SIGTERM is killed on a second Ctrl-C. The
 // cancellation is recorded and nothing is left running: no command, no
-// wrapper.
+// wrapper. With no --supervise the run supervises the activities itself
+// (launched_as inline:PID, its own pid); with --supervise process a
+// whimbrel-run each (pid:).
 func TestRunInterrupt(t *testing.T) {
 	t.Parallel()
+	runs := map[string][]string{}
 	for name, env := range stores(t) {
+		runs[name] = env
+	}
+	runs["sqlite, process"] = nil
+	for name, env := range runs {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
@@ -167,13 +174,22 @@ activities:
 `), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			cmd := exec.Command(binary, "run", def)
+			args := []string{"run", def}
+			as := "" // set once the run has a pid
+			if strings.HasSuffix(name, "process") {
+				args, as = []string{"run", "--supervise", "process", def}, "pid:"
+			}
+			cmd := exec.Command(binary, args...)
 			cmd.Dir = dir
-			cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
+			home := t.TempDir() // marks every process this run starts
+			cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + home}, env...)
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
+			}
+			if as == "" {
+				as = "inline:" + strconv.Itoa(cmd.Process.Pid)
 			}
 			pids := []int{readPIDFile(t, slow), readPIDFile(t, stubborn)}
 			st := openStore(t, dir, env)
@@ -217,6 +233,9 @@ activities:
 				if a.State == state.CancelledRunning && (a.ExitCode == nil || a.EndTime.IsZero()) {
 					t.Errorf("%s: its exit was not recorded: %+v", a.ActivityName, *a)
 				}
+				if a.State == state.CancelledRunning && a.LaunchedAs != as && (as != "pid:" || !strings.HasPrefix(a.LaunchedAs, as)) {
+					t.Errorf("%s was launched as %q, want %s", a.ActivityName, a.LaunchedAs, as)
+				}
 				if w, ok := strings.CutPrefix(a.LaunchedAs, "pid:"); ok {
 					pid, _ := strconv.Atoi(w)
 					pids = append(pids, pid)
@@ -228,11 +247,42 @@ activities:
 					t.Errorf("process %d is still running", pid)
 				}
 			}
+			// Nor anything else the run started (a guard process), once
+			// it has seen the run go.
+			deadline := time.Now().Add(30 * time.Second)
+			for left := startedWith(home); len(left) > 0; left = startedWith(home) {
+				if time.Now().After(deadline) {
+					for _, pid := range left {
+						_ = syscall.Kill(pid, syscall.SIGKILL)
+					}
+					t.Errorf("processes %v the run started are still running", left)
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
 			if !strings.Contains(out.String(), "interrupted") || !strings.Contains(out.String(), "forcing") {
 				t.Errorf("output:\n%s", out.String())
 			}
 		})
 	}
+}
+
+// startedWith lists the processes whose environment has HOME=home: those
+// a run given that HOME started, and their children.
+func startedWith(home string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err == nil && bytes.Contains(append([]byte{0}, b...), []byte("\x00HOME="+home+"\x00")) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // TestRunMaxRunning: --max-running 1 runs four independent activities one

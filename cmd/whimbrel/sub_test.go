@@ -278,7 +278,7 @@ activities:
 // TestRunSubWorkflowKillWrapper: kill -9 of the wrapper of the child's
 // last activity. The monitor times the activity out, its retry completes,
 // the child settles, and the parent goes on: its next activity runs
-// exactly once.
+// exactly once. The activities have wrappers (--supervise process).
 func TestRunSubWorkflowKillWrapper(t *testing.T) {
 	t.Parallel()
 	for name, env := range stores(t) {
@@ -307,7 +307,7 @@ activities:
     command: ["sh", "-c", "if [ ! -e ` + marker + ` ]; then touch ` + marker + `; echo $PPID > ` + pidFile + `; exec sleep 300; fi"]
 `,
 			})
-			cmd := exec.Command(binary, "run", filepath.Join(dir, "parent.yaml"))
+			cmd := exec.Command(binary, "run", "--supervise", "process", filepath.Join(dir, "parent.yaml"))
 			cmd.Dir = dir
 			cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
 			var out bytes.Buffer

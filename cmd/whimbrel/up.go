@@ -17,8 +17,8 @@ import (
 type UpCmd struct {
 	cli.StoreFlags
 	TLSFlags
-	Wrapper      string `name:"wrapper" type:"path" help:"The whimbrel-run binary (default: beside this binary, else on PATH)."`
-	Supervise    string `name:"supervise" env:"WHIMBREL_SUPERVISE" enum:"inline,process" default:"process" help:"How the activities are supervised: process starts a whimbrel-run process for each; inline supervises each in this process and starts only its command (less CPU per activity, a quicker hop). See docs/launcher.md."`
+	Wrapper      string `name:"wrapper" type:"path" help:"The whimbrel-run binary, for --supervise process and for activities that ask for WHIMBREL_API=simple (default: beside this binary, else on PATH)."`
+	Supervise    string `name:"supervise" env:"WHIMBREL_SUPERVISE" enum:"inline,process" default:"inline" help:"How the activities are supervised. inline (the default): in this process, which starts only each command (less CPU per activity, a quicker hop); they live and die with whimbrel up, whose Ctrl-C stops them anyway. process: a whimbrel-run process each. The flag wins over WHIMBREL_SUPERVISE. See docs/launcher.md."`
 	LogDir       string `name:"log-dir" type:"path" help:"Where each activity's output goes, a folder per execution (default: logs/ beside the embedded store, .whimbrel/logs)."`
 	MaxRunning   int    `name:"max-running" default:"${default_max_running}" help:"Run at most this many activities at once (0: no cap)."`
 	WebAddr      string `name:"web-addr" default:"127.0.0.1:8080" help:"Where the web view listens (port 0: any free port). Loopback by default; any other address needs a token given explicitly."`

@@ -1,6 +1,7 @@
 // Package up serves an embedded store on this machine until it is told to
 // stop, as `whimbrel up` does: a launcher that starts the store's local
-// activities under whimbrel-run (their output in a log folder), a monitor
+// activities (each supervised in this process or under whimbrel-run, as
+// Options.Supervise says; their output in a log folder), a monitor
 // that watches their heartbeats and fires the store's schedules, and the
 // web view, and a loop that starts the Simple Lambda API's pending
 // requests. Whatever starts a workflow on that store then finds it run:
@@ -195,7 +196,7 @@ func Serve(ctx context.Context, st Store, opts Options) error {
 			force.Reset(wrapperMargin)
 			continue
 		}
-		fmt.Fprintln(opts.Notes, "quitting: killing the activities' wrappers")
+		fmt.Fprintln(opts.Notes, "quitting: killing what is left of the activities (their wrappers, under --supervise process)")
 		backend.Signal(syscall.SIGKILL)
 		<-stopped
 		break
