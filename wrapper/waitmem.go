@@ -8,11 +8,13 @@ import (
 )
 
 // freeEvery is the most time between two hand-backs of the heap to the
-// system after heartbeats (see waitMem.landed): each one is a forced
-// collection, about a millisecond of CPU with the little a waiting wrapper
-// holds, so a wrapper beating every few hundred milliseconds pays it a few
-// times a minute, and one at the default interval after each beat.
-const freeEvery = 10 * time.Second
+// system after heartbeats (see waitMem.landed), when no collection is near
+// sooner. Each one is a forced collection and the heap's free pages
+// returned, to be faulted back in as the next beats allocate: about 3 ms
+// of CPU for a wrapper that beats every 15 s, as much as the beat itself,
+// for a few hundred kB that the runtime returns in the background anyway.
+// Once a minute bounds what is held between collections at little cost.
+const freeEvery = time.Minute
 
 // waitMem gives back, after each heartbeat that lands while the wrapper
 // waits on its command, the memory the beat brought in that waiting does
@@ -94,10 +96,12 @@ func (w *waitMem) landed(time.Time) {
 // perBeat bytes could start a collection: the heap holds objects bytes
 // (live and not yet swept), the last collection left live, and the
 // collector aims at goal. The runtime starts a collection at 70–95% of
-// the way from live to goal; this counts from the earliest.
+// the way from live to goal, but counts the unused rest of the spans it
+// holds cached for each size of object as used, which objects does not:
+// so this counts from half the way.
 func collectionNear(objects, live, goal, perBeat uint64) bool {
 	if goal <= live {
 		return true
 	}
-	return objects+2*perBeat >= live+(goal-live)*7/10
+	return objects+2*perBeat >= live+(goal-live)/2
 }
