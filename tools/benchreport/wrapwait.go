@@ -35,12 +35,12 @@ var (
 const wrapWaitHeading = "## Wrapper: resident memory over a long wait, broken down"
 
 // waitSample is what one reading of a waiting wrapper holds, in kB (CPU
-// in clock ticks since its start).
+// its CPU time since its start).
 type waitSample struct {
 	rss, anon, file, shmem int
 	text, rodata           int // the binary's resident pages: executable, and read-only data
 	threads                int
-	cpuTicks               int
+	cpu                    time.Duration // on the CPU since its start, all its threads
 }
 
 func (s waitSample) String() string {
@@ -120,17 +120,22 @@ func readWaitSample(pid int) (waitSample, error) {
 			*into += n
 		}
 	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	// The CPU time of each of its threads, in nanoseconds (schedstat's
+	// first field): /proc/PID/stat counts in clock ticks of 10 ms, too
+	// coarse for a wrapper that beats a few times a minute.
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
 		return s, err
 	}
-	// The command name, in brackets, may hold spaces: count from after it.
-	_, rest, _ := strings.Cut(string(stat), ") ")
-	f := strings.Fields(rest)
-	if len(f) > 12 {
-		u, _ := strconv.Atoi(f[11])
-		k, _ := strconv.Atoi(f[12])
-		s.cpuTicks = u + k
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, task.Name()))
+		if err != nil {
+			continue // the thread ended
+		}
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			ns, _ := strconv.ParseInt(f[0], 10, 64)
+			s.cpu += time.Duration(ns)
+		}
 	}
 	return s, nil
 }
@@ -229,7 +234,7 @@ func printWrapWait(ctx context.Context, b *strings.Builder, before, bin, endpoin
 		}()
 	}
 	wg.Wait()
-	fmt.Fprintf(b, "%s\n\nEach build's wrapper heartbeating every %s around `sleep %s`, the runs side by side in one run (`go run ./tools/benchreport -wrap-wait`). Each cell: VmRSS in MB (RssAnon + RssFile; of RssFile, the binary's resident executable + read-only pages; the process's threads). Highest: of readings of VmRSS every %s between the last two moments (a reading that falls in a heartbeat holds what the beat brings in). CPU: the wrapper's own user + system time between %s and %s, per minute.\n\n",
+	fmt.Fprintf(b, "%s\n\nEach build's wrapper heartbeating every %s around `sleep %s`, the runs side by side in one run (`go run ./tools/benchreport -wrap-wait`). Each cell: VmRSS in MB (RssAnon + RssFile; of RssFile, the binary's resident executable + read-only pages; the process's threads). Highest: of readings of VmRSS every %s between the last two moments (a reading that falls in a heartbeat holds what the beat brings in). CPU: the wrapper's own time on the CPU (its threads' schedstat) between %s and %s, per minute.\n\n",
 		wrapWaitHeading, *wrapWaitBeat, sleep, wrapWaitPoll, at[0], last)
 	fmt.Fprintf(b, "| whimbrel-run | store |")
 	for _, a := range at {
@@ -245,9 +250,8 @@ func printWrapWait(ctx context.Context, b *strings.Builder, before, bin, endpoin
 			fmt.Fprintf(b, " %s |", s)
 		}
 		fmt.Fprintf(b, " %.1f (%.1f + %.1f) |", float64(r.peak.rss)/1024, float64(r.peak.anon)/1024, float64(r.peak.file)/1024)
-		ticks := r.samples[len(r.samples)-1].cpuTicks - r.samples[0].cpuTicks
-		ms := float64(ticks) * 10 * float64(time.Minute) / float64(last-at[0]) // 100 ticks a second
-		fmt.Fprintf(b, " %.0f |\n", ms)
+		used := r.samples[len(r.samples)-1].cpu - r.samples[0].cpu
+		fmt.Fprintf(b, " %.1f |\n", float64(used)/float64(time.Millisecond)*float64(time.Minute)/float64(last-at[0]))
 	}
 	fmt.Fprintln(b)
 	return nil
