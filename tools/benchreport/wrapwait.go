@@ -146,6 +146,7 @@ type wrapWaitRun struct {
 	env                  []string
 	samples              []waitSample
 	peak                 waitSample // the highest reading between the last two
+	mean                 int        // the mean VmRSS of the readings between the last two, kB
 	err                  error
 }
 
@@ -230,17 +231,17 @@ func printWrapWait(ctx context.Context, b *strings.Builder, before, bin, endpoin
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.samples, r.peak, r.err = sampleWait(cmd, at, strings.NewReplacer(", ", "-", " ", "-").Replace(r.build+"-"+r.store))
+			r.samples, r.peak, r.mean, r.err = sampleWait(cmd, at, strings.NewReplacer(", ", "-", " ", "-").Replace(r.build+"-"+r.store))
 		}()
 	}
 	wg.Wait()
-	fmt.Fprintf(b, "%s\n\nEach build's wrapper heartbeating every %s around `sleep %s`, the runs side by side in one run (`go run ./tools/benchreport -wrap-wait`). Each cell: VmRSS in MB (RssAnon + RssFile; of RssFile, the binary's resident executable + read-only pages; the process's threads). Highest: of readings of VmRSS every %s between the last two moments (a reading that falls in a heartbeat holds what the beat brings in). CPU: the wrapper's own time on the CPU (its threads' schedstat) between %s and %s, per minute.\n\n",
+	fmt.Fprintf(b, "%s\n\nEach build's wrapper heartbeating every %s around `sleep %s`, the runs side by side in one run (`go run ./tools/benchreport -wrap-wait`). Each cell: VmRSS in MB (RssAnon + RssFile; of RssFile, the binary's resident executable + read-only pages; the process's threads). Mean and highest: of the readings of VmRSS every %s between the last two moments (a reading that falls in a heartbeat holds what the beat brings in). CPU: the wrapper's own time on the CPU (its threads' schedstat) between %s and %s, per minute.\n\n",
 		wrapWaitHeading, *wrapWaitBeat, sleep, wrapWaitPoll, at[0], last)
 	fmt.Fprintf(b, "| whimbrel-run | store |")
 	for _, a := range at {
 		fmt.Fprintf(b, " at %s |", a)
 	}
-	fmt.Fprintf(b, " highest, %s to %s | CPU per minute waiting, ms |\n| --- | --- |%s ---: | ---: |\n", at[len(at)-2], last, strings.Repeat(" ---: |", len(at)))
+	fmt.Fprintf(b, " mean, %[1]s to %[2]s | highest, %[1]s to %[2]s | CPU per minute waiting, ms |\n| --- | --- |%[3]s ---: | ---: | ---: |\n", at[len(at)-2], last, strings.Repeat(" ---: |", len(at)))
 	for _, r := range runs {
 		if r.err != nil {
 			return fmt.Errorf("%s on %s: %w", r.build, r.store, r.err)
@@ -249,7 +250,7 @@ func printWrapWait(ctx context.Context, b *strings.Builder, before, bin, endpoin
 		for _, s := range r.samples {
 			fmt.Fprintf(b, " %s |", s)
 		}
-		fmt.Fprintf(b, " %.1f (%.1f + %.1f) |", float64(r.peak.rss)/1024, float64(r.peak.anon)/1024, float64(r.peak.file)/1024)
+		fmt.Fprintf(b, " %.1f | %.1f (%.1f + %.1f) |", float64(r.mean)/1024, float64(r.peak.rss)/1024, float64(r.peak.anon)/1024, float64(r.peak.file)/1024)
 		used := r.samples[len(r.samples)-1].cpu - r.samples[0].cpu
 		fmt.Fprintf(b, " %.1f |\n", float64(used)/float64(time.Millisecond)*float64(time.Minute)/float64(last-at[0]))
 	}
@@ -259,8 +260,9 @@ func printWrapWait(ctx context.Context, b *strings.Builder, before, bin, endpoin
 
 // sampleWait reads a started command's memory at each of at (since now),
 // then waits for it.
-func sampleWait(cmd *exec.Cmd, at []time.Duration, name string) (res []waitSample, peak waitSample, err error) {
+func sampleWait(cmd *exec.Cmd, at []time.Duration, name string) (res []waitSample, peak waitSample, mean int, err error) {
 	start := time.Now()
+	sum, n := 0, 0
 	for i, d := range at {
 		if i == len(at)-1 && len(at) > 1 {
 			// Between the last two readings, find the highest: a reading
@@ -269,6 +271,9 @@ func sampleWait(cmd *exec.Cmd, at []time.Duration, name string) (res []waitSampl
 				var s waitSample
 				if s, err = readStatus(cmd.Process.Pid); s.rss > peak.rss {
 					peak = s
+				}
+				if err == nil {
+					sum, n = sum+s.rss, n+1
 				}
 				time.Sleep(wrapWaitPoll)
 			}
@@ -289,5 +294,8 @@ func sampleWait(cmd *exec.Cmd, at []time.Duration, name string) (res []waitSampl
 		_ = cmd.Process.Kill()
 	}
 	_ = cmd.Wait()
-	return res, peak, err
+	if n > 0 {
+		mean = sum / n
+	}
+	return res, peak, mean, err
 }
