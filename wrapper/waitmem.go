@@ -96,12 +96,14 @@ func (w *waitMem) landed(time.Time) {
 // perBeat bytes could start a collection: the heap holds objects bytes
 // (live and not yet swept), the last collection left live, and the
 // collector aims at goal. The runtime starts a collection at 70–95% of
-// the way from live to goal, but counts the unused rest of the spans it
-// holds cached for each size of object as used, which objects does not:
-// so this counts from half the way.
+// the way from live to goal, but counts as used the whole of each span it
+// holds cached for a size of object, which objects does not: with the
+// little a waiting wrapper holds, that is a third of the way or more
+// (with half, gctrace still showed collections starting in beats). So
+// this counts from a third of the way.
 func collectionNear(objects, live, goal, perBeat uint64) bool {
 	if goal <= live {
 		return true
 	}
-	return objects+2*perBeat >= live+(goal-live)/2
+	return objects+2*perBeat >= live+(goal-live)/3
 }

@@ -10,8 +10,8 @@ import (
 )
 
 // TestCollectionNear: a collection is near when two more beats like the
-// last could bring the heap half the way from what the last collection
-// left to the collector's goal.
+// last could bring the heap a third of the way from what the last
+// collection left to the collector's goal.
 func TestCollectionNear(t *testing.T) {
 	const mb = 1 << 20
 	for _, c := range []struct {
@@ -19,8 +19,7 @@ func TestCollectionNear(t *testing.T) {
 		want                         bool
 	}{
 		{objects: 12 * mb / 10, live: 1 * mb, goal: 2 * mb, perBeat: 50 << 10, want: false},
-		{objects: 15 * mb / 10, live: 1 * mb, goal: 2 * mb, perBeat: 50 << 10, want: true},
-		{objects: 13 * mb / 10, live: 1 * mb, goal: 2 * mb, perBeat: 50 << 10, want: false},
+		{objects: 13 * mb / 10, live: 1 * mb, goal: 2 * mb, perBeat: 50 << 10, want: true},
 		{objects: 1 * mb, live: 1 * mb, goal: 2 * mb, perBeat: 400 << 10, want: true},
 		{objects: 1 * mb, live: 1 * mb, goal: 1 * mb, perBeat: 0, want: true},
 		{objects: 3 * mb, live: 1 * mb, goal: math.MaxUint64, perBeat: mb, want: false}, // GOGC=off
@@ -80,7 +79,7 @@ func TestLandedHandsTheHeapBack(t *testing.T) {
 			freeEvery, got-forced, after, free)
 	}
 
-	// A beat that allocated a third of the runway to the collector's
+	// A beat that allocated a quarter of the runway to the collector's
 	// goal: the next one could start a collection in it, so this one
 	// collects.
 	runtime.GC()
@@ -89,16 +88,16 @@ func TestLandedHandsTheHeapBack(t *testing.T) {
 	metrics.Read(s)
 	live, goal, cycles := s[0].Value.Uint64(), s[1].Value.Uint64(), s[2].Value.Uint64()
 	forced = forcedGCs()
-	for n := uint64(0); n < (goal-live)/3; n += 64 << 10 {
+	for n := uint64(0); n < (goal-live)/4; n += 64 << 10 {
 		sink = append(sink, make([]byte, 64<<10))
 	}
 	metrics.Read(s)
 	if s[2].Value.Uint64() != cycles {
-		t.Fatalf("a collection started on its own while the test filled a third of the runway (live %d, goal %d)", live, goal)
+		t.Fatalf("a collection started on its own while the test filled a quarter of the runway (live %d, goal %d)", live, goal)
 	}
 	w.landed(time.Now())
 	sink = nil
 	if got := forcedGCs(); got != forced+1 {
-		t.Errorf("a beat that allocated a third of the way from %d live bytes to the goal of %d forced %d collections; want one", live, goal, got-forced)
+		t.Errorf("a beat that allocated a quarter of the way from %d live bytes to the goal of %d forced %d collections; want one", live, goal, got-forced)
 	}
 }
