@@ -84,10 +84,10 @@ func trimWhileWaiting(ctx context.Context, wg *sync.WaitGroup, w *waitMem) {
 		case <-t.C:
 			waiting := resumeGC(waitGCPercent)
 			debug.FreeOSMemory()
+			w.begin() // before the unmapping: it reads runtime/metrics, whose tables are in the binary
 			if ownProcess.Load() {
 				unmapBinaryPages()
 			}
-			w.begin()
 			if waiting {
 				<-ctx.Done()
 				debug.SetGCPercent(100)
