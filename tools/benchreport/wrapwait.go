@@ -34,8 +34,8 @@ var (
 // wrapWaitHeading heads the -wrap-wait section.
 const wrapWaitHeading = "## Wrapper: resident memory over a long wait, broken down"
 
-// waitSample is what one reading of a waiting wrapper holds, in kB (CPU
-// its CPU time since its start).
+// waitSample is what one reading of a waiting wrapper holds, in kB, and
+// its CPU time since its start.
 type waitSample struct {
 	rss, anon, file, shmem int
 	text, rodata           int // the binary's resident pages: executable, and read-only data
@@ -45,7 +45,11 @@ type waitSample struct {
 
 func (s waitSample) String() string {
 	mb := func(kb int) string { return fmt.Sprintf("%.1f", float64(kb)/1024) }
-	return fmt.Sprintf("%s (%s + %s; bin %s + %s; %dT)", mb(s.rss), mb(s.anon), mb(s.file), mb(s.text), mb(s.rodata), s.threads)
+	shmem := "" // RssShmem, shown when there is any
+	if s.shmem > 0 {
+		shmem = " + " + mb(s.shmem) + " shmem"
+	}
+	return fmt.Sprintf("%s (%s + %s%s; bin %s + %s; %dT)", mb(s.rss), mb(s.anon), mb(s.file), shmem, mb(s.text), mb(s.rodata), s.threads)
 }
 
 // readStatus reads pid's memory totals from /proc/PID/status.
@@ -235,7 +239,7 @@ func printWrapWait(ctx context.Context, b *strings.Builder, before, bin, endpoin
 		}()
 	}
 	wg.Wait()
-	fmt.Fprintf(b, "%s\n\nEach build's wrapper heartbeating every %s around `sleep %s`, the runs side by side in one run (`go run ./tools/benchreport -wrap-wait`). Each cell: VmRSS in MB (RssAnon + RssFile; of RssFile, the binary's resident executable + read-only pages; the process's threads). Mean and highest: of the readings of VmRSS every %s between the last two moments (a reading that falls in a heartbeat holds what the beat brings in). CPU: the wrapper's own time on the CPU (its threads' schedstat) between %s and %s, per minute.\n\n",
+	fmt.Fprintf(b, "%s\n\nEach build's wrapper heartbeating every %s around `sleep %s`, the runs side by side in one run (`go run ./tools/benchreport -wrap-wait`). Each cell: VmRSS in MB (RssAnon + RssFile, + RssShmem when not 0; of RssFile, the binary's resident executable + read-only pages; the process's threads). Mean and highest: of the readings of VmRSS every %s between the last two moments (a reading that falls in a heartbeat holds what the beat brings in). CPU: the wrapper's own time on the CPU (its threads' schedstat) between %s and %s, per minute.\n\n",
 		wrapWaitHeading, *wrapWaitBeat, sleep, wrapWaitPoll, at[0], last)
 	fmt.Fprintf(b, "| whimbrel-run | store |")
 	for _, a := range at {
