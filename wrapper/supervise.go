@@ -27,12 +27,16 @@ func (r *run) supervise(ctx context.Context, p *process.Process, since time.Time
 		}
 	}()
 
+	var mem *waitMem // the collector of a supervisor's process is its own
+	if !r.cfg.Inline {
+		mem = &waitMem{}
+	}
 	if r.cfg.Heartbeat {
 		wake := r.wake
 		pump, err := heartbeat.New(r.st, heartbeat.Config{
 			Key: r.cfg.Key, Owner: r.owner, Interval: r.cfg.HeartbeatInterval,
 			Timeout: r.cfg.HeartbeatTimeout, Since: since, Logger: r.log.Named("heartbeat"),
-			Progress: r.progress, Wake: wake.changed,
+			Progress: r.progress, Wake: wake.changed, Landed: mem.landed,
 		})
 		if err != nil { // the CLI checks the settings first; this is a defect
 			r.stop(p, "heartbeat settings refused: "+err.Error())
@@ -58,7 +62,7 @@ func (r *run) supervise(ctx context.Context, p *process.Process, since time.Time
 						pump, _ = heartbeat.New(r.st, heartbeat.Config{
 							Key: r.cfg.Key, Owner: r.owner, Interval: r.cfg.HeartbeatInterval,
 							Timeout: r.cfg.HeartbeatTimeout, Since: clock.Now(), Logger: r.log.Named("heartbeat"),
-							Progress: r.progress, Wake: wake.changed,
+							Progress: r.progress, Wake: wake.changed, Landed: mem.landed,
 						})
 					default:
 						r.log.Warn("lease lost; letting the command finish as asked", "reason", lost.Reason)
@@ -69,8 +73,8 @@ func (r *run) supervise(ctx context.Context, p *process.Process, since time.Time
 		}
 	}
 
-	if !r.cfg.Inline { // the collector of a supervisor's process is its own
-		trimWhileWaiting(sctx, &wg)
+	if mem != nil {
+		trimWhileWaiting(sctx, &wg, mem)
 	}
 
 	if r.cfg.Timeout > 0 {

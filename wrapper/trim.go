@@ -70,8 +70,10 @@ func resumeGC(percent int) bool {
 // reuse while the wrapper only heartbeats), and, in a wrapper's own
 // process, unmaps its binary's pages that the start touched. A command
 // that ends sooner costs nothing: the collection that does it takes about
-// a millisecond, worth it only for a wrapper that stays.
-func trimWhileWaiting(ctx context.Context, wg *sync.WaitGroup) {
+// a millisecond, worth it only for a wrapper that stays. It then tells w
+// (when not nil) that the wait has begun, so that each heartbeat gives
+// back what it brought in (see waitMem).
+func trimWhileWaiting(ctx context.Context, wg *sync.WaitGroup, w *waitMem) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -82,6 +84,7 @@ func trimWhileWaiting(ctx context.Context, wg *sync.WaitGroup) {
 		case <-t.C:
 			waiting := resumeGC(waitGCPercent)
 			debug.FreeOSMemory()
+			w.begin() // before the unmapping: it reads runtime/metrics, whose tables are in the binary
 			if ownProcess.Load() {
 				unmapBinaryPages()
 			}

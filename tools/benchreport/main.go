@@ -116,6 +116,9 @@ func run(w *strings.Builder, bin, before string, runs, trivial, history int, out
 		return fmt.Errorf("WHIMBREL_TEST_DYNAMODB is not set: run it through scripts/dynamodb-local run (make bench does)")
 	}
 	ctx := context.Background()
+	if *onlyWrapWait {
+		return printWrapWait(ctx, w, before, bin, endpoint) // wrapwait.go
+	}
 	if onlyEngine {
 		return printEngine(ctx, w, bin, before, endpoint, trivial)
 	}
