@@ -98,6 +98,7 @@ bench: dynamodb-local-install native bench-before
 	scripts/dynamodb-local run -- $(GO) run ./tools/benchreport -bin bin -before='$(BEFORE)' -o BENCHMARKS.md
 	scripts/dynamodb-local run -- $(GO) run ./tools/benchreport -bin bin -inline -foreach-sizes 2500,10000 -static-sizes 500,2000 -o BENCHMARKS.md
 	scripts/dynamodb-local run -- $(GO) run ./tools/benchreport -bin bin -inline-hop -before='$(BEFORE)' -o BENCHMARKS.md
+	scripts/dynamodb-local run -- $(GO) run ./tools/benchreport -bin bin -wrap-wait -wrap-wait-beat 15s -before='$(BEFORE)' -o BENCHMARKS.md
 	$(BENCH_TARGETS) -o BENCHMARKS.md
 	@: > bin/bench-tests.md
 	@echo '## DAG hop (upstream exits → downstream command starts)' >> bin/bench-tests.md
