@@ -62,6 +62,9 @@ func (l *Launcher) try(ctx context.Context, p *pass, k state.ActivityKey) (launc
 	if ctx.Err() != nil {
 		return false, nil // stopping: claim nothing more
 	}
+	if job, ok := l.fromReady(a, w, act, settings, backend); ok { // fromready.go
+		return l.tryFromReady(ctx, a, job, backend)
+	}
 
 	// Claimed or not, the claim's answer must be known, and a claimed
 	// activity must end launched or failed: from here on, every store

@@ -69,3 +69,8 @@ func (h handingReporter) WorkflowState(ctx context.Context, id string) (state.Wo
 // wrapper's claim: it is for an activity supervised inline, whose launch
 // (inline:PID) is known before the claim (wrapper.Config.LaunchedAs).
 func (b *Backend) ClaimRecordsLaunch(j launcher.Job) bool { return b.inline(j) }
+
+// ClaimsFromReady reports whether j's supervisor claims it from READY
+// itself, with no claim of the launcher's before (launcher.ReadyClaimer):
+// it does for an activity supervised inline, which starts at once.
+func (b *Backend) ClaimsFromReady(j launcher.Job) bool { return b.inline(j) }

@@ -108,7 +108,7 @@ func (b *Backend) Launch(ctx context.Context, j launcher.Job) (string, error) {
 		return "", fmt.Errorf("activity %s has no command to run locally", j.ActivityName)
 	}
 	if b.inline(j) {
-		return b.launchInline(j)
+		return b.launchInline(ctx, j)
 	}
 	// --subreaper: the wrapper is not PID 1 here, and orphans of the
 	// command are its to reap, not the launcher's host's init.
