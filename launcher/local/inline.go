@@ -113,7 +113,15 @@ func (b *Backend) launchInline(ctx context.Context, j launcher.Job) (string, err
 		// READY, and Launch returns once that claim is decided.
 		claimed = make(chan bool, 1)
 		cfg.FromReady = true
-		cfg.Claimed = func(landed bool) { claimed <- landed }
+	}
+	tracked := b.handoff != nil // its advance goes through handingReporter
+	cfg.Claimed = func(landed bool) {
+		if landed && tracked {
+			b.live.claimed(j.Key) // live.go
+		}
+		if claimed != nil {
+			claimed <- landed
+		}
 	}
 	cfg.Watcher, _ = b.Store.(wrapper.Watcher)
 	cfg.Stdin, cfg.Stdout, cfg.Stderr = stdin, out, out
@@ -134,6 +142,9 @@ func (b *Backend) launchInline(ctx context.Context, j launcher.Job) (string, err
 		// stop must not cut its final writes short. It is stopped as
 		// whimbrel-run is, by a signal (Backend.Signal).
 		code := wrapper.Run(context.Background(), b.reporter(), cfg)
+		if tracked {
+			b.runEnded(j.Key, cfg.Logger)
+		}
 		if claimed != nil {
 			select { // a run that ended before its claim was decided
 			case claimed <- false:

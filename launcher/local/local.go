@@ -57,6 +57,9 @@ type Backend struct {
 	// wakeList starts a pass that lists the READY index: the elements of
 	// a map that one supervised inline readied are not all handed over.
 	wakeList func()
+	// live are the runs supervised inline that have not advanced their
+	// workflows yet (live.go).
+	live liveRuns
 
 	wg sync.WaitGroup
 	// inlineWG counts the activities supervised inline that have not
