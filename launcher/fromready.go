@@ -3,6 +3,7 @@ package launcher
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/whimbrel/whimbrel/definition"
@@ -84,3 +85,41 @@ func (l *Launcher) tryFromReady(ctx context.Context, a *state.ActivityExec, job 
 // fromReadyTimeout bounds the wait for a backend's claim from READY: the
 // claim retries a store that does not answer for up to a minute.
 const fromReadyTimeout = 2 * time.Minute
+
+// tryUnread is try for a listed or handed activity that a backend claims
+// from READY, without reading its item first: the claim's conditional
+// write from READY is the check the read would make, and what the launch
+// needs of the item follows from its key. That holds for an activity's
+// first attempt, whose key is derived from its workflow's and its name
+// (state.ActivityExecIDFor): it is READY or it is not, with no delay
+// (only a retry's item has one) and no attempt yet. tried is false when
+// the activity is not one of those (a retry, a map's element or the map
+// itself, a child workflow's activity, one of a pool, or one no backend
+// here claims from READY): try then reads the item as ever.
+func (l *Launcher) tryUnread(ctx context.Context, p *pass, ref state.ActivityRef) (launched, tried bool, err error) {
+	k := ref.ActivityKey
+	name, _, ok := strings.Cut(k.ActivityExecID, "::")
+	if !ok || state.ActivityExecIDFor(k.WorkflowExecID, name) != k.ActivityExecID {
+		return false, false, nil
+	}
+	w, err := l.workflow(ctx, p, k.WorkflowExecID)
+	if err != nil || w.state != state.WorkflowRunning || w.def == nil {
+		return false, false, nil // read and judged as ever (the workflow's read is the pass's)
+	}
+	act := w.def.Lookup(name)
+	if act == nil || act.IsChild() || act.ForEach != nil {
+		return false, false, nil
+	}
+	settings := w.def.Effective(name)
+	a := &state.ActivityExec{ActivityKey: k, ActivityName: name, State: state.Ready, StateTime: ref.StateTime}
+	job, ok := l.fromReady(a, w, act, settings, l.cfg.Backends[settings.Launch.Type])
+	if !ok {
+		return false, false, nil
+	}
+	l.pools.mark(k.ActivityExecID)
+	if ctx.Err() != nil {
+		return false, true, nil // stopping: claim nothing more
+	}
+	launched, err = l.tryFromReady(ctx, a, job, l.cfg.Backends[settings.Launch.Type])
+	return launched, true, err
+}

@@ -20,7 +20,11 @@ import (
 
 // try claims and launches one activity; launched is true when the backend
 // started it.
-func (l *Launcher) try(ctx context.Context, p *pass, k state.ActivityKey) (launched bool, err error) {
+func (l *Launcher) try(ctx context.Context, p *pass, ref state.ActivityRef) (launched bool, err error) {
+	k := ref.ActivityKey
+	if launched, tried, err := l.tryUnread(ctx, p, ref); tried { // fromready.go
+		return launched, err
+	}
 	// The index is eventually consistent: read the item itself.
 	a, err := l.st.GetActivity(ctx, k)
 	if err != nil {

@@ -116,9 +116,12 @@ func (r *run) claim(ctx context.Context, sigs chan os.Signal) (*state.ActivityEx
 			r.abandon(fmt.Sprintf("claimed, but not started: %v", errors.Join(refused, err)))
 		}
 		if refused != nil && r.cfg.FromReady && errors.Is(refused, state.ErrConflict) {
-			// No longer READY: another launcher claimed it first, or it
-			// was cancelled. Nothing of this run's is amiss.
-			r.log.Info("not starting the command: the activity is no longer READY", "error", refused)
+			// No longer READY: another launcher claimed it first, it was
+			// cancelled, or the listing that found it lagged behind its
+			// claim by this launcher. Nothing of this run's is amiss, and
+			// the activity's log, which may be its real run's, is no
+			// place for it but at debug level.
+			r.log.Debug("not starting the command: the activity is no longer READY", "error", refused)
 			return nil, state.ExitClaimRefused, 0
 		}
 		if refused != nil {
