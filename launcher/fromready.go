@@ -95,7 +95,7 @@ const fromReadyTimeout = 2 * time.Minute
 // (only a retry's item has one) and no attempt yet. tried is false when
 // the activity is not one of those (a retry, a map's element or the map
 // itself, a child workflow's activity, one of a pool, or one no backend
-// here claims from READY): try then reads the item as ever.
+// here claims from READY): try then reads the item first.
 func (l *Launcher) tryUnread(ctx context.Context, p *pass, ref state.ActivityRef) (launched, tried bool, err error) {
 	k := ref.ActivityKey
 	name, _, ok := strings.Cut(k.ActivityExecID, "::")
@@ -104,7 +104,7 @@ func (l *Launcher) tryUnread(ctx context.Context, p *pass, ref state.ActivityRef
 	}
 	w, err := l.workflow(ctx, p, k.WorkflowExecID)
 	if err != nil || w.state != state.WorkflowRunning || w.def == nil {
-		return false, false, nil // read and judged as ever (the workflow's read is the pass's)
+		return false, false, nil // try reads the item and judges it (the workflow's read is the pass's, made once)
 	}
 	act := w.def.Lookup(name)
 	if act == nil || act.IsChild() || act.ForEach != nil {
