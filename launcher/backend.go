@@ -56,6 +56,10 @@ type Job struct {
 	// in the launcher's process hands it to the claim, which need not
 	// read the item again (wrapper.Config.Workflow).
 	Workflow *state.WorkflowExec
+	// FromReady is set when the launcher made no claim: the activity is
+	// READY, and the backend's supervisor claims it to RUNNING itself
+	// (ReadyClaimer). Token is then empty.
+	FromReady bool
 }
 
 // launchNamespace seeds the name-based UUIDs that name launches.

@@ -20,7 +20,11 @@ import (
 
 // try claims and launches one activity; launched is true when the backend
 // started it.
-func (l *Launcher) try(ctx context.Context, p *pass, k state.ActivityKey) (launched bool, err error) {
+func (l *Launcher) try(ctx context.Context, p *pass, ref state.ActivityRef) (launched bool, err error) {
+	k := ref.ActivityKey
+	if launched, tried, err := l.tryUnread(ctx, p, ref); tried { // fromready.go
+		return launched, err
+	}
 	// The index is eventually consistent: read the item itself.
 	a, err := l.st.GetActivity(ctx, k)
 	if err != nil {
@@ -61,6 +65,9 @@ func (l *Launcher) try(ctx context.Context, p *pass, k state.ActivityKey) (launc
 	}
 	if ctx.Err() != nil {
 		return false, nil // stopping: claim nothing more
+	}
+	if job, ok := l.fromReady(a, w, act, settings, backend); ok { // fromready.go
+		return l.tryFromReady(ctx, a, job, backend)
 	}
 
 	// Claimed or not, the claim's answer must be known, and a claimed

@@ -301,7 +301,7 @@ func (l *Launcher) passOf(ctx context.Context, list bool) (*pass, error) {
 			defer l.wg.Done()
 			defer p.wg.Done()
 			defer func() { <-l.workers }()
-			launched, err := l.try(ctx, p, k)
+			launched, err := l.try(ctx, p, ref)
 			if l.slots.done(k, launched) {
 				l.wake() // its process exited while the launch was recorded
 			}

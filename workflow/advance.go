@@ -395,6 +395,9 @@ func Settle(ctx context.Context, st Settler, workflowExecID string, log hclog.Lo
 
 func settle(ctx context.Context, st Settler, g graph, log hclog.Logger) (state.WorkflowState, error) {
 	workflowExecID := g.id
+	if knownLive(ctx, workflowExecID) { // knownlive.go
+		return "", nil
+	}
 	if live, err := probeLive(ctx, st, g); err != nil || live { // liveprobe.go
 		return "", err
 	}

@@ -66,7 +66,7 @@ func (r *run) claim(ctx context.Context, sigs chan os.Signal) (*state.ActivityEx
 			return backoff.Permanent(refused)
 		}
 		claimed, err = r.st.UpdateActivity(actx, r.cfg.Key, state.ActivityChange{
-			From: []state.ActivityState{state.Queued, state.Ready, state.Preparing},
+			From: r.claimFrom(),
 			To:   state.Running,
 			Claim: &state.Claim{
 				Owner: r.owner, Host: host, PID: os.Getpid(),
@@ -115,6 +115,15 @@ func (r *run) claim(ctx context.Context, sigs chan os.Signal) (*state.ActivityEx
 		if uncertain {
 			r.abandon(fmt.Sprintf("claimed, but not started: %v", errors.Join(refused, err)))
 		}
+		if refused != nil && r.cfg.FromReady && errors.Is(refused, state.ErrConflict) {
+			// No longer READY: another launcher claimed it first, it was
+			// cancelled, or the listing that found it lagged behind its
+			// claim by this launcher. Nothing of this run's is amiss, and
+			// the activity's log, which may be its real run's, is no
+			// place for it but at debug level.
+			r.log.Debug("not starting the command: the activity is no longer READY", "error", refused)
+			return nil, state.ExitClaimRefused, 0
+		}
 		if refused != nil {
 			r.log.Error("not starting the command: the activity cannot be claimed", "error", refused)
 			return nil, state.ExitClaimRefused, 0
@@ -134,6 +143,12 @@ func (r *run) claim(ctx context.Context, sigs chan os.Signal) (*state.ActivityEx
 // timeout. It returns 128+sig.
 func (r *run) stoppedBeforeClaim(sig syscall.Signal) int {
 	code := 128 + int(sig)
+	if r.cfg.FromReady {
+		// Nobody claimed the activity: it stays READY for the next
+		// launcher, and READY → FAILED is no transition of the contract.
+		r.log.Warn("not starting the command: stopped by a signal before claiming; the activity is left READY", "signal", signalName(sig))
+		return code
+	}
 	reason := fmt.Sprintf("%s received before the command started (while claiming); it was not started", signalName(sig))
 	ctx, cancel := context.WithTimeout(context.Background(), signalRecordTimeout)
 	defer cancel()
@@ -198,4 +213,15 @@ func (r *run) abandonWithin(d time.Duration, why string) {
 	if _, err := r.st.Recorded(ctx, done, r.wf, r.log.Named("advance")); err != nil {
 		r.log.Warn("advancing the workflow failed; the monitor will finish it", "error", err)
 	}
+}
+
+// claimFrom is the states the claim moves the activity from: READY alone
+// when the supervisor's launcher made no claim of its own (FromReady), so
+// that an activity another launcher moved to QUEUED for its own launch is
+// never taken from it; otherwise any state a launch leaves it in.
+func (r *run) claimFrom() []state.ActivityState {
+	if r.cfg.FromReady {
+		return []state.ActivityState{state.Ready}
+	}
+	return []state.ActivityState{state.Queued, state.Ready, state.Preparing}
 }

@@ -126,6 +126,15 @@ type Config struct {
 	// an inline supervisor knows its launch before the claim, and saves
 	// the write that would record it after.
 	LaunchedAs string
+	// FromReady, set by an inline supervisor whose launcher made no claim
+	// of its own, makes the claim move the activity from READY only (a
+	// claim from QUEUED would take another launcher's launch); a wrapper
+	// stopped before it then records nothing, leaving the activity READY
+	// for the next launcher.
+	FromReady bool
+	// Claimed, when set, is called once the claim is decided, with
+	// whether it landed, before the command starts.
+	Claimed func(landed bool)
 
 	// Stdin and Stdout are handed to the command; nil means the wrapper's.
 	Stdin, Stdout *os.File
@@ -207,6 +216,9 @@ func (r *run) run(ctx context.Context) int {
 		defer r.wake.stop()
 	}
 	claimed, code, early := r.claim(ctx, sigs)
+	if r.cfg.Claimed != nil {
+		r.cfg.Claimed(claimed != nil)
+	}
 	if claimed == nil {
 		signal.Stop(sigs)
 		if early != 0 {

@@ -15,25 +15,37 @@ import (
 )
 
 // cancellingStore cancels the workflow (its state alone, the first write
-// of a cancel) through own right after the launcher's claim of an
-// activity lands: after the pass read the workflow RUNNING, before the
-// inline wrapper's claim.
+// of a cancel) through own right after the launcher's pass read it
+// RUNNING, and again after a launcher's claim of an activity to QUEUED
+// lands: either way before the inline wrapper's claim.
 type cancellingStore struct {
 	state.Store
 	own state.Store
+}
+
+func (s *cancellingStore) GetWorkflow(ctx context.Context, id string) (*state.WorkflowExec, error) {
+	wf, err := s.Store.GetWorkflow(ctx, id)
+	if err == nil && wf.State == state.WorkflowRunning {
+		s.cancel(ctx, id)
+	}
+	return wf, err
 }
 
 func (s *cancellingStore) UpdateActivity(ctx context.Context, k state.ActivityKey, c state.ActivityChange) (*state.ActivityExec, error) {
 	a, err := s.Store.UpdateActivity(ctx, k, c)
 	if c.To == state.Queued {
 		// Whether or not its answer was lost (the fault proxy), the claim
-		// may have landed: the workflow is cancelled either way. A second
-		// cancel conflicts, harmlessly.
-		_, _ = s.own.UpdateWorkflow(context.WithoutCancel(ctx), k.WorkflowExecID, state.WorkflowChange{
-			From: []state.WorkflowState{state.WorkflowRunning}, To: state.WorkflowCancelled, Reason: "cancelled between the pass and the claim",
-		})
+		// may have landed: the workflow is cancelled either way.
+		s.cancel(ctx, k.WorkflowExecID)
 	}
 	return a, err
+}
+
+// cancel cancels the workflow id; a second cancel conflicts, harmlessly.
+func (s *cancellingStore) cancel(ctx context.Context, id string) {
+	_, _ = s.own.UpdateWorkflow(context.WithoutCancel(ctx), id, state.WorkflowChange{
+		From: []state.WorkflowState{state.WorkflowRunning}, To: state.WorkflowCancelled, Reason: "cancelled between the pass and the claim",
+	})
 }
 
 // TestInlineClaimRefusesAWorkflowCancelledAfterThePass: a workflow

@@ -21,6 +21,7 @@ type handingReporter struct {
 	st   state.Store
 	hand func([]state.ActivityKey)
 	wake func() // a pass that lists (launcher.Launcher.Wake)
+	live *liveRuns
 }
 
 // reporter is the Reporter of the activities b supervises inline.
@@ -29,10 +30,14 @@ func (b *Backend) reporter() wrapper.Reporter {
 	if b.handoff == nil {
 		return direct
 	}
-	return handingReporter{Reporter: direct, st: b.Store, hand: b.handoff, wake: b.wakeList}
+	return handingReporter{Reporter: direct, st: b.Store, hand: b.handoff, wake: b.wakeList, live: &b.live}
 }
 
 func (h handingReporter) Recorded(ctx context.Context, a *state.ActivityExec, wf *state.WorkflowExec, log hclog.Logger) (bool, error) {
+	// This run advances now: it leaves the live runs, and its settle
+	// need not look while another run of the workflow is live (live.go).
+	h.live.leave(a.ActivityKey)
+	ctx = workflow.WithKnownLive(ctx, h.live.live)
 	res, err := workflow.AdvanceKnown(ctx, h.st, wf, a, log)
 	if len(res.Readied) > 0 {
 		keys := make([]state.ActivityKey, len(res.Readied))
@@ -69,3 +74,8 @@ func (h handingReporter) WorkflowState(ctx context.Context, id string) (state.Wo
 // wrapper's claim: it is for an activity supervised inline, whose launch
 // (inline:PID) is known before the claim (wrapper.Config.LaunchedAs).
 func (b *Backend) ClaimRecordsLaunch(j launcher.Job) bool { return b.inline(j) }
+
+// ClaimsFromReady reports whether j's supervisor claims it from READY
+// itself, with no claim of the launcher's before (launcher.ReadyClaimer):
+// it does for an activity supervised inline, which starts at once.
+func (b *Backend) ClaimsFromReady(j launcher.Job) bool { return b.inline(j) }

@@ -74,7 +74,7 @@ func (b *Backend) sharedGuard() (*process.GroupGuard, error) {
 // activity, runs its command as a child process in its own process group
 // with its output in the activity's log, heartbeats, records the outcome
 // and advances the workflow, all as whimbrel-run does (package wrapper).
-func (b *Backend) launchInline(j launcher.Job) (string, error) {
+func (b *Backend) launchInline(ctx context.Context, j launcher.Job) (string, error) {
 	g, err := b.sharedGuard()
 	if err != nil {
 		return "", fmt.Errorf("guard the commands supervised inline: %w", err)
@@ -107,6 +107,22 @@ func (b *Backend) launchInline(j launcher.Job) (string, error) {
 		cfg.Workflow = &wf
 	}
 	cfg.SharedGuard = g
+	var claimed chan bool
+	if j.FromReady {
+		// The launcher made no claim: the run claims the activity from
+		// READY, and Launch returns once that claim is decided.
+		claimed = make(chan bool, 1)
+		cfg.FromReady = true
+	}
+	tracked := b.handoff != nil // its advance goes through handingReporter
+	cfg.Claimed = func(landed bool) {
+		if landed && tracked {
+			b.live.claimed(j.Key) // live.go
+		}
+		if claimed != nil {
+			claimed <- landed
+		}
+	}
 	cfg.Watcher, _ = b.Store.(wrapper.Watcher)
 	cfg.Stdin, cfg.Stdout, cfg.Stderr = stdin, out, out
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "whimbrel-run", Output: out,
@@ -126,6 +142,15 @@ func (b *Backend) launchInline(j launcher.Job) (string, error) {
 		// stop must not cut its final writes short. It is stopped as
 		// whimbrel-run is, by a signal (Backend.Signal).
 		code := wrapper.Run(context.Background(), b.reporter(), cfg)
+		if tracked {
+			b.runEnded(j.Key, cfg.Logger)
+		}
+		if claimed != nil {
+			select { // a run that ended before its claim was decided
+			case claimed <- false:
+			default:
+			}
+		}
 		stdin.Close()
 		if out != os.Stderr {
 			out.Close()
@@ -144,7 +169,20 @@ func (b *Backend) launchInline(j launcher.Job) (string, error) {
 			b.Exited(j, exit)
 		}
 	}()
-	return as, nil
+	if claimed == nil {
+		return as, nil
+	}
+	select {
+	case landed := <-claimed:
+		if !landed {
+			return "", launcher.ErrNotClaimed
+		}
+		return as, nil
+	case <-ctx.Done():
+		// The claim is still in flight; whatever it decides, the run
+		// records it.
+		return "", fmt.Errorf("%w within the launch's deadline: %w", launcher.ErrNotClaimed, ctx.Err())
+	}
 }
 
 // inlineOutput opens the activity's log, or is the launcher's stderr

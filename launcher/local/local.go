@@ -57,6 +57,9 @@ type Backend struct {
 	// wakeList starts a pass that lists the READY index: the elements of
 	// a map that one supervised inline readied are not all handed over.
 	wakeList func()
+	// live are the runs supervised inline that have not advanced their
+	// workflows yet (live.go).
+	live liveRuns
 
 	wg sync.WaitGroup
 	// inlineWG counts the activities supervised inline that have not
@@ -108,7 +111,7 @@ func (b *Backend) Launch(ctx context.Context, j launcher.Job) (string, error) {
 		return "", fmt.Errorf("activity %s has no command to run locally", j.ActivityName)
 	}
 	if b.inline(j) {
-		return b.launchInline(j)
+		return b.launchInline(ctx, j)
 	}
 	// --subreaper: the wrapper is not PID 1 here, and orphans of the
 	// command are its to reap, not the launcher's host's init.

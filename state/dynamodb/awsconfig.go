@@ -11,10 +11,12 @@ import (
 )
 
 // httpClient is the SDK's HTTP client with each attempt, connecting
-// included, bounded by attempt.
+// included, bounded by attempt, and its connections pooled for many
+// concurrent calls (transport.go).
 func httpClient(attempt time.Duration) *awshttp.BuildableClient {
 	return awshttp.NewBuildableClient().WithTimeout(attempt).
-		WithDialerOptions(func(d *net.Dialer) { d.Timeout = attempt })
+		WithDialerOptions(func(d *net.Dialer) { d.Timeout = attempt }).
+		WithTransportOptions(tuneTransport)
 }
 
 // sdkLogger routes the SDK's own log lines to log at debug level: they are
