@@ -92,9 +92,14 @@ func (f *follower) follow(ctx context.Context) (*Result, error) {
 			force = nil
 		default:
 			w.note("quitting: killing what is left of the activities (their wrappers, under --supervise process)")
-			backend.Signal(syscall.SIGKILL)
+			// With the store slow or down, the activities supervised
+			// inline could retry their final writes for minutes: what
+			// they have not recorded within a short bound is left to
+			// the monitor, as a killed wrapper's is.
+			if !backend.Quit(locallauncher.QuitRecordWait) {
+				w.note("quitting without recording the end of every activity: a monitor times them out")
+			}
 			f.c.stop()
-			backend.Wait()
 			res.Workflow, res.Activities, _ = read(ctx, st, id)
 			w.ended(res)
 			return res, nil

@@ -71,13 +71,16 @@ func TestLayoutSurvivesACycleAndLongNames(t *testing.T) {
 }
 
 // TestWhereSaysALocalPidOnce: a local launch is named by the pid the
-// wrapper reports too; another launch (a task ARN) is added to it.
+// wrapper reports too (or, supervised inline, the launcher's: inline, with
+// no pid again); another launch (a task ARN) is added to it.
 func TestWhereSaysALocalPidOnce(t *testing.T) {
 	for _, tc := range []struct {
 		launched, want string
 	}{
 		{"pid:42", "vm pid 42"},
 		{"pid:41", "vm pid 42 (pid:41)"},
+		{"inline:42", "vm pid 42 (inline)"},
+		{"inline:41", "vm pid 42 (inline:41)"},
 		{"arn:aws:ecs:eu-west-1:1:task/c/t", "vm pid 42 (arn:aws:ecs:eu-west-1:1:task/c/t)"},
 		{"kubernetes:batch/wb-a-0a1b2c3d4e5f", "vm pid 42 (kubernetes:batch/wb-a-0a1b2c3d4e5f)"},
 		{"", "vm pid 42"},

@@ -120,7 +120,11 @@ func newActivityRow(a *inspect.Activity, readAt time.Time) *activityRow {
 	if a.Host != "" && a.PID > 0 {
 		r.Where = fmt.Sprintf("%s pid %d", a.Host, a.PID)
 		// A local launch is named by the same pid: said once is enough.
-		if a.LaunchedAs != "" && a.LaunchedAs != fmt.Sprintf("pid:%d", a.PID) {
+		switch a.LaunchedAs {
+		case "", fmt.Sprintf("pid:%d", a.PID):
+		case fmt.Sprintf("inline:%d", a.PID):
+			r.Where += " (inline)"
+		default:
 			r.Where += " (" + a.LaunchedAs + ")"
 		}
 	}

@@ -24,8 +24,9 @@ import (
 )
 
 // The end-to-end tests of the data contract (params, outputs, inputs,
-// templates, progress) run `whimbrel run` with real wrappers running real
-// commands, on the embedded store and on DynamoDB Local.
+// templates, progress) run `whimbrel run` (supervising inline, its default)
+// running real commands, on the embedded store and on DynamoDB Local, and
+// once with a whimbrel-run process each on the embedded store.
 
 // writeDefinition writes a workflow definition into a fresh directory.
 func writeDefinition(t *testing.T, yaml string) string {
@@ -138,7 +139,7 @@ activities:
 func TestRunPassesDataBetweenActivities(t *testing.T) {
 	t.Parallel()
 	def := writeDefinition(t, twoStepWorkflow)
-	for name, env := range stores(t) {
+	for name, env := range withProcess(stores(t)) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
@@ -147,6 +148,7 @@ func TestRunPassesDataBetweenActivities(t *testing.T) {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 			}
 			id := onlyExecution(t, openStore(t, dir, env), "data-two-step")
+			checkSupervised(t, openStore(t, dir, env), name, id)
 			s := statusJSON(t, dir, env, id)
 			if got := s.Workflow.Params; got["base"] != "1" || got["label"] != "plain" || len(got) != 2 {
 				t.Errorf("params = %v, want base=1 and the default label=plain", got)
@@ -190,7 +192,7 @@ activities:
 // that cannot be resolved at launch fails its activity unstarted.
 func TestRunRefusesBadOutputs(t *testing.T) {
 	t.Parallel()
-	for name, env := range stores(t) {
+	for name, env := range withProcess(stores(t)) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
@@ -458,7 +460,7 @@ activities:
 func TestRunRetriedActivityHandsOverData(t *testing.T) {
 	t.Parallel()
 	def := writeDefinition(t, retriedDataWorkflow)
-	for name, env := range stores(t) {
+	for name, env := range withProcess(stores(t)) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()

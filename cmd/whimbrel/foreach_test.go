@@ -19,10 +19,11 @@ import (
 	"github.com/whimbrel/whimbrel/state/sqlite"
 )
 
-// The end-to-end tests of for_each run `whimbrel run` with real wrappers
-// running real commands: on the embedded store, on DynamoDB Local, and on
-// DynamoDB Local behind the fault proxy (indexes that lag, throttling,
-// errors after a write applied, small pages).
+// The end-to-end tests of for_each run `whimbrel run` (supervising inline,
+// its default) running real commands: on the embedded store, on DynamoDB
+// Local, and on DynamoDB Local behind the fault proxy (indexes that lag,
+// throttling, errors after a write applied, small pages), and once with a
+// whimbrel-run process each on the embedded store.
 
 // forEachStores are the stores the for_each tests run on.
 func forEachStores(t *testing.T) map[string][]string {
@@ -111,7 +112,7 @@ activities:
 // elements' outputs in index order.
 func TestForEach(t *testing.T) {
 	t.Parallel()
-	for name, env := range forEachStores(t) {
+	for name, env := range withProcess(forEachStores(t)) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
@@ -142,6 +143,7 @@ func TestForEach(t *testing.T) {
 			}
 			st := openStore(t, dir, env)
 			id := onlyExecution(t, st, "fe-all")
+			checkSupervised(t, st, name, id)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			m, err := st.GetActivity(ctx, state.ActivityKey{ActivityExecID: state.ActivityExecIDFor(id, "convert"), WorkflowExecID: id})
@@ -496,7 +498,7 @@ activities:
 // map's stop at its first failure cancels none before it ran.
 func TestForEachRerunFromFailure(t *testing.T) {
 	t.Parallel()
-	for name, env := range stores(t) {
+	for name, env := range withProcess(stores(t)) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()

@@ -24,7 +24,7 @@ func runHere(ctx context.Context, k *kong.Context, h here, st state.Store, d *de
 	if h.MaxRunning < 0 {
 		return &cli.UsageError{Msg: fmt.Sprintf("--max-running %d is negative: give 0 (no cap) or the most activities to run at once", h.MaxRunning)}
 	}
-	wrapper, err := locallauncher.WrapperOr(h.Wrapper)
+	wrapper, err := locallauncher.WrapperFor(h.Wrapper, h.Supervise)
 	if err != nil {
 		return &cli.UsageError{Msg: err.Error()}
 	}

@@ -17,7 +17,7 @@ import (
 type UpCmd struct {
 	cli.StoreFlags
 	TLSFlags
-	Wrapper      string `name:"wrapper" type:"path" help:"The whimbrel-run binary, for --supervise process and for activities that ask for WHIMBREL_API=simple (default: beside this binary, else on PATH)."`
+	Wrapper      string `name:"wrapper" type:"path" help:"The whimbrel-run binary (default: beside this binary, else on PATH). --supervise process needs it; inline needs it only for an activity that asks for WHIMBREL_API=simple, which fails without it."`
 	Supervise    string `name:"supervise" env:"WHIMBREL_SUPERVISE" enum:"inline,process" default:"inline" help:"How the activities are supervised. inline (the default): in this process, which starts only each command (less CPU per activity, a quicker hop); they live and die with whimbrel up, whose Ctrl-C stops them anyway. process: a whimbrel-run process each. The flag wins over WHIMBREL_SUPERVISE. See docs/launcher.md."`
 	LogDir       string `name:"log-dir" type:"path" help:"Where each activity's output goes, a folder per execution (default: logs/ beside the embedded store, .whimbrel/logs)."`
 	MaxRunning   int    `name:"max-running" default:"${default_max_running}" help:"Run at most this many activities at once (0: no cap)."`

@@ -20,7 +20,7 @@ import (
 
 // serveUp takes the store's lock, opens it and serves it until Ctrl-C.
 func serveUp(g *Globals, k *kong.Context, c *UpCmd, choice cli.Choice, token string, given bool) error {
-	wrapper, err := locallauncher.WrapperOr(c.Wrapper)
+	wrapper, err := locallauncher.WrapperFor(c.Wrapper, c.Supervise)
 	if err != nil {
 		return &cli.UsageError{Msg: err.Error()}
 	}

@@ -113,6 +113,9 @@ func (b *Backend) Launch(ctx context.Context, j launcher.Job) (string, error) {
 	if b.inline(j) {
 		return b.launchInline(ctx, j)
 	}
+	if b.Wrapper == "" {
+		return "", errNoWrapper
+	}
 	// --subreaper: the wrapper is not PID 1 here, and orphans of the
 	// command are its to reap, not the launcher's host's init.
 	cmd := exec.Command(b.Wrapper, append([]string{"--subreaper", "--"}, j.Command...)...)

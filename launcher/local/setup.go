@@ -76,6 +76,23 @@ func WrapperOr(flag string) (string, error) {
 	return FindWrapper()
 }
 
+// WrapperFor is the whimbrel-run binary for a --wrapper flag under a
+// --supervise mode. Under inline a missing whimbrel-run is no error: only
+// an activity that asks for the Simple Lambda API needs one, and Launch
+// fails that activity alone, naming what to do (errNoWrapper).
+func WrapperFor(flag, supervise string) (string, error) {
+	w, err := WrapperOr(flag)
+	if err != nil && supervise == SuperviseInline {
+		return "", nil
+	}
+	return w, err
+}
+
+// errNoWrapper fails the launch of an activity that needs a whimbrel-run
+// process when none was found.
+var errNoWrapper = errors.New("this activity asks for WHIMBREL_API=simple, which only a whimbrel-run process serves, " +
+	"and whimbrel-run is neither beside this binary nor on PATH: put whimbrel-run there, or name it with --wrapper")
+
 // CheckLogDir makes sure local activities' logs can be written in dir
 // (the --log-dir flag), creating it if missing.
 func CheckLogDir(dir string) error {

@@ -178,6 +178,7 @@ func Serve(ctx context.Context, st Store, opts Options) error {
 	}()
 	force := time.NewTimer(longestGrace(jobs) + wrapperMargin)
 	defer force.Stop()
+	sweepWithin := stopTimeout
 	for forced := 0; ; {
 		select {
 		case <-stopped:
@@ -197,12 +198,18 @@ func Serve(ctx context.Context, st Store, opts Options) error {
 			continue
 		}
 		fmt.Fprintln(opts.Notes, "quitting: killing what is left of the activities (their wrappers, under --supervise process)")
-		backend.Signal(syscall.SIGKILL)
-		<-stopped
+		// With the store slow or down, the activities supervised inline
+		// could retry their final writes for minutes: what they have
+		// not recorded within a short bound is left to the next
+		// whimbrel up's monitor, as a killed wrapper's is.
+		if !backend.Quit(locallauncher.QuitRecordWait) {
+			fmt.Fprintln(opts.Notes, "quitting without recording the end of every activity: the next whimbrel up's monitor times them out")
+		}
+		sweepWithin = locallauncher.QuitRecordWait // quitting at once: the sweep too is cut short
 		break
 	}
 	// A last sweep settles what the wrappers' ends left to settle.
-	sctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), sweepWithin)
 	if _, err := m.Sweep(sctx); err != nil {
 		log.Warn("the last sweep failed; the next whimbrel up finishes it", "error", err)
 	}

@@ -69,6 +69,7 @@ func sizes(flagName, s string) ([]int, error) {
 // of the same minutes; then it walks a map's elements and a static
 // fan-out's dependents through DynamoDB Local to count their write units.
 func measureForEach(ctx context.Context, bin, before, endpoint string) (forEachReport, error) {
+	defer superviseProcess()()
 	r := forEachReport{before: before}
 	maps, err := sizes("foreach-sizes", *mapSizes)
 	if err != nil {
@@ -193,7 +194,7 @@ func writeForEach(b *strings.Builder, r forEachReport) {
 	fmt.Fprintf(b, "## for_each maps and static fan-outs at size\n\n")
 	fmt.Fprintf(b, "Measured on %s by `go run ./tools/benchreport -foreach -bin bin` under `scripts/dynamodb-local run` (`make bench` measures it with the rest), load average %s at the start and %s at the end (1 / 5 / 15 minutes; the machine is shared).\n\n",
 		time.Now().UTC().Format("2006-01-02"), r.load[0], r.load[1])
-	fmt.Fprintf(b, "`whimbrel run` on the embedded store, in a fresh folder each, one after the other: a for_each map of n `true` elements (`for_each: {count: n}`, nothing else in the workflow), and a static fan-out of one root and n dependent `true` activities. CPU is user + system of `whimbrel run` and of every process it reaped (its wrappers and their commands).\n\n")
+	fmt.Fprintf(b, "`whimbrel run --supervise process` (set through WHIMBREL_SUPERVISE: a whimbrel-run per activity, whatever the build's default) on the embedded store, in a fresh folder each, one after the other: a for_each map of n `true` elements (`for_each: {count: n}`, nothing else in the workflow), and a static fan-out of one root and n dependent `true` activities. CPU is user + system of `whimbrel run` and of every process it reaped (its wrappers and their commands).\n\n")
 	fmt.Fprintf(b, "| workflow | activities | took | CPU | CPU per activity | activities per second |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, x := range r.runs {
 		what := "for_each map"

@@ -31,6 +31,19 @@ var supervise string
 // superviseModes are the modes -inline compares, today's first.
 var superviseModes = []string{"process", "inline"}
 
+// superviseProcess makes the runs of a mode that measures a whimbrel-run
+// process per activity supervise them so, whatever the binaries' default
+// (`whimbrel run` supervises inline by default), so that build beside
+// build compares like with like; a mode set already (-inline) is kept.
+// The returned function puts the default back.
+func superviseProcess() (restore func()) {
+	if supervise != "" {
+		return func() {}
+	}
+	supervise = "process"
+	return func() { supervise = "" }
+}
+
 // withSupervise adds the supervision mode to a process's environment.
 func withSupervise(env []string) []string {
 	if supervise == "" {

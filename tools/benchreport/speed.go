@@ -40,6 +40,7 @@ type speedReport struct {
 // measureSpeed runs the fan-outs on both stores through `whimbrel run`,
 // and the throughput (measureThroughput's method) unless tp is given.
 func measureSpeed(ctx context.Context, bin, endpoint string, trivial int, tp *throughput) (speedReport, error) {
+	defer superviseProcess()()
 	res := speedReport{fan: map[string]map[int]fanTiming{}}
 	for _, store := range []string{"sqlite", "dynamodb"} {
 		res.fan[store] = map[int]fanTiming{}
@@ -108,6 +109,7 @@ var onlyFan bool
 // printFanBuilds runs the embedded store's fan-outs with the binaries of
 // before (if given) and of bin, alternating, and prints them side by side.
 func printFanBuilds(w io.Writer, bin, before string) error {
+	defer superviseProcess()()
 	builds := []string{bin}
 	if before != "" {
 		builds = []string{before, bin}
@@ -125,7 +127,7 @@ func printFanBuilds(w io.Writer, bin, before string) error {
 			got[b][n] = t
 		}
 	}
-	fmt.Fprintf(w, "## Fan-out on the embedded store, build beside build\n\n| binaries | dependents | took | CPU |\n| --- | ---: | ---: | ---: |\n")
+	fmt.Fprintf(w, "## Fan-out on the embedded store, build beside build\n\n`whimbrel run` with `--supervise process` (WHIMBREL_SUPERVISE), a whimbrel-run per activity, with each build's binaries.\n\n| binaries | dependents | took | CPU |\n| --- | ---: | ---: | ---: |\n")
 	for _, b := range builds {
 		for _, n := range fanSizes {
 			fmt.Fprintf(w, "| %s | %d | %s | %s |\n", b, n, got[b][n].took.Round(100*time.Millisecond), got[b][n].cpu.Round(100*time.Millisecond))
@@ -188,7 +190,7 @@ func tail(s string) string {
 }
 
 func writeSpeed(b *strings.Builder, r speedReport, trivial int) {
-	fmt.Fprintf(b, "## Fan-out\n\n`whimbrel run` of one root and n dependent `true` activities (every process on this machine: the run, its launcher and monitor, one whimbrel-run per activity); CPU is user + system of all of them. Goal: 2,000 in ≤ 60 s on the embedded store, and time(2,000) ≤ 4.4 × time(500). Alone: `scripts/dynamodb-local run -- go run ./tools/benchreport -speed`.\n\n")
+	fmt.Fprintf(b, "## Fan-out\n\n`whimbrel run` of one root and n dependent `true` activities (every process on this machine: the run, its launcher and monitor, one whimbrel-run per activity: `--supervise process`, set through WHIMBREL_SUPERVISE, as `whimbrel run` ran them before it supervised inline by default); CPU is user + system of all of them. Goal: 2,000 in ≤ 60 s on the embedded store, and time(2,000) ≤ 4.4 × time(500). Alone: `scripts/dynamodb-local run -- go run ./tools/benchreport -speed`.\n\n")
 	fmt.Fprintf(b, "| store | dependents | took | CPU | activities per second |\n| --- | ---: | ---: | ---: | ---: |\n")
 	for _, store := range []string{"sqlite", "dynamodb"} {
 		for _, n := range fanSizes {
@@ -228,7 +230,7 @@ func printLocalRSS(w io.Writer, bin, before string) error {
 	if before != "" {
 		builds = []string{before, bin}
 	}
-	fmt.Fprintf(w, "## Memory of running local activities, build beside build\n\n| binaries | run | wrappers | their VmRSS | guard processes | their VmRSS | per running activity |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	fmt.Fprintf(w, "## Memory of running local activities, build beside build\n\n`whimbrel run --supervise process` (WHIMBREL_SUPERVISE): the wrappers measured are a whimbrel-run per activity.\n\n| binaries | run | wrappers | their VmRSS | guard processes | their VmRSS | per running activity |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for run := 1; run <= 2; run++ {
 		for _, b := range builds {
 			m, err := localRSS(b)
@@ -249,6 +251,12 @@ type localMemory struct {
 }
 
 func localRSS(bin string) (localMemory, error) {
+	// whimbrel run runs in a folder of its own: the binaries are named
+	// from anywhere.
+	bin, err := filepath.Abs(bin)
+	if err != nil {
+		return localMemory{}, err
+	}
 	var m localMemory
 	dir, err := os.MkdirTemp("", "localrss")
 	if err != nil {
@@ -266,7 +274,9 @@ func localRSS(bin string) (localMemory, error) {
 	}
 	cmd := exec.Command(filepath.Join(bin, "whimbrel"), "run", "--json", file)
 	cmd.Dir = dir
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "WHIMBREL_LOG_LEVEL=warn"}
+	// The wrappers are what is measured: a whimbrel-run process each,
+	// not the default's supervision inline.
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "WHIMBREL_LOG_LEVEL=warn", "WHIMBREL_SUPERVISE=process"}
 	if err := cmd.Start(); err != nil {
 		return m, err
 	}

@@ -1,0 +1,38 @@
+package local
+
+import (
+	"syscall"
+	"time"
+)
+
+// QuitRecordWait bounds how long a launcher that quits at once waits for
+// the activities supervised inline to record their ends: with a store that
+// is slow or down, each would retry its final writes for minutes. Those it
+// leaves are as a killed wrapper's: RUNNING until the monitor times out
+// their stopped heartbeats.
+const QuitRecordWait = 8 * time.Second
+
+// Quit kills what is left of the activities at once (Signal(SIGKILL):
+// the wrappers, whose guards kill their commands at once, and the
+// commands supervised inline), then waits for them to end and to record
+// their ends for at most within. It reports whether all of them ended;
+// those that did not go on trying to record until the process exits, and
+// the shared guard process is left open, to stop any command left when
+// the process exits.
+func (b *Backend) Quit(within time.Duration) bool {
+	b.Signal(syscall.SIGKILL)
+	done := make(chan struct{})
+	go func() { // owned: ends with the last activity, or with the process
+		defer close(done)
+		b.wg.Wait()
+	}()
+	t := time.NewTimer(within)
+	defer t.Stop()
+	select {
+	case <-done:
+		b.closeGuard()
+		return true
+	case <-t.C:
+		return false
+	}
+}
