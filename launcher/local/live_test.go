@@ -72,11 +72,20 @@ func TestInlineAdvanceDoesNotLookWhileAnotherRunIsLive(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			st, own := tc.open(t)
+			// Each command waits until all eight have started, so that every
+			// run is live before the first ends, however loaded the machine;
+			// then the last of them ends seconds after the other seven, whose
+			// advances all see it live.
+			started := t.TempDir()
 			var b strings.Builder
 			b.WriteString("name: eight\nactivities:\n")
 			for i := range 8 {
-				// Long enough that all eight are claimed before the first ends.
-				b.WriteString("  a" + strconv.Itoa(i) + ":\n    command: [sleep, \"3\"]\n")
+				after := "0"
+				if i == 7 {
+					after = "5"
+				}
+				script := "touch " + started + "/a" + strconv.Itoa(i) + "; while [ $(ls " + started + " | wc -l) -lt 8 ]; do sleep 0.05; done; sleep " + after
+				b.WriteString("  a" + strconv.Itoa(i) + ":\n    command: [sh, -c, " + strconv.Quote(script) + "]\n")
 			}
 			id, _ := launchtest.Start(t, own, b.String())
 			ls := &lookingStore{Store: st}
