@@ -417,7 +417,10 @@ func (l *Launcher) forgetEnded(ctx context.Context) error {
 		} else if err != nil && !errors.Is(err, state.ErrNotFound) {
 			return err
 		}
-		if err != nil || a.State.Terminal() {
+		// A READY item was put back by a client outside the contract
+		// (no claimed activity returns to READY): it is not running, and
+		// a pass may try it again once its slot is free.
+		if err != nil || a.State.Terminal() || a.State == state.Ready {
 			l.slots.ended(k)
 		}
 	}
