@@ -295,6 +295,11 @@ func (l *Launcher) passOf(ctx context.Context, list bool) (*pass, error) {
 			l.slots.release(k)
 			return p, nil
 		}
+		if p.storeErr() != nil { // a try that ended while this one waited for a worker
+			<-l.workers
+			l.slots.release(k)
+			break
+		}
 		p.wg.Add(1)
 		l.wg.Add(1)
 		go func() {
