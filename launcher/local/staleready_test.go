@@ -170,7 +170,7 @@ func TestInlineStaleReadyEntryDoesNotLoopListings(t *testing.T) {
 // starts only once the first has ended.
 func TestInlineStaleReadyEntryKeepsItsSlot(t *testing.T) {
 	t.Parallel()
-	for _, tc := range staleReadyStores(6 * time.Second) {
+	for _, tc := range staleReadyStores(12 * time.Second) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			st, own := tc.open(t)
@@ -181,7 +181,7 @@ func TestInlineStaleReadyEntryKeepsItsSlot(t *testing.T) {
 			}
 			// Each command marks itself running, notes how many are, and
 			// stays a while: one that starts beside the other sees 2.
-			cmd := `[sh, -c, 'touch ` + running + `/$WHIMBREL_ACTIVITY_EXEC_ID; ls ` + running + ` | wc -l >> ` + seen + `; sleep 3; rm ` + running + `/$WHIMBREL_ACTIVITY_EXEC_ID']`
+			cmd := `[sh, -c, 'touch ` + running + `/$WHIMBREL_ACTIVITY_EXEC_ID; ls ` + running + ` | wc -l >> ` + seen + `; sleep 6; rm ` + running + `/$WHIMBREL_ACTIVITY_EXEC_ID']`
 			id, _ := launchtest.Start(t, own, "name: staleslot\nactivities:\n  a: {command: "+cmd+"}\n  b: {command: "+cmd+"}\n")
 			time.Sleep(tc.lag)
 			ss := &staleStore{Store: st}
