@@ -21,8 +21,9 @@ import (
 // claim is decided: nil when it landed (the activity is RUNNING under the
 // supervisor), ErrNotClaimed when it did not (another launcher claimed
 // the activity first, the workflow no longer runs, or the store could not
-// be used; the supervisor logged why and wrote nothing that it did not
-// also finish), and another error when nothing was started.
+// be used, and then with state.ErrUnavailable wrapped in it as well; the
+// supervisor logged why and wrote nothing that it did not also finish),
+// and another error when nothing was started.
 type ReadyClaimer interface {
 	ClaimsFromReady(j Job) bool
 }
@@ -63,6 +64,8 @@ func (l *Launcher) tryFromReady(ctx context.Context, a *state.ActivityExec, job 
 	launchedAs, err := backend.Launch(lctx, job)
 	cancel()
 	switch {
+	case errors.Is(err, ErrNotClaimed) && errors.Is(err, state.ErrUnavailable):
+		return false, err // the pass hands out no more (Launcher.passOf)
 	case errors.Is(err, ErrNotClaimed):
 		return false, nil
 	case err != nil:

@@ -295,6 +295,11 @@ func (l *Launcher) passOf(ctx context.Context, list bool) (*pass, error) {
 			l.slots.release(k)
 			return p, nil
 		}
+		if p.storeErr() != nil { // a try that ended while this one waited for a worker
+			<-l.workers
+			l.slots.release(k)
+			break
+		}
 		p.wg.Add(1)
 		l.wg.Add(1)
 		go func() {
@@ -417,7 +422,10 @@ func (l *Launcher) forgetEnded(ctx context.Context) error {
 		} else if err != nil && !errors.Is(err, state.ErrNotFound) {
 			return err
 		}
-		if err != nil || a.State.Terminal() {
+		// A READY item was put back by a client outside the contract
+		// (no claimed activity returns to READY): it is not running, and
+		// a pass may try it again once its slot is free.
+		if err != nil || a.State.Terminal() || a.State == state.Ready {
 			l.slots.ended(k)
 		}
 	}

@@ -50,14 +50,18 @@ func newSlots(max int) *slots {
 }
 
 // take marks k as being tried, and reports whether the pass may hand it to
-// a worker. It does not when k is being tried already, or waits out a
+// a worker. It does not when k is being tried or held as running already, or waits out a
 // retry delay that has not passed at now; then full is false and the pass
 // goes on to the next activity. full is true when the cap leaves no slot:
 // the pass hands out no more.
 func (s *slots) take(k state.ActivityKey, now time.Time) (ok, full bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if h := s.held[k]; h == trying || h == tryingExited {
+	// A key held as running is one this launcher launched: a listing
+	// that shows it READY lags behind its claim, for no key goes back to
+	// READY once claimed (a retry is a new key; docs/contract.md#transitions).
+	// It keeps its one slot until it is seen to end (exited, ended).
+	if h := s.held[k]; h != 0 {
 		return false, false
 	}
 	if t, wait := s.waiting[k]; wait {
@@ -66,9 +70,7 @@ func (s *slots) take(k state.ActivityKey, now time.Time) (ok, full bool) {
 		}
 		delete(s.waiting, k)
 	}
-	// An activity held as running that is READY again ended since: its
-	// try takes over the slot rather than a second one.
-	if s.max > 0 && len(s.held) >= s.max && s.held[k] != running {
+	if s.max > 0 && len(s.held) >= s.max {
 		return false, true
 	}
 	s.held[k] = trying

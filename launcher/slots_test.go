@@ -114,3 +114,21 @@ func TestSlotsWaitingRetry(t *testing.T) {
 		t.Errorf("waiting %v after its not_before passed, want it forgotten", s.waiting)
 	}
 }
+
+// TestSlotsRunningKeyListedAgain: an activity held as running that a
+// listing shows READY again (an index that lags behind its claim) is not
+// tried: its try would be refused and, ending, free the slot of an
+// activity that still runs. It keeps its one slot until seen to end.
+func TestSlotsRunningKeyListedAgain(t *testing.T) {
+	now := time.Now()
+	s := newSlots(1)
+	mustTake(t, s, key("a"), now, true, false)
+	s.done(key("a"), true)
+	mustTake(t, s, key("a"), now, false, false) // listed READY while it runs
+	mustTake(t, s, key("b"), now, false, true)  // a still holds the one slot
+	if got := s.running(); len(got) != 1 {
+		t.Fatalf("running %v, want a", got)
+	}
+	s.ended(key("a"))
+	mustTake(t, s, key("b"), now, true, false)
+}

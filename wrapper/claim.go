@@ -45,7 +45,8 @@ func (r *run) claim(ctx context.Context, sigs chan os.Signal) (*state.ActivityEx
 	}
 	var claimed *state.ActivityExec
 	var refused, last error
-	uncertain := false // an attempt whose answer was lost may have landed
+	uncertain := false  // an attempt whose answer was lost may have landed
+	notRunning := false // refused because the workflow no longer runs
 	host, _ := os.Hostname()
 	op := func() error {
 		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
@@ -62,7 +63,7 @@ func (r *run) claim(ctx context.Context, sigs chan os.Signal) (*state.ActivityEx
 			return err
 		}
 		if wf.State != state.WorkflowRunning {
-			refused = fmt.Errorf("workflow %s is %s, not RUNNING", wf.WorkflowExecID, wf.State)
+			refused, notRunning = fmt.Errorf("workflow %s is %s, not RUNNING", wf.WorkflowExecID, wf.State), true
 			return backoff.Permanent(refused)
 		}
 		claimed, err = r.st.UpdateActivity(actx, r.cfg.Key, state.ActivityChange{
@@ -122,6 +123,13 @@ func (r *run) claim(ctx context.Context, sigs chan os.Signal) (*state.ActivityEx
 			// the activity's log, which may be its real run's, is no
 			// place for it but at debug level.
 			r.log.Debug("not starting the command: the activity is no longer READY", "error", refused)
+			return nil, state.ExitClaimRefused, 0
+		}
+		if notRunning && r.cfg.FromReady {
+			// The workflow ended or was cancelled after the launcher's
+			// pass found the activity READY: the activity never ran, and
+			// its log is no place for an error it can do nothing about.
+			r.log.Debug("not starting the command: the workflow no longer runs", "error", refused)
 			return nil, state.ExitClaimRefused, 0
 		}
 		if refused != nil {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,13 +64,6 @@ func TestInlineClaimRefusesAWorkflowCancelledAfterThePass(t *testing.T) {
 			lb := &local.Backend{Wrapper: "/nonexistent/whimbrel-run", LogDir: t.TempDir(), Supervise: local.SuperviseInline, Store: st,
 				Env: []string{"PATH=" + os.Getenv("PATH"), "WHIMBREL_LOG_LEVEL=debug"}}
 			l := local.NewLauncher(&cancellingStore{Store: st, own: own}, launcher.Config{Interval: time.Minute}, lb, nil)
-			exited := make(chan int, 8)
-			if prev := lb.Exited; prev != nil {
-				lb.Exited = func(j launcher.Job, exit error) {
-					prev(j, exit)
-					exited <- 1
-				}
-			}
 			ctx, cancel := context.WithCancel(launchtest.Context(t))
 			done := make(chan error, 1)
 			go func() { done <- l.Run(ctx) }()
@@ -78,10 +72,9 @@ func TestInlineClaimRefusesAWorkflowCancelledAfterThePass(t *testing.T) {
 				<-done
 				lb.Stop(30 * time.Second)
 			}()
-			select {
-			case <-exited:
-			case <-time.After(45 * time.Second):
-				t.Fatal("the activity's inline run did not end within 45 s")
+			logged := waitLogged(t, lb.LogDir, "not starting the command", 45*time.Second)
+			if strings.Contains(logged, "[ERROR]") {
+				t.Errorf("the log of an activity that never ran has an error in it:\n%s", logged)
 			}
 			if _, err := os.Stat(marker); err == nil {
 				t.Error("the command started although its workflow was CANCELLED before the claim")
@@ -96,5 +89,24 @@ func TestInlineClaimRefusesAWorkflowCancelledAfterThePass(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// waitLogged waits up to within for a log in dir to hold what, and
+// returns that log.
+func waitLogged(t *testing.T, dir, what string, within time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+		for _, f := range logs {
+			if b, err := os.ReadFile(f); err == nil && strings.Contains(string(b), what) {
+				return string(b)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no log in %s holds %q within %v", dir, what, within)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

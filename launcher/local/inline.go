@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -107,20 +108,24 @@ func (b *Backend) launchInline(ctx context.Context, j launcher.Job) (string, err
 		cfg.Workflow = &wf
 	}
 	cfg.SharedGuard = g
-	var claimed chan bool
+	// claimed carries the decision on a claim from READY to Launch: nil
+	// when it landed, else why not.
+	var claimed chan error
 	if j.FromReady {
 		// The launcher made no claim: the run claims the activity from
 		// READY, and Launch returns once that claim is decided.
-		claimed = make(chan bool, 1)
+		claimed = make(chan error, 1)
 		cfg.FromReady = true
 	}
 	tracked := b.handoff != nil // its advance goes through handingReporter
-	cfg.Claimed = func(landed bool) {
-		if landed && tracked {
+	var landed atomic.Bool
+	cfg.Claimed = func(ok bool) {
+		landed.Store(ok)
+		if ok && tracked {
 			b.live.claimed(j.Key) // live.go
 		}
-		if claimed != nil {
-			claimed <- landed
+		if ok && claimed != nil {
+			claimed <- nil
 		}
 	}
 	cfg.Watcher, _ = b.Store.(wrapper.Watcher)
@@ -142,14 +147,15 @@ func (b *Backend) launchInline(ctx context.Context, j launcher.Job) (string, err
 		// stop must not cut its final writes short. It is stopped as
 		// whimbrel-run is, by a signal (Backend.Signal).
 		code := wrapper.Run(context.Background(), b.reporter(), cfg)
-		if tracked {
+		// A run whose claim did not land ran nothing: another run of the
+		// same activity may be live, whose key it must not take off the
+		// live list, and it held no slot of the launcher's to free.
+		ran := landed.Load()
+		if tracked && ran {
 			b.runEnded(j.Key, cfg.Logger)
 		}
-		if claimed != nil {
-			select { // a run that ended before its claim was decided
-			case claimed <- false:
-			default:
-			}
+		if claimed != nil && !ran {
+			claimed <- notClaimed(code)
 		}
 		stdin.Close()
 		if out != os.Stderr {
@@ -165,7 +171,10 @@ func (b *Backend) launchInline(ctx context.Context, j launcher.Job) (string, err
 		if b.Logger != nil {
 			b.Logger.Debug("activity supervised inline ended", "activity_exec_id", j.Key.ActivityExecID, "status", code)
 		}
-		if b.Exited != nil {
+		// Launch told the launcher of a claim from READY that did not
+		// land: there is no exit to tell it of (a launch it made its own
+		// claim for is, as whimbrel-run's exit is).
+		if b.Exited != nil && (claimed == nil || ran) {
 			b.Exited(j, exit)
 		}
 	}()
@@ -173,9 +182,9 @@ func (b *Backend) launchInline(ctx context.Context, j launcher.Job) (string, err
 		return as, nil
 	}
 	select {
-	case landed := <-claimed:
-		if !landed {
-			return "", launcher.ErrNotClaimed
+	case err := <-claimed:
+		if err != nil {
+			return "", err
 		}
 		return as, nil
 	case <-ctx.Done():
@@ -183,6 +192,18 @@ func (b *Backend) launchInline(ctx context.Context, j launcher.Job) (string, err
 		// records it.
 		return "", fmt.Errorf("%w within the launch's deadline: %w", launcher.ErrNotClaimed, ctx.Err())
 	}
+}
+
+// notClaimed is what Launch returns for a run whose claim from READY did
+// not land and that ended with code: ErrNotClaimed, and
+// state.ErrUnavailable with it when the store could not be used, so that
+// the launcher's pass stops handing out launches that would wait for the
+// store the same.
+func notClaimed(code int) error {
+	if code == state.ExitWrapperError {
+		return fmt.Errorf("%w: the store could not be used: %w", launcher.ErrNotClaimed, state.ErrUnavailable)
+	}
+	return launcher.ErrNotClaimed
 }
 
 // inlineOutput opens the activity's log, or is the launcher's stderr
