@@ -100,7 +100,9 @@ func (f *follower) follow(ctx context.Context) (*Result, error) {
 				w.note("quitting without recording the end of every activity: a monitor times them out")
 			}
 			f.c.stop()
-			res.Workflow, res.Activities, _ = read(ctx, st, id)
+			rctx, cancel := context.WithTimeout(ctx, locallauncher.QuitRecordWait) // a store that does not answer must not hold the quit
+			res.Workflow, res.Activities, _ = read(rctx, st, id)
+			cancel()
 			w.ended(res)
 			return res, nil
 		}

@@ -133,13 +133,21 @@ func (b *Backend) launchInline(ctx context.Context, j launcher.Job) (string, err
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "whimbrel-run", Output: out,
 		Level: hclog.LevelFromString(lookup(env, "WHIMBREL_LOG_LEVEL", "info")), JSONFormat: lookup(env, "WHIMBREL_LOG_FORMAT", "") == "json"})
 	b.mu.Lock()
+	if b.quitting { // Quit came while the run was prepared: nothing starts
+		b.mu.Unlock()
+		stdin.Close()
+		if out != os.Stderr {
+			out.Close()
+		}
+		return "", quittingError(j)
+	}
 	if b.inlineRuns == nil {
 		b.inlineRuns = map[*inlineRun]struct{}{}
 	}
 	b.inlineRuns[r] = struct{}{}
-	b.mu.Unlock()
-	b.wg.Add(1)
+	b.wg.Add(1) // under mu, which Quit takes before it waits
 	b.inlineWG.Add(1)
+	b.mu.Unlock()
 	go func() {
 		defer b.wg.Done()
 		defer b.inlineWG.Done()

@@ -80,7 +80,11 @@ type Backend struct {
 	// guards kill their commands' groups at once instead of after a grace
 	// (the backend is then being shut down, as whimbrel run's third
 	// Ctrl-C does).
-	killing     chan struct{}
+	killing chan struct{}
+	// quitting is set by Quit: nothing new is launched from then on, so
+	// that no command starts after the kill and nothing joins the wait
+	// groups Quit waits on.
+	quitting    bool
 	killingOnce sync.Once
 }
 
@@ -109,6 +113,9 @@ func (b *Backend) hurry() chan struct{} {
 func (b *Backend) Launch(ctx context.Context, j launcher.Job) (string, error) {
 	if len(j.Command) == 0 {
 		return "", fmt.Errorf("activity %s has no command to run locally", j.ActivityName)
+	}
+	if b.isQuitting() {
+		return "", quittingError(j)
 	}
 	if b.inline(j) {
 		return b.launchInline(ctx, j)
@@ -164,12 +171,19 @@ func (b *Backend) Launch(ctx context.Context, j launcher.Job) (string, error) {
 	}
 	c := &child{cmd: cmd, job: j, guarded: make(chan struct{})}
 	b.mu.Lock()
+	if b.quitting { // Quit came while the wrapper started: it is killed, not kept
+		b.mu.Unlock()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		guardR.Close()
+		return "", quittingError(j)
+	}
 	if b.children == nil {
 		b.children, b.ending = map[*child]struct{}{}, map[*child]struct{}{}
 	}
 	b.children[c] = struct{}{}
+	b.wg.Add(2) // under mu, which Quit takes before it waits
 	b.mu.Unlock()
-	b.wg.Add(2)
 	go b.guard(c, guardR)
 	go b.wait(c, guardR)
 	return "pid:" + strconv.Itoa(cmd.Process.Pid), nil

@@ -1,8 +1,12 @@
 package local
 
 import (
+	"errors"
+	"fmt"
 	"syscall"
 	"time"
+
+	"github.com/whimbrel/whimbrel/launcher"
 )
 
 // QuitRecordWait bounds how long a launcher that quits at once waits for
@@ -20,6 +24,9 @@ const QuitRecordWait = 8 * time.Second
 // the shared guard process is left open, to stop any command left when
 // the process exits.
 func (b *Backend) Quit(within time.Duration) bool {
+	b.mu.Lock()
+	b.quitting = true // Launch starts nothing from now on
+	b.mu.Unlock()
 	b.Signal(syscall.SIGKILL)
 	done := make(chan struct{})
 	go func() { // owned: ends with the last activity, or with the process
@@ -35,4 +42,25 @@ func (b *Backend) Quit(within time.Duration) bool {
 	case <-t.C:
 		return false
 	}
+}
+
+// errQuitting is why a launch after Quit starts nothing.
+var errQuitting = errors.New("the launcher is quitting: nothing new starts")
+
+// isQuitting reports whether Quit has been called.
+func (b *Backend) isQuitting() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.quitting
+}
+
+// quittingError is what Launch returns for j once Quit has been called.
+// An activity the run would have claimed from READY itself stays READY,
+// for the next launcher (launcher.ErrNotClaimed); one the launcher already
+// claimed is failed by it, its launch refused.
+func quittingError(j launcher.Job) error {
+	if j.FromReady {
+		return fmt.Errorf("%w: %w", launcher.ErrNotClaimed, errQuitting)
+	}
+	return errQuitting
 }
