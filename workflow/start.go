@@ -185,6 +185,9 @@ func begin(ctx context.Context, st Starter, d *definition.Workflow, wf *state.Wo
 			return true, nil
 		}
 	}
+	// However the start ends, the launchers of a store that can tell them
+	// hear of it now rather than at their next listing.
+	defer wakeLaunchers(st)
 	if d.Controlled() {
 		return true, settleStarted(ctx, st, id) // control_start.go
 	}

@@ -61,3 +61,18 @@ type Starter interface {
 
 // Every store is a Starter, and so each of the smaller ones.
 var _ Starter = state.Store(nil)
+
+// launcherWaker is a store that can tell the launchers of its machine at
+// once that activities were readied (the embedded store: every process
+// that uses it is on one machine). Others leave it to the launchers'
+// listing of the READY activities.
+type launcherWaker interface{ WakeLaunchers() }
+
+// wakeLaunchers tells st's launchers, if it can, that activities were
+// readied: once per start, so that a launcher's first pass finds the
+// whole start.
+func wakeLaunchers(st any) {
+	if w, ok := st.(launcherWaker); ok {
+		w.WakeLaunchers()
+	}
+}

@@ -9,6 +9,7 @@ package nudge
 import (
 	"fmt"
 	"net"
+	"sync"
 	"time"
 )
 
@@ -20,6 +21,9 @@ type Listener struct {
 	conn *net.UDPConn
 	c    chan struct{}
 	done chan struct{}
+
+	mu      sync.Mutex
+	onClose []func()
 }
 
 // Listen opens a listener on a free loopback port.
@@ -53,8 +57,23 @@ func (l *Listener) read() {
 	}
 }
 
+// OnClose has Close call f first: f withdraws what was handed the
+// listener's address (such as a file others read it from).
+func (l *Listener) OnClose(f func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.onClose = append(l.onClose, f)
+}
+
 // Close stops the listener and waits for its goroutine.
 func (l *Listener) Close() error {
+	l.mu.Lock()
+	fs := l.onClose
+	l.onClose = nil
+	l.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
 	err := l.conn.Close()
 	<-l.done
 	return err

@@ -34,6 +34,7 @@ func NewLauncher(st launcher.Store, cfg launcher.Config, b *Backend, nl *nudge.L
 	if nl != nil {
 		cfg.Nudge = nl.C()
 		b.Env = append(os.Environ(), nudge.Env+"="+nl.Addr())
+		announce(st, nl, cfg.Logger)
 	}
 	if b.Supervise == SuperviseInline && b.Store == nil {
 		b.Store, _ = st.(state.Store)

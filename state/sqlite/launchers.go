@@ -1,0 +1,78 @@
+package sqlite
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/whimbrel/whimbrel/internal/nudge"
+)
+
+// A launcher on the embedded store finds the activities another process
+// readied by listing the READY ones, on its interval. A start (`whimbrel
+// start`, a rerun, a schedule's fire) readies a whole workflow's first
+// activities at once, so the store tells the launchers of its machine
+// when it is done: each launcher keeps the address of its nudge listener
+// (package nudge) in a file of PATH-wake/launchers/, and WakeLaunchers
+// sends each one datagram. The datagram only starts a pass early: what a
+// pass finds and claims is decided by the store, so a lost, stale or
+// stray datagram costs nothing but a listing.
+
+// launchersDir is the folder of the launchers' addresses.
+func (st *Store) launchersDir() string { return filepath.Join(st.wakeDir(), "launchers") }
+
+// AnnounceLauncher makes WakeLaunchers reach the nudge listener at addr
+// (a loopback UDP address) until stop is called. A launcher killed before
+// it stops leaves its file behind; the next WakeLaunchers removes it once
+// its process is gone.
+func (st *Store) AnnounceLauncher(addr string) (stop func(), err error) {
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil || !ua.IP.IsLoopback() {
+		return nil, fmt.Errorf("announce launcher %q: the address is not a loopback UDP address", addr)
+	}
+	path := filepath.Join(st.launchersDir(), strconv.Itoa(os.Getpid())+"-"+strconv.Itoa(ua.Port))
+	if err := writeAtomic(path, ua.String()); err != nil {
+		return nil, fmt.Errorf("announce launcher %s: %w", addr, err)
+	}
+	return func() { os.Remove(path) }, nil
+}
+
+// WakeLaunchers nudges every launcher announced on this store's file, so
+// that each lists the READY activities now instead of at its next tick.
+// It never fails: a launcher that misses the nudge finds the activities
+// on its interval.
+func (st *Store) WakeLaunchers() {
+	dir := st.launchersDir()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return // no launcher was ever announced here
+	}
+	for _, e := range entries {
+		name := e.Name()
+		pid, _, ok := strings.Cut(name, "-")
+		n, err := strconv.Atoi(pid)
+		if !ok || err != nil || n <= 0 || strings.Contains(name, ".tmp-") {
+			continue // not an address file (or one being written)
+		}
+		path := filepath.Join(dir, name)
+		if processGone(n) {
+			os.Remove(path)
+			continue
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		addr, err := net.ResolveUDPAddr("udp", strings.TrimSpace(string(b)))
+		if err != nil || !addr.IP.IsLoopback() {
+			st.log.Warn("ignoring a launcher address that is not a loopback one", "file", path)
+			continue
+		}
+		if err := nudge.Send(addr.String()); err != nil {
+			st.log.Debug("waking a launcher failed; it lists on its interval", "file", path, "error", err)
+		}
+	}
+}
