@@ -118,7 +118,7 @@ func Run(ctx context.Context, st Store, d *definition.Workflow, opts Options) (*
 	start := opts.Start
 	if start == nil {
 		start = func(ctx context.Context) (string, error) {
-			id, _, err := workflow.Start(ctx, st, d, workflow.StartOptions{Source: "whimbrel run", Params: opts.Params})
+			id, _, err := workflow.Start(ctx, st, d, workflow.StartOptions{Source: "whimbrel run", Params: opts.Params, LaunchedHere: true})
 			return id, err
 		}
 	}

@@ -169,6 +169,9 @@ type sweep struct {
 	report    Report
 	reexpired map[string]bool // workflows whose items this sweep marked to expire again
 	seen      Seen
+	// live holds the activities this sweep listed queued, preparing or
+	// running: their pool slots are not looked at (freeEnded).
+	live map[state.ActivityKey]bool
 }
 
 // Sweep makes one pass. Errors on single items are logged and the sweep
@@ -176,7 +179,7 @@ type sweep struct {
 func (m *Monitor) Sweep(ctx context.Context) (Report, error) {
 	began := time.Now()
 	s := &sweep{Monitor: m, now: m.cfg.Now(), workflows: map[string]*state.WorkflowExec{},
-		defs: map[string]*definition.Workflow{}, reexpired: map[string]bool{}, seen: newSeen()}
+		defs: map[string]*definition.Workflow{}, reexpired: map[string]bool{}, seen: newSeen(), live: map[state.ActivityKey]bool{}}
 	var errs []error
 	var steps []func(context.Context) error
 	a, adopting := m.st.(Adopter)
@@ -226,6 +229,11 @@ func (s *sweep) activities(ctx context.Context, st state.ActivityState) error {
 		return fmt.Errorf("list %s activities: %w", st, err)
 	}
 	s.seen.listedActivities(st, refs, s.cfg.Workflow, s.now)
+	if st == state.Running || st == state.Queued || st == state.Preparing {
+		for _, ref := range refs {
+			s.live[ref.ActivityKey] = true
+		}
+	}
 	for _, ref := range refs {
 		if ctx.Err() != nil {
 			return ctx.Err()

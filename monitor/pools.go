@@ -13,7 +13,8 @@ import (
 // (one of a workflow that ended is cancelled), and each pool with parked
 // waiters is refilled, its lapsed leases reviewed first, so that a waiter
 // is let in even when the participant that freed its slots died before
-// putting it back. Every other pool has its lapsed leases reviewed too.
+// putting it back. Every other pool has the slots of ended activities
+// freed (freeEnded).
 func (s *sweep) parked(ctx context.Context) error {
 	ps, ok := s.st.(state.PoolStore)
 	q, queue := s.st.(state.PoolQueue)
@@ -37,7 +38,7 @@ func (s *sweep) parked(ctx context.Context) error {
 			continue
 		}
 		if len(refs) == 0 {
-			s.reviewLeases(ctx, ps, p.Name)
+			s.freeEnded(ctx, ps, p.Name)
 			continue
 		}
 		// They are READY: the metrics count them with the others.
@@ -60,7 +61,16 @@ func (s *sweep) parked(ctx context.Context) error {
 				s.log.Warn("could not judge an activity", "activity_exec_id", ref.ActivityExecID, "error", err)
 			}
 		}
-		s.reviewLeases(ctx, ps, p.Name)
+		_, shards, err := ps.PoolItems(ctx, p.Name)
+		if err != nil {
+			s.log.Warn("could not read a pool", "pool", p.Name, "error", err)
+			continue
+		}
+		if n, err := state.ReviewLeases(ctx, ps, s.st, p.Name, shards, s.now); err != nil {
+			s.log.Warn("reviewing a pool's leases failed", "pool", p.Name, "error", err)
+		} else if n > 0 {
+			s.log.Info("freed pool slots whose activity no longer runs", "pool", p.Name, "freed", n)
+		}
 		if _, err := state.Refill(ctx, ps, p.Name); err != nil {
 			s.log.Warn("putting back a pool's parked waiters failed", "pool", p.Name, "error", err)
 		}
@@ -68,21 +78,23 @@ func (s *sweep) parked(ctx context.Context) error {
 	return nil
 }
 
-// reviewLeases frees the slots of a pool with no parked waiters whose
-// holders' leases lapsed while their activities no longer hold slots: a
-// release that failed as its activity ended (the store unusable past its
-// retries) would otherwise stay held until a launcher needs the room,
-// and the pool would show a slot held by an activity that ended.
-// ReviewLeases writes only a shard with a lapsed holder, so a pool whose
-// holders are all within their leases costs its one read.
-func (s *sweep) reviewLeases(ctx context.Context, ps state.PoolStore, pool string) {
+// freeEnded frees the slots of a pool's holders whose leases lapsed and
+// whose activities no longer hold slots: a release that failed as its
+// activity ended (the store unusable past its retries) would otherwise
+// stay held, in a pool nobody waits for, until a launcher needs the room,
+// and the pool would show a slot held by an activity that ended. It
+// renews no lease (state.FreeEnded), and the activities this sweep listed
+// queued, preparing or running are not read: a pool costs its one read
+// of its items, and a write only when a slot is freed.
+func (s *sweep) freeEnded(ctx context.Context, ps state.PoolStore, pool string) {
 	_, shards, err := ps.PoolItems(ctx, pool)
 	if err != nil {
 		s.log.Warn("could not read a pool", "pool", pool, "error", err)
 		return
 	}
-	if n, err := state.ReviewLeases(ctx, ps, s.st, pool, shards, s.now); err != nil {
-		s.log.Warn("reviewing a pool's leases failed", "pool", pool, "error", err)
+	live := func(k state.ActivityKey) bool { return s.live[k] }
+	if n, err := state.FreeEnded(ctx, ps, s.st, pool, shards, s.now, live); err != nil {
+		s.log.Warn("freeing a pool's slots of ended activities failed", "pool", pool, "error", err)
 	} else if n > 0 {
 		s.log.Info("freed pool slots whose activity no longer runs", "pool", pool, "freed", n)
 	}

@@ -311,13 +311,29 @@ type ActivityGetter interface {
 // how many holders it removed. Slots are so never freed while their
 // activity runs, and always freed, without an operator, once it does not.
 func ReviewLeases(ctx context.Context, st PoolStore, acts ActivityGetter, pool string, shards []*PoolShard, now time.Time) (int, error) {
+	return reviewLeases(ctx, st, acts, pool, shards, now, true, nil)
+}
+
+// FreeEnded removes the holders of a pool whose lease lapsed before now
+// and whose activity no longer holds slots, as ReviewLeases does, but
+// renews no lease: a shard is written only when it frees slots, so a
+// participant that looks at every pool often (the monitor's sweep) does
+// not rewrite the shards of activities that run long. live reports the
+// activities the caller has just listed queued, preparing or running:
+// their holders are left as they are without reading them. It returns
+// how many holders it removed.
+func FreeEnded(ctx context.Context, st PoolStore, acts ActivityGetter, pool string, shards []*PoolShard, now time.Time, live func(ActivityKey) bool) (int, error) {
+	return reviewLeases(ctx, st, acts, pool, shards, now, false, live)
+}
+
+func reviewLeases(ctx context.Context, st PoolStore, acts ActivityGetter, pool string, shards []*PoolShard, now time.Time, renew bool, live func(ActivityKey) bool) (int, error) {
 	freed := 0
 	for _, s := range shards {
 		var keep []PoolHolder
 		changed := false
 		removed := 0
 		for _, h := range s.Holders {
-			if !h.LeaseUntil.Before(now) {
+			if !h.LeaseUntil.Before(now) || (live != nil && live(h.Key())) {
 				keep = append(keep, h)
 				continue
 			}
@@ -325,12 +341,15 @@ func ReviewLeases(ctx context.Context, st PoolStore, acts ActivityGetter, pool s
 			if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrInvalidItem) {
 				return freed, fmt.Errorf("review the leases of pool %s: %w", pool, err)
 			}
-			changed = true
 			if err == nil && HoldsSlots(a, now) {
-				h.LeaseUntil = now.Add(PoolLease)
+				if renew {
+					h.LeaseUntil = now.Add(PoolLease)
+					changed = true
+				}
 				keep = append(keep, h)
 				continue
 			}
+			changed = true
 			removed++
 		}
 		if !changed {

@@ -191,7 +191,7 @@ func StartWaiting(ctx context.Context, st Starter, name string, log hclog.Logger
 		if err != nil || d.MaxActiveRuns() == 0 {
 			continue
 		}
-		ran, err := begin(ctx, st, d, wf)
+		ran, err := begin(ctx, st, d, wf, true)
 		if err != nil {
 			return started, fmt.Errorf("start waiting runs of %s: %w", name, err)
 		}

@@ -41,6 +41,10 @@ type StartOptions struct {
 	// Parent links a child workflow's items to the activity that runs it
 	// (see StartChild).
 	Parent state.Parent
+	// LaunchedHere says the caller launches the execution's activities
+	// itself (whimbrel run): the launchers of the machine are not woken
+	// for it (see wakeLaunchers), and find it only by their listing.
+	LaunchedHere bool
 }
 
 // Start records a new execution of d — the request (manual, as the Full
@@ -117,7 +121,7 @@ func Start(ctx context.Context, st Starter, d *definition.Workflow, opts StartOp
 	}
 	// A workflow with max_active_runs may wait here, REQUESTED, for a
 	// running slot (runs.go); whoever ends a run starts it later.
-	if _, err := begin(ctx, st, d, &w.Exec); err != nil {
+	if _, err := begin(ctx, st, d, &w.Exec, !opts.LaunchedHere); err != nil {
 		return "", false, err
 	}
 	return id, true, nil
@@ -167,7 +171,7 @@ func carry(ctx context.Context, st Starter, d *definition.Workflow, id string, d
 // slot when its workflow has max_active_runs, and readies the activities
 // that wait on nothing. It reports false, writing nothing, when the
 // execution waits for a slot.
-func begin(ctx context.Context, st Starter, d *definition.Workflow, wf *state.WorkflowExec) (bool, error) {
+func begin(ctx context.Context, st Starter, d *definition.Workflow, wf *state.WorkflowExec, wake bool) (bool, error) {
 	id := wf.WorkflowExecID
 	if why, err := admitRun(ctx, st, d, wf); err != nil || why != "" {
 		return false, err
@@ -187,7 +191,9 @@ func begin(ctx context.Context, st Starter, d *definition.Workflow, wf *state.Wo
 	}
 	// However the start ends, the launchers of a store that can tell them
 	// hear of it now rather than at their next listing.
-	defer wakeLaunchers(st)
+	if wake {
+		defer wakeLaunchers(st)
+	}
 	if d.Controlled() {
 		return true, settleStarted(ctx, st, id) // control_start.go
 	}

@@ -36,10 +36,11 @@ func (c *RerunCmd) Run(g *Globals, k *kong.Context) error {
 		return err
 	}
 	defer se.close()
+	runsHere := se.choice.Embedded() && !c.Detach
 	rerun := func(ctx context.Context) (string, error) {
-		return workflow.Rerun(ctx, se.st, c.ID, c.FromFailure, workflow.StartOptions{RequestID: c.RequestID, Again: c.Again})
+		return workflow.Rerun(ctx, se.st, c.ID, c.FromFailure, workflow.StartOptions{RequestID: c.RequestID, Again: c.Again, LaunchedHere: runsHere})
 	}
-	if se.choice.Embedded() && !c.Detach {
+	if runsHere {
 		wf, err := se.st.GetWorkflow(se.ctx, c.ID)
 		if errors.Is(err, state.ErrNotFound) {
 			return fmt.Errorf("no workflow execution %s in %s: check the ID (whimbrel list shows the recent ones)", c.ID, se.where(c.Prefix))

@@ -53,15 +53,15 @@ func (c *StartCmd) Run(g *Globals, k *kong.Context) error {
 	if err := resolveRegistered(se.ctx, se.st, def); err != nil {
 		return err
 	}
+	runsHere := se.choice.Embedded() && !c.Detach // no launcher may watch a file on this machine: run it here
 	start := func(ctx context.Context) (string, error) {
-		id, created, err := workflow.Start(ctx, se.st, def, workflow.StartOptions{RequestID: c.RequestID, Source: "whimbrel start", Params: params})
+		id, created, err := workflow.Start(ctx, se.st, def, workflow.StartOptions{RequestID: c.RequestID, Source: "whimbrel start", Params: params, LaunchedHere: runsHere})
 		if err == nil && !created {
 			fmt.Fprintf(k.Stderr, "request %s already started %s\n", c.RequestID, id)
 		}
 		return id, err
 	}
-	if se.choice.Embedded() && !c.Detach {
-		// No launcher may watch a file on this machine: run it here.
+	if runsHere {
 		h := here{HereFlags: c.HereFlags, choice: se.choice, prefix: c.Prefix, log: g.QuietLogger("whimbrel", k.Stderr), params: params}
 		return h.run(context.Background(), k, se.st, def, start)
 	}

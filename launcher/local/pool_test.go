@@ -293,11 +293,10 @@ func TestPoolFortyInThreeUnderFourLaunchers(t *testing.T) {
 				}
 			}
 			// Behind the fault proxy a release can fail past the SDK's
-			// retries; the slot is then freed by the lease review of a
-			// launcher's pass once its lease (a minute) has lapsed, so
-			// there no slot may be left held once that review has had
-			// its time. Elsewhere every release lands as its activity
-			// ends.
+			// retries; the slot is then freed by the monitor's sweep
+			// once its lease (a minute) has lapsed, so there no slot may
+			// be left held once the sweep has had its time. Elsewhere
+			// every release lands as its activity ends.
 			wait := time.Duration(0)
 			if faulty {
 				wait = 3 * time.Minute

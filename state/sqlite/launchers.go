@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -52,27 +53,51 @@ func (st *Store) WakeLaunchers() {
 	}
 	for _, e := range entries {
 		name := e.Name()
-		pid, _, ok := strings.Cut(name, "-")
+		pid, rest, ok := strings.Cut(name, "-")
 		n, err := strconv.Atoi(pid)
-		if !ok || err != nil || n <= 0 || strings.Contains(name, ".tmp-") {
-			continue // not an address file (or one being written)
+		if !ok || err != nil || n <= 0 || !e.Type().IsRegular() {
+			continue // not an address file: left alone
 		}
 		path := filepath.Join(dir, name)
 		if processGone(n) {
-			os.Remove(path)
+			os.Remove(path) // its launcher was killed, perhaps while writing it
 			continue
 		}
-		b, err := os.ReadFile(path)
+		port, err := strconv.Atoi(rest)
 		if err != nil {
-			continue
+			continue // one being written (PID-PORT.tmp-PID)
 		}
-		addr, err := net.ResolveUDPAddr("udp", strings.TrimSpace(string(b)))
-		if err != nil || !addr.IP.IsLoopback() {
-			st.log.Warn("ignoring a launcher address that is not a loopback one", "file", path)
+		addr, ok := readAddr(path)
+		if !ok || addr.Port != port {
+			st.log.Warn("ignoring a launcher address that is not a loopback one of the port its file names", "file", path)
 			continue
 		}
 		if err := nudge.Send(addr.String()); err != nil {
 			st.log.Debug("waking a launcher failed; it lists on its interval", "file", path, "error", err)
 		}
 	}
+}
+
+// readAddr reads the loopback UDP address kept in the file at path: a
+// regular file (not a link, a pipe or a device, which could block or
+// never end) of a few bytes.
+func readAddr(path string) (*net.UDPAddr, bool) {
+	fi, err := os.Lstat(path)
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil, false
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 128))
+	if err != nil {
+		return nil, false
+	}
+	addr, err := net.ResolveUDPAddr("udp", strings.TrimSpace(string(b)))
+	if err != nil || !addr.IP.IsLoopback() {
+		return nil, false
+	}
+	return addr, true
 }

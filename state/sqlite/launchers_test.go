@@ -1,10 +1,14 @@
+//go:build unix
+
 package sqlite_test
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,31 +43,65 @@ func TestWakeLaunchers(t *testing.T) {
 	if err := gone.Run(); err != nil {
 		t.Fatal(err)
 	}
-	stale := filepath.Join(dir, strconv.Itoa(gone.Process.Pid)+"-1")
-	hostile := filepath.Join(dir, strconv.Itoa(os.Getpid())+"-2")
-	for path, content := range map[string]string{
-		stale:                           "127.0.0.1:1\n",
-		hostile:                         "192.0.2.1:9\n",
+	me, dead := strconv.Itoa(os.Getpid()), strconv.Itoa(gone.Process.Pid)
+	stale := filepath.Join(dir, dead+"-1")
+	staleTmp := filepath.Join(dir, dead+"-1.tmp-"+dead)
+	// A planted file may not send a datagram elsewhere than the port its
+	// name gives: another listener of this machine is not nudged.
+	other, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	kept := map[string]string{
+		filepath.Join(dir, me+"-2"):     "192.0.2.1:9\n",
+		filepath.Join(dir, me+"-3"):     other.LocalAddr().String(),
 		filepath.Join(dir, "notes.txt"): "\x1b[31m<script>",
-	} {
+	}
+	for path, content := range map[string]string{stale: "127.0.0.1:1\n", staleTmp: "127.0.0.1:1\n"} {
+		kept[path] = content
+	}
+	for path, content := range kept {
 		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
+	delete(kept, stale)
+	delete(kept, staleTmp)
+	// Neither a link to an endless device nor a pipe nobody writes may
+	// hold a start up.
+	if err := os.Symlink("/dev/zero", filepath.Join(dir, me+"-4")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, me+"-5"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
-	st.WakeLaunchers()
+	done := make(chan struct{})
+	go func() { defer close(done); st.WakeLaunchers() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("WakeLaunchers did not return: a file of the folder held it up")
+	}
 	select {
 	case <-nl.C():
 	case <-time.After(10 * time.Second):
 		t.Fatal("the announced launcher was not woken")
 	}
-	if _, err := os.Stat(stale); !os.IsNotExist(err) {
-		t.Errorf("the address of a launcher whose process is gone is still there: %v", err)
-	}
-	for _, kept := range []string{hostile, filepath.Join(dir, "notes.txt")} {
-		if _, err := os.Stat(kept); err != nil {
-			t.Errorf("%s: %v", kept, err)
+	for _, path := range []string{stale, staleTmp} {
+		if _, err := os.Stat(path); !os.IsNotExist(err) {
+			t.Errorf("%s, of a launcher whose process is gone, is still there: %v", filepath.Base(path), err)
 		}
+	}
+	for path := range kept {
+		if _, err := os.Stat(path); err != nil {
+			t.Errorf("%s: %v", path, err)
+		}
+	}
+	_ = other.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if _, _, err := other.ReadFromUDP(make([]byte, 16)); err == nil {
+		t.Error("a file whose name gives another port than its address nudged that address")
 	}
 
 	stop()

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -82,15 +81,14 @@ func (st *Store) wakeAfter(key state.ActivityKey, c state.ActivityChange) {
 		return
 	}
 	path := st.wakeFile(key)
-	b, err := os.ReadFile(path)
-	if err != nil {
+	if _, err := os.Lstat(path); err != nil {
 		return // no wrapper watches it
 	}
+	addr, ok := readAddr(path)
 	// The wrapper will not need another wake for this activity: the
 	// state it was taken to is final for it.
 	os.Remove(path)
-	addr, err := net.ResolveUDPAddr("udp", strings.TrimSpace(string(b)))
-	if err != nil || !addr.IP.IsLoopback() {
+	if !ok {
 		st.log.Warn("ignoring a wake address that is not a loopback one", "file", path)
 		return
 	}
