@@ -34,6 +34,7 @@ var (
 	onlyTargets  = flag.Bool("targets", false, "measure every performance target with the binaries of -before (an earlier build, run with its default flags) beside those of -bin (with --supervise inline, and process), each build on tables its own whimbrel install made, and print the targets' section")
 	targetsQuick = flag.Bool("targets-quick", false, "with -targets: small sizes and one round, for a trial run or a test")
 	beforeRev    = flag.String("before-rev", "7eecfea", "with -targets: the commit -before was built from, as the report names it")
+	fanRounds    = flag.Int("fan-rounds", 3, "with -targets: runs of each build at each size of the static fan-outs, the rounds one after the other (each size is judged on its fastest run; -targets-quick: 1)")
 )
 
 // tbuild is one build as -targets runs it.
@@ -48,6 +49,7 @@ type tbuild struct {
 // targetSizes are a -targets run's sizes.
 type targetSizes struct {
 	n, rounds           int             // ready activities of the engine's runs; runs of each build on each store
+	fanRounds           int             // runs of each build at each size of the static fan-outs
 	maps, statics       []int           // for_each elements and static dependents
 	rssAt               []time.Duration // when the wrapper's memory is read
 	quick               bool
@@ -55,10 +57,10 @@ type targetSizes struct {
 }
 
 func newTargetSizes(trivial int) (targetSizes, error) {
-	s := targetSizes{n: trivial, rounds: engineRounds, rssAt: []time.Duration{3 * time.Second, 10 * time.Second, 30 * time.Second, 60 * time.Second},
+	s := targetSizes{n: trivial, rounds: engineRounds, fanRounds: max(1, *fanRounds), rssAt: []time.Duration{3 * time.Second, 10 * time.Second, 30 * time.Second, 60 * time.Second},
 		mapText: *mapSizes, staticText: *staticSizes}
 	if *targetsQuick {
-		s = targetSizes{n: 30, rounds: 1, rssAt: []time.Duration{3 * time.Second, 10 * time.Second}, quick: true, mapText: "100,400", staticText: "50,200"}
+		s = targetSizes{n: 30, rounds: 1, fanRounds: 1, rssAt: []time.Duration{3 * time.Second, 10 * time.Second}, quick: true, mapText: "100,400", staticText: "50,200"}
 	}
 	var err error
 	if s.maps, err = sizes("foreach-sizes", s.mapText); err != nil {
@@ -160,9 +162,18 @@ func printTargets(ctx context.Context, w io.Writer, bin, before, endpoint string
 		if kind == "static fan-out" {
 			ns = sz.statics
 		}
-		for _, n := range ns {
-			for _, b := range fanBuilds {
-				r.fans = append(r.fans, targetFanRun(b, kind, n))
+		// A static fan-out's runs are short (seconds) and the machine's
+		// noise is a large part of them: each size is run in rounds and
+		// judged on its fastest run. A map of 10,000 runs for minutes.
+		rounds := 1
+		if kind == "static fan-out" {
+			rounds = sz.fanRounds
+		}
+		for round := 0; round < rounds; round++ {
+			for _, n := range ns {
+				for _, b := range fanBuilds {
+					r.fans = append(r.fans, targetFanRun(b, kind, n))
+				}
 			}
 		}
 	}

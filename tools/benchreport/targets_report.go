@@ -219,20 +219,27 @@ func orNot(s string) string {
 	return s
 }
 
-// fanRows sets the rows of one kind of fan-out: its largest run's time,
+// fanRows sets the rows of one kind of fan-out: its largest size's time,
 // the ratio of the largest to the smallest, and the CPU per activity of
-// the largest, with each build's default flags.
+// the largest, with each build's default flags. A size run more than
+// once is judged on its fastest run that did not fail.
 func fanRows(r targetResults, kind string, set func(name, goal, before, after, verdict string)) {
 	runs := func(label string) (small, big *targetFan) {
+		best := map[int]*targetFan{}
 		for i := range r.fans {
 			f := &r.fans[i]
 			if f.kind != kind || f.build != label {
 				continue
 			}
-			if small == nil || f.n < small.n {
+			if cur := best[f.n]; cur == nil || (cur.err != nil && f.err == nil) || (f.err == nil && f.t.took < cur.t.took) {
+				best[f.n] = f
+			}
+		}
+		for n, f := range best {
+			if small == nil || n < small.n {
 				small = f
 			}
-			if big == nil || f.n > big.n {
+			if big == nil || n > big.n {
 				big = f
 			}
 		}
@@ -350,7 +357,7 @@ func writeTargets(w io.Writer, r targetResults) {
 	}
 	fmt.Fprintln(w)
 
-	fmt.Fprintf(w, "Fan-outs: `whimbrel run` on the embedded store in a fresh folder each, the builds one after the other at each size: a for_each map of n `true` elements (`for_each: {count: n}`), and a static fan-out of one root and n dependent `true` activities. \"default flags\" passes no `--supervise`: whatever the build does by default (the rows above are judged on it). CPU is user + system of `whimbrel run` and every process it reaped.\n\n")
+	fmt.Fprintf(w, "Fan-outs: `whimbrel run` on the embedded store in a fresh folder each, the builds one after the other at each size: a for_each map of n `true` elements (`for_each: {count: n}`, once), and a static fan-out of one root and n dependent `true` activities (%d round(s) of every size and build, one after the other; the rows above take each size's fastest run). \"default flags\" passes no `--supervise`: whatever the build does by default (the rows above are judged on it). CPU is user + system of `whimbrel run` and every process it reaped.\n\n", r.sizes.fanRounds)
 	fmt.Fprintf(w, "| workflow | binaries | activities | took | CPU | CPU per activity | activities per second |\n| --- | --- | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, f := range r.fans {
 		if f.err != nil {

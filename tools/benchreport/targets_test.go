@@ -155,3 +155,31 @@ func TestTargetsReportKeepsRowsNotMeasured(t *testing.T) {
 		t.Errorf("the failure is not listed, with its column break made safe:\n%s", md)
 	}
 }
+
+// TestTargetsFanOutJudgedOnTheFastestRun: a size of the static fan-out
+// run in rounds is judged on its fastest run that did not fail, and every
+// run is listed.
+func TestTargetsFanOutJudgedOnTheFastestRun(t *testing.T) {
+	r := fullResults()
+	r.sizes.fanRounds = 3
+	r.fans = append(r.fans,
+		// Slower runs of both sizes, and a failed one faster than any.
+		targetFan{kind: "static fan-out", build: "after, default flags", n: 500, t: fanTiming{took: 9 * time.Second, cpu: 4 * time.Second}},
+		targetFan{kind: "static fan-out", build: "after, default flags", n: 2000, t: fanTiming{took: 30 * time.Second, cpu: 16 * time.Second}},
+		targetFan{kind: "static fan-out", build: "after, default flags", n: 2000, t: fanTiming{took: time.Second}, err: errors.New("exit status 1")},
+		// A faster run of the small size alone: the ratio grows with it.
+		targetFan{kind: "static fan-out", build: "after, default flags", n: 500, t: fanTiming{took: 4 * time.Second, cpu: 4 * time.Second}},
+	)
+	var b strings.Builder
+	writeTargets(&b, r)
+	md := b.String()
+	if c := tableRow(t, md, "static fan-out: time(big) ÷ time(small)"); c[2] != "4.75 (2000 ÷ 500)" || c[3] != "**not reached**" {
+		t.Errorf("ratio row: %q, want 19 s ÷ 4 s = 4.75, not reached", c)
+	}
+	if c := tableRow(t, md, "static fan-out, largest: time"); c[2] != "2000 in 19s" {
+		t.Errorf("largest time row: %q, want the fastest run that did not fail", c)
+	}
+	if n := strings.Count(md, "| static fan-out | after, default flags | 2000 |"); n != 3 {
+		t.Errorf("%d runs of the static fan-out of 2000 listed, want 3:\n%s", n, md)
+	}
+}
