@@ -3,7 +3,7 @@ package sqlite
 import (
 	"fmt"
 	"io"
-	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -30,11 +30,11 @@ func (st *Store) launchersDir() string { return filepath.Join(st.wakeDir(), "lau
 // it stops leaves its file behind; the next WakeLaunchers removes it once
 // its process is gone.
 func (st *Store) AnnounceLauncher(addr string) (stop func(), err error) {
-	ua, err := net.ResolveUDPAddr("udp", addr)
-	if err != nil || !ua.IP.IsLoopback() {
+	ua, ok := loopback(addr)
+	if !ok {
 		return nil, fmt.Errorf("announce launcher %q: the address is not a loopback UDP address", addr)
 	}
-	path := filepath.Join(st.launchersDir(), strconv.Itoa(os.Getpid())+"-"+strconv.Itoa(ua.Port))
+	path := filepath.Join(st.launchersDir(), strconv.Itoa(os.Getpid())+"-"+strconv.Itoa(int(ua.Port())))
 	if err := writeAtomic(path, ua.String()); err != nil {
 		return nil, fmt.Errorf("announce launcher %s: %w", addr, err)
 	}
@@ -68,7 +68,7 @@ func (st *Store) WakeLaunchers() {
 			continue // one being written (PID-PORT.tmp-PID)
 		}
 		addr, ok := readAddr(path)
-		if !ok || addr.Port != port {
+		if !ok || int(addr.Port()) != port {
 			st.log.Warn("ignoring a launcher address that is not a loopback one of the port its file names", "file", path)
 			continue
 		}
@@ -81,23 +81,30 @@ func (st *Store) WakeLaunchers() {
 // readAddr reads the loopback UDP address kept in the file at path: a
 // regular file (not a link, a pipe or a device, which could block or
 // never end) of a few bytes.
-func readAddr(path string) (*net.UDPAddr, bool) {
+func readAddr(path string) (netip.AddrPort, bool) {
 	fi, err := os.Lstat(path)
 	if err != nil || !fi.Mode().IsRegular() {
-		return nil, false
+		return netip.AddrPort{}, false
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, false
+		return netip.AddrPort{}, false
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, 128))
 	if err != nil {
-		return nil, false
+		return netip.AddrPort{}, false
 	}
-	addr, err := net.ResolveUDPAddr("udp", strings.TrimSpace(string(b)))
-	if err != nil || !addr.IP.IsLoopback() {
-		return nil, false
+	return loopback(strings.TrimSpace(string(b)))
+}
+
+// loopback parses s as a loopback IP address and port. A host name is
+// refused, not looked up: a file's content must not make a start wait
+// for a resolver.
+func loopback(s string) (netip.AddrPort, bool) {
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil || !ap.Addr().IsLoopback() || ap.Port() == 0 {
+		return netip.AddrPort{}, false
 	}
-	return addr, true
+	return ap, true
 }

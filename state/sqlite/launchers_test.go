@@ -27,6 +27,9 @@ func TestWakeLaunchers(t *testing.T) {
 	if _, err := st.AnnounceLauncher("<script>"); err == nil {
 		t.Error("a launcher announced a malformed address")
 	}
+	if _, err := st.AnnounceLauncher("localhost:9"); err == nil {
+		t.Error("a launcher announced a host name, which a start would have to look up")
+	}
 	st.WakeLaunchers() // nothing announced yet: nothing to do
 
 	nl, err := nudge.Listen()
@@ -56,6 +59,7 @@ func TestWakeLaunchers(t *testing.T) {
 	kept := map[string]string{
 		filepath.Join(dir, me+"-2"):     "192.0.2.1:9\n",
 		filepath.Join(dir, me+"-3"):     other.LocalAddr().String(),
+		filepath.Join(dir, me+"-6"):     "localhost:6",
 		filepath.Join(dir, "notes.txt"): "\x1b[31m<script>",
 	}
 	for path, content := range map[string]string{stale: "127.0.0.1:1\n", staleTmp: "127.0.0.1:1\n"} {
