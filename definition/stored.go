@@ -31,6 +31,10 @@ type Stored struct {
 
 	mu      sync.Mutex
 	decoded map[string]storedEntry
+
+	controlledOnce sync.Once
+	controlled     bool
+	upstreams      upstreamIndex // stored_index.go
 }
 
 type storedEntry struct {
@@ -167,7 +171,7 @@ func (s *Stored) Dependents(name string) ([]string, error) {
 		return nil, err
 	}
 	var out []string
-	for n, raw := range s.entries {
+	for n, raw := range s.candidates(name) {
 		if !bytes.Contains(raw, quoted) && bytes.IndexByte(raw, '\\') < 0 {
 			continue
 		}

@@ -17,6 +17,13 @@ func (s *Stored) FinallyNames() []string { return s.head.FinallyNames() }
 // mentions when or trigger_rule counts, which at worst takes the general
 // path for a workflow that would not need it.
 func (s *Stored) Controlled() bool {
+	s.controlledOnce.Do(func() { s.controlled = s.mentionsControl() })
+	return s.controlled
+}
+
+// mentionsControl is Controlled, worked out: it reads every entry, so
+// Controlled keeps its answer (an advance asks it for every activity).
+func (s *Stored) mentionsControl() bool {
 	if len(s.head.Finally) > 0 {
 		return true
 	}

@@ -28,6 +28,13 @@ func FuzzReadStored(f *testing.F) {
 	f.Add(`{"name":"w","activities":{"a":{"command":["true"]},"b":{"command":["true"],"depends_on":["a"]}}}`)
 	f.Add(`{"name":"w","activities":{"a":null,"b":{"depends_on":["a\u0022"]}}}`)
 	f.Add(`{"name":"w","activities":{"a\\"":{"command":["true"]}}}`)
+	// More activities than Dependents scans for before it indexes them,
+	// with escaped names, a name given twice and an entry whose depends_on
+	// is not a list of names.
+	f.Add(`{"name":"w","activities":{"r":{"command":["true"]},"a":{"command":["true"],"depends_on":["r"]},` +
+		`"b":{"command":["true"],"depends_on":["\u0072"]},"c":{"command":["true"],"depends_on":["a","b","a"]},` +
+		`"d":{"command":["true"],"depends_on":["c"],"Depends_On":["r"]},"e":{"command":["true"],"depends_on":"r"},` +
+		`"f":{"command":["true"],"depends_on":["r","e"]},"g":{"command":["true"],"depends_on":["f"]}}}`)
 	f.Fuzz(func(t *testing.T, s string) {
 		st, err := definition.ReadStored(s)
 		if err != nil {

@@ -151,3 +151,43 @@ func TestStoredRefusesABadHead(t *testing.T) {
 		}
 	}
 }
+
+// TestStoredDependentsIndexed: asked about many activities, a Stored
+// indexes its entries by their depends_on, and answers as it did by
+// scanning: for each activity, the entries whose depends_on names it,
+// however the name is written; an entry whose depends_on cannot be read
+// is an error for every activity it could name.
+func TestStoredDependentsIndexed(t *testing.T) {
+	text := `{"name":"w","activities":{"r":{"command":["true"]},"a":{"command":["true"],"depends_on":["r"]},` +
+		`"b":{"command":["true"],"depends_on":["\u0072"]},"c":{"command":["true"],"depends_on":["a","b"]},` +
+		`"d":{"command":["true"],"depends_on":["c"]},"e.1":{"command":["true"],"depends_on":["r"]},` +
+		`"f":{"command":["true"],"depends_on":["r","e\u002e1"]},"g":{"command":["true"],"depends_on":["f","d"]}}}`
+	want := map[string][]string{"r": {"a", "b", "e.1", "f"}, "a": {"c"}, "b": {"c"}, "c": {"d"}, "d": {"g"}, "e.1": {"f"}, "f": {"g"}, "g": nil}
+	s, err := definition.ReadStored(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 3 { // the first calls scan, the later ones use the index
+		for name, w := range want {
+			got, err := s.Dependents(name)
+			if err != nil || !reflect.DeepEqual(got, w) {
+				t.Errorf("round %d: Dependents(%q) = %q, %v; want %q", round, name, got, err, w)
+			}
+		}
+	}
+
+	bad := `{"name":"w","activities":{"r":{"command":["true"]},"x":{"command":["true"]},"a":{"command":["true"],"depends_on":["r"]},` +
+		`"e":{"command":["true"],"depends_on":"r"}}}`
+	s, err = definition.ReadStored(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 3 {
+		if _, err := s.Dependents("r"); err == nil {
+			t.Errorf("round %d: Dependents(r) ignored an entry whose depends_on is not a list", round)
+		}
+		if got, err := s.Dependents("x"); err != nil || got != nil {
+			t.Errorf("round %d: Dependents(x) = %q, %v; want none", round, got, err)
+		}
+	}
+}

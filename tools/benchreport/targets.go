@@ -34,7 +34,7 @@ var (
 	onlyTargets  = flag.Bool("targets", false, "measure every performance target with the binaries of -before (an earlier build, run with its default flags) beside those of -bin (with --supervise inline, and process), each build on tables its own whimbrel install made, and print the targets' section")
 	targetsQuick = flag.Bool("targets-quick", false, "with -targets: small sizes and one round, for a trial run or a test")
 	beforeRev    = flag.String("before-rev", "7eecfea", "with -targets: the commit -before was built from, as the report names it")
-	fanRounds    = flag.Int("fan-rounds", 3, "with -targets: runs of each build at each size of the static fan-outs, the rounds one after the other (each size is judged on its fastest run; -targets-quick: 1)")
+	fanRounds    = flag.Int("fan-rounds", 3, "with -targets: runs of each build at each size of the static fan-outs, the rounds one after the other (judged on the median of the rounds; -targets-quick: 1)")
 )
 
 // tbuild is one build as -targets runs it.
@@ -162,9 +162,10 @@ func printTargets(ctx context.Context, w io.Writer, bin, before, endpoint string
 		if kind == "static fan-out" {
 			ns = sz.statics
 		}
-		// A static fan-out's runs are short (seconds) and the machine's
-		// noise is a large part of them: each size is run in rounds and
-		// judged on its fastest run. A map of 10,000 runs for minutes.
+		// A static fan-out's runs are short (seconds), and this machine's
+		// speed moves by half over minutes: each size is run in rounds,
+		// and the ratio is taken within each round, whose runs are close
+		// in time. A map of 10,000 runs for minutes.
 		rounds := 1
 		if kind == "static fan-out" {
 			rounds = sz.fanRounds
@@ -172,7 +173,9 @@ func printTargets(ctx context.Context, w io.Writer, bin, before, endpoint string
 		for round := 0; round < rounds; round++ {
 			for _, n := range ns {
 				for _, b := range fanBuilds {
-					r.fans = append(r.fans, targetFanRun(b, kind, n))
+					f := targetFanRun(b, kind, n)
+					f.round = round
+					r.fans = append(r.fans, f)
 				}
 			}
 		}
@@ -448,9 +451,14 @@ func measureTargetRSS(ctx context.Context, before, bin, leanBin, endpoint string
 type targetFan struct {
 	kind, build string
 	n           int
+	round       int // of the runs of its kind, build and size
 	t           fanTiming
 	absent      bool // the build has no for_each
-	err         error
+	// ratio, when set, is the median of the rounds' ratios of the largest
+	// size to the smallest, ratios all of them (fanRows).
+	ratio  float64
+	ratios []float64
+	err    error
 }
 
 // targetFanRun runs one fan-out with b's `whimbrel run` on the embedded

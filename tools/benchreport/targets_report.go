@@ -221,27 +221,57 @@ func orNot(s string) string {
 
 // fanRows sets the rows of one kind of fan-out: its largest size's time,
 // the ratio of the largest to the smallest, and the CPU per activity of
-// the largest, with each build's default flags. A size run more than
-// once is judged on its fastest run that did not fail.
+// the largest, with each build's default flags. Sizes run in rounds are
+// judged on the rounds' medians: the largest's time and CPU are those of
+// its median run, and the ratio is the median of each round's own ratio
+// (a round's runs are close in time, so the machine's speed of the moment
+// weighs on both).
 func fanRows(r targetResults, kind string, set func(name, goal, before, after, verdict string)) {
 	runs := func(label string) (small, big *targetFan) {
-		best := map[int]*targetFan{}
+		byRound := map[int]map[int]*targetFan{} // round → size → run
+		sizes := map[int][]*targetFan{}
 		for i := range r.fans {
 			f := &r.fans[i]
 			if f.kind != kind || f.build != label {
 				continue
 			}
-			if cur := best[f.n]; cur == nil || (cur.err != nil && f.err == nil) || (f.err == nil && f.t.took < cur.t.took) {
-				best[f.n] = f
+			if byRound[f.round] == nil {
+				byRound[f.round] = map[int]*targetFan{}
+			}
+			byRound[f.round][f.n] = f
+			sizes[f.n] = append(sizes[f.n], f)
+		}
+		lo, hi := -1, -1
+		for n := range sizes {
+			if lo < 0 || n < lo {
+				lo = n
+			}
+			if hi < 0 || n > hi {
+				hi = n
 			}
 		}
-		for n, f := range best {
-			if small == nil || n < small.n {
-				small = f
+		if lo < 0 {
+			return nil, nil
+		}
+		small, big = medianRun(sizes[lo]), medianRun(sizes[hi])
+		if small == nil || big == nil || small.err != nil || big.err != nil || len(byRound) < 2 {
+			return small, big
+		}
+		// The ratio of the rounds: big's took stands for the median of
+		// each round's big ÷ small, scaled onto small's took.
+		var ratios []float64
+		for _, runs := range byRound {
+			s, b := runs[lo], runs[hi]
+			if s != nil && b != nil && s.err == nil && b.err == nil && s.t.took > 0 {
+				ratios = append(ratios, b.t.took.Seconds()/s.t.took.Seconds())
 			}
-			if big == nil || n > big.n {
-				big = f
-			}
+		}
+		if len(ratios) > 0 {
+			sort.Float64s(ratios)
+			rb := *big
+			rb.ratio = ratios[len(ratios)/2]
+			rb.ratios = ratios
+			big = &rb
 		}
 		return small, big
 	}
@@ -270,6 +300,13 @@ func fanRows(r targetResults, kind string, set func(name, goal, before, after, v
 		}
 		if m, bad := failed(b); bad {
 			return 0, m
+		}
+		if b.ratio > 0 {
+			var each []string
+			for _, x := range b.ratios {
+				each = append(each, fmt.Sprintf("%.2f", x))
+			}
+			return b.ratio, fmt.Sprintf("%.2f (%d ÷ %d, the median of %d rounds: %s)", b.ratio, b.n, s.n, len(b.ratios), strings.Join(each, ", "))
 		}
 		x := b.t.took.Seconds() / s.t.took.Seconds()
 		return x, fmt.Sprintf("%.2f (%d ÷ %d)", x, b.n, s.n)
@@ -357,7 +394,7 @@ func writeTargets(w io.Writer, r targetResults) {
 	}
 	fmt.Fprintln(w)
 
-	fmt.Fprintf(w, "Fan-outs: `whimbrel run` on the embedded store in a fresh folder each, the builds one after the other at each size: a for_each map of n `true` elements (`for_each: {count: n}`, once), and a static fan-out of one root and n dependent `true` activities (%d round(s) of every size and build, one after the other; the rows above take each size's fastest run). \"default flags\" passes no `--supervise`: whatever the build does by default (the rows above are judged on it). CPU is user + system of `whimbrel run` and every process it reaped.\n\n", r.sizes.fanRounds)
+	fmt.Fprintf(w, "Fan-outs: `whimbrel run` on the embedded store in a fresh folder each, the builds one after the other at each size: a for_each map of n `true` elements (`for_each: {count: n}`, once), and a static fan-out of one root and n dependent `true` activities (%d round(s) of every size and build, one after the other; the rows above take each size's median run, and the median of the rounds' own ratios). \"default flags\" passes no `--supervise`: whatever the build does by default (the rows above are judged on it). CPU is user + system of `whimbrel run` and every process it reaped.\n\n", r.sizes.fanRounds)
 	fmt.Fprintf(w, "| workflow | binaries | activities | took | CPU | CPU per activity | activities per second |\n| --- | --- | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, f := range r.fans {
 		if f.err != nil {
@@ -408,4 +445,23 @@ func safeLifeWrites(u unitsReport) float64 {
 // cell makes text safe in a table cell: one line, no column breaks.
 func cell(s string) string {
 	return strings.NewReplacer("|", "/", "\n", " ", "\r", " ").Replace(s)
+}
+
+// medianRun is the run of runs (of one size) whose time is the median of
+// those that did not fail; a failed run when all failed.
+func medianRun(runs []*targetFan) *targetFan {
+	var ok []*targetFan
+	for _, f := range runs {
+		if f.err == nil {
+			ok = append(ok, f)
+		}
+	}
+	if len(ok) == 0 {
+		if len(runs) == 0 {
+			return nil
+		}
+		return runs[0]
+	}
+	sort.Slice(ok, func(i, j int) bool { return ok[i].t.took < ok[j].t.took })
+	return ok[len(ok)/2]
 }

@@ -156,30 +156,31 @@ func TestTargetsReportKeepsRowsNotMeasured(t *testing.T) {
 	}
 }
 
-// TestTargetsFanOutJudgedOnTheFastestRun: a size of the static fan-out
-// run in rounds is judged on its fastest run that did not fail, and every
-// run is listed.
-func TestTargetsFanOutJudgedOnTheFastestRun(t *testing.T) {
-	r := fullResults()
-	r.sizes.fanRounds = 3
+// TestTargetsFanOutJudgedOnTheRoundsMedian: a static fan-out run in
+// rounds is judged on the median of each round's own ratio, and on its
+// largest size's median time; a failed run counts in neither; every run
+// is listed.
+func TestTargetsFanOutJudgedOnTheRoundsMedian(t *testing.T) {
+	r := fullResults() // round 0: 500 in 5 s, 2000 in 19 s: 3.80
+	r.sizes.fanRounds = 4
+	run := func(round, n int, took time.Duration, err error) targetFan {
+		return targetFan{kind: "static fan-out", build: "after, default flags", n: n, round: round, t: fanTiming{took: took, cpu: 4 * time.Second}, err: err}
+	}
 	r.fans = append(r.fans,
-		// Slower runs of both sizes, and a failed one faster than any.
-		targetFan{kind: "static fan-out", build: "after, default flags", n: 500, t: fanTiming{took: 9 * time.Second, cpu: 4 * time.Second}},
-		targetFan{kind: "static fan-out", build: "after, default flags", n: 2000, t: fanTiming{took: 30 * time.Second, cpu: 16 * time.Second}},
-		targetFan{kind: "static fan-out", build: "after, default flags", n: 2000, t: fanTiming{took: time.Second}, err: errors.New("exit status 1")},
-		// A faster run of the small size alone: the ratio grows with it.
-		targetFan{kind: "static fan-out", build: "after, default flags", n: 500, t: fanTiming{took: 4 * time.Second, cpu: 4 * time.Second}},
+		run(1, 500, 9*time.Second, nil), run(1, 2000, 30*time.Second, nil), // 3.33
+		run(2, 500, 4*time.Second, nil), run(2, 2000, 22*time.Second, nil), // 5.50
+		run(3, 500, time.Second, nil), run(3, 2000, time.Second, errors.New("exit status 1")),
 	)
 	var b strings.Builder
 	writeTargets(&b, r)
 	md := b.String()
-	if c := tableRow(t, md, "static fan-out: time(big) ÷ time(small)"); c[2] != "4.75 (2000 ÷ 500)" || c[3] != "**not reached**" {
-		t.Errorf("ratio row: %q, want 19 s ÷ 4 s = 4.75, not reached", c)
+	if c := tableRow(t, md, "static fan-out: time(big) ÷ time(small)"); c[2] != "3.80 (2000 ÷ 500, the median of 3 rounds: 3.33, 3.80, 5.50)" || c[3] != "reached" {
+		t.Errorf("ratio row: %q, want the median of the rounds' ratios, reached", c)
 	}
-	if c := tableRow(t, md, "static fan-out, largest: time"); c[2] != "2000 in 19s" {
-		t.Errorf("largest time row: %q, want the fastest run that did not fail", c)
+	if c := tableRow(t, md, "static fan-out, largest: time"); c[2] != "2000 in 22s" {
+		t.Errorf("largest time row: %q, want the median of the runs that did not fail", c)
 	}
-	if n := strings.Count(md, "| static fan-out | after, default flags | 2000 |"); n != 3 {
-		t.Errorf("%d runs of the static fan-out of 2000 listed, want 3:\n%s", n, md)
+	if n := strings.Count(md, "| static fan-out | after, default flags | 2000 |"); n != 4 {
+		t.Errorf("%d runs of the static fan-out of 2000 listed, want 4:\n%s", n, md)
 	}
 }
