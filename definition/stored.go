@@ -166,13 +166,18 @@ func (s *Stored) Dependents(name string) ([]string, error) {
 	if s.IsFinally(name) {
 		return s.finallyDependents(name), nil
 	}
-	quoted, err := json.Marshal(name)
-	if err != nil {
+	// The name as an entry writes it unescaped: json.Marshal would write
+	// <, > and & as \u003c and the like, which an entry need not.
+	var quoted bytes.Buffer
+	enc := json.NewEncoder(&quoted)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(name); err != nil {
 		return nil, err
 	}
+	q := bytes.TrimSuffix(quoted.Bytes(), []byte("\n"))
 	var out []string
 	for n, raw := range s.candidates(name) {
-		if !bytes.Contains(raw, quoted) && bytes.IndexByte(raw, '\\') < 0 {
+		if !bytes.Contains(raw, q) && bytes.IndexByte(raw, '\\') < 0 {
 			continue
 		}
 		a, err := s.Activity(n)

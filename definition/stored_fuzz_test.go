@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/whimbrel/whimbrel/definition"
@@ -35,6 +36,9 @@ func FuzzReadStored(f *testing.F) {
 		`"b":{"command":["true"],"depends_on":["\u0072"]},"c":{"command":["true"],"depends_on":["a","b","a"]},` +
 		`"d":{"command":["true"],"depends_on":["c"],"Depends_On":["r"]},"e":{"command":["true"],"depends_on":"r"},` +
 		`"f":{"command":["true"],"depends_on":["r","e"]},"g":{"command":["true"],"depends_on":["f"]}}}`)
+	// An entry that cannot be read, whose text names another activity
+	// outside its depends_on: an error for that one too, indexed or not.
+	f.Add(`{"name":"w","activities":{"r":{"command":["true"]},"a":{"command":["true"]},"x":{"command":"r","depends_on":["a"]}}}`)
 	f.Fuzz(func(t *testing.T, s string) {
 		st, err := definition.ReadStored(s)
 		if err != nil {
@@ -51,6 +55,24 @@ func FuzzReadStored(f *testing.F) {
 		}
 		_, _ = st.Activity("no such activity")
 		_, _ = st.Dependents("no such activity")
+		// Past its first calls a Stored answers from its index: as a
+		// fresh one, which scans, does.
+		for range 5 {
+			_, _ = st.Dependents("no such activity")
+		}
+		i := 0
+		for name := range doc.Activities {
+			i++
+			fresh, err := definition.ReadStored(s + strings.Repeat(" ", i))
+			if err != nil {
+				t.Fatalf("the text read, with a space more it does not: %v", err)
+			}
+			want, werr := fresh.Dependents(name)
+			got, gerr := st.Dependents(name)
+			if (werr != nil) != (gerr != nil) || !slices.Equal(got, want) {
+				t.Errorf("%q: indexed %q, %v; scanned %q, %v", name, got, gerr, want, werr)
+			}
+		}
 		full, err := definition.FromJSON(s)
 		if err != nil {
 			return

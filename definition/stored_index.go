@@ -39,7 +39,7 @@ func (s *Stored) candidates(name string) iter.Seq2[string, json.RawMessage] {
 	ix.mu.Lock()
 	ix.calls++
 	if !ix.built && ix.calls > indexAfter {
-		ix.build(s.entries)
+		ix.build(s)
 	}
 	if !ix.built {
 		ix.mu.Unlock()
@@ -56,21 +56,20 @@ func (s *Stored) candidates(name string) iter.Seq2[string, json.RawMessage] {
 	}
 }
 
-// build indexes the entries by the names in their depends_on, read
-// leniently: the index only narrows what Dependents reads, which decodes
-// and checks each entry it is pointed at.
-func (ix *upstreamIndex) build(entries map[string]json.RawMessage) {
+// build indexes the entries by the names in their depends_on, each read
+// as Activity reads it (and kept, as Activity keeps it): an entry that
+// cannot be read is among the unknowns, which Dependents reads on every
+// call, and so answers with its error as a scan would.
+func (ix *upstreamIndex) build(s *Stored) {
 	ix.byName = map[string][]string{}
-	for n, raw := range entries {
-		var e struct {
-			DependsOn []string `json:"depends_on"`
-		}
-		if err := json.Unmarshal(raw, &e); err != nil {
+	for n := range s.entries {
+		a, err := s.Activity(n)
+		if err != nil || a == nil {
 			ix.unknowns = append(ix.unknowns, n)
 			continue
 		}
 		seen := map[string]bool{}
-		for _, up := range e.DependsOn {
+		for _, up := range a.DependsOn {
 			if !seen[up] {
 				seen[up] = true
 				ix.byName[up] = append(ix.byName[up], n)

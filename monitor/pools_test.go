@@ -44,6 +44,9 @@ func TestSweepFreesTheLapsedSlotsOfAnIdlePool(t *testing.T) {
 	}
 	// The sweep renews no lease: a pool whose holders all run is read,
 	// never written, however long they run.
+	if p.Holders[0].LeaseUntil.After(now) {
+		t.Errorf("the sweep renewed the running activity's lease, to %s: it rewrote a shard it had no slot to free in", p.Holders[0].LeaseUntil)
+	}
 	_, before, err := f.st.PoolItems(ctx, "p")
 	if err != nil {
 		t.Fatal(err)

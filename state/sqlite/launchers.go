@@ -82,11 +82,7 @@ func (st *Store) WakeLaunchers() {
 // regular file (not a link, a pipe or a device, which could block or
 // never end) of a few bytes.
 func readAddr(path string) (netip.AddrPort, bool) {
-	fi, err := os.Lstat(path)
-	if err != nil || !fi.Mode().IsRegular() {
-		return netip.AddrPort{}, false
-	}
-	f, err := os.Open(path)
+	f, err := openRegular(path)
 	if err != nil {
 		return netip.AddrPort{}, false
 	}

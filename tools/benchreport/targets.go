@@ -456,9 +456,10 @@ type targetFan struct {
 	absent      bool // the build has no for_each
 	// ratio, when set, is the median of the rounds' ratios of the largest
 	// size to the smallest, ratios all of them (fanRows).
-	ratio  float64
-	ratios []float64
-	err    error
+	ratio      float64
+	ratios     []float64
+	failedRuns int // of the two sizes' runs, left out of the ratio
+	err        error
 }
 
 // targetFanRun runs one fan-out with b's `whimbrel run` on the embedded

@@ -271,6 +271,11 @@ func fanRows(r targetResults, kind string, set func(name, goal, before, after, v
 			rb := *big
 			rb.ratio = ratios[len(ratios)/2]
 			rb.ratios = ratios
+			for _, f := range append(sizes[lo], sizes[hi]...) {
+				if f.err != nil {
+					rb.failedRuns++
+				}
+			}
 			big = &rb
 		}
 		return small, big
@@ -306,7 +311,11 @@ func fanRows(r targetResults, kind string, set func(name, goal, before, after, v
 			for _, x := range b.ratios {
 				each = append(each, fmt.Sprintf("%.2f", x))
 			}
-			return b.ratio, fmt.Sprintf("%.2f (%d ÷ %d, the median of %d rounds: %s)", b.ratio, b.n, s.n, len(b.ratios), strings.Join(each, ", "))
+			failed := ""
+			if b.failedRuns > 0 {
+				failed = fmt.Sprintf("; %d run(s) failed, left out", b.failedRuns)
+			}
+			return b.ratio, fmt.Sprintf("%.2f (%d ÷ %d, the median of %d rounds: %s%s)", b.ratio, b.n, s.n, len(b.ratios), strings.Join(each, ", "), failed)
 		}
 		x := b.t.took.Seconds() / s.t.took.Seconds()
 		return x, fmt.Sprintf("%.2f (%d ÷ %d)", x, b.n, s.n)

@@ -174,7 +174,7 @@ func TestTargetsFanOutJudgedOnTheRoundsMedian(t *testing.T) {
 	var b strings.Builder
 	writeTargets(&b, r)
 	md := b.String()
-	if c := tableRow(t, md, "static fan-out: time(big) ÷ time(small)"); c[2] != "3.80 (2000 ÷ 500, the median of 3 rounds: 3.33, 3.80, 5.50)" || c[3] != "reached" {
+	if c := tableRow(t, md, "static fan-out: time(big) ÷ time(small)"); c[2] != "3.80 (2000 ÷ 500, the median of 3 rounds: 3.33, 3.80, 5.50; 1 run(s) failed, left out)" || c[3] != "reached" {
 		t.Errorf("ratio row: %q, want the median of the rounds' ratios, reached", c)
 	}
 	if c := tableRow(t, md, "static fan-out, largest: time"); c[2] != "2000 in 22s" {
